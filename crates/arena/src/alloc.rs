@@ -1,0 +1,450 @@
+//! The allocator: size classes carved from 64 KiB pages, per-participant caches, lock-free
+//! per-class batch stacks, and page runs for large values.
+//!
+//! - **Fast path** (no shared atomics): pop from this participant's free list for the class,
+//!   or bump inside its current page. The cache lives in the arena (16 bytes per class per
+//!   slot), so a dead participant's cache is inherited with its slot, not lost.
+//! - **Refill**: pop a batch of [`BATCH`] blocks from the class's global Treiber stack (a
+//!   64-bit head of `tag:32 | unit offset:32`; the tag defeats ABA), else take a fresh page.
+//! - **Free**: push on the local list; past `2 × BATCH` blocks, hand a batch to the global
+//!   stack so memory freed by one thread feeds others.
+//! - **Large** (over [`LARGE_MIN`] bytes): a run of whole pages, first fit from a free-run
+//!   list under an owner-recording lock (large allocations are rare), else fresh pages. A
+//!   freed run's pages are given back to the kernel (`MADV_REMOVE`).
+//!
+//! Free-block layout: word 0 (`u32`) is the next block in a list, word 1 the next batch (in
+//! a batch head on a global stack) or the retire epoch (on a retire list).
+//!
+//! Page descriptors: one `u32` per page: `0` unused, `1..=NCLASSES` small class + 1,
+//! `LARGE | npages` the first page of a run, `CONT` the rest of a run.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{Arena, Error, Participant, H_CLASS_STACKS, H_LARGE_FREE_PAGES, H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, PAGE, UNIT};
+
+pub(crate) const CACHE_ENTRY: u64 = 16;
+const C_FREE_HEAD: u64 = 0;
+const C_FREE_COUNT: u64 = 4;
+const C_BUMP_CUR: u64 = 8;
+const C_BUMP_END: u64 = 12;
+
+const BATCH: u32 = 32;
+const LARGE: u32 = 0x8000_0000;
+const CONT: u32 = 0x4000_0000;
+
+/// Objects larger than this take whole pages.
+pub const LARGE_MIN: u64 = 32 * 1024;
+
+const fn build_classes() -> ([u32; 96], usize) {
+    let mut t = [0u32; 96];
+    let mut n = 0;
+    // 8-byte steps up to 256 bytes: small items are where per-key overhead matters most.
+    let mut s = 16;
+    while s <= 256 {
+        t[n] = s;
+        n += 1;
+        s += 8;
+    }
+    // Then about 12.5% apart, 8-byte aligned, up to LARGE_MIN.
+    let mut s = 256u32;
+    while s < LARGE_MIN as u32 {
+        let step = ((s / 8) + 7) / 8 * 8;
+        s += step;
+        if s > LARGE_MIN as u32 {
+            s = LARGE_MIN as u32;
+        }
+        t[n] = s;
+        n += 1;
+    }
+    (t, n)
+}
+
+const CLASSES: ([u32; 96], usize) = build_classes();
+/// Number of small size classes.
+pub const NCLASSES: usize = CLASSES.1;
+
+/// Block size of class `c`.
+#[inline]
+pub fn class_size(c: usize) -> u64 {
+    CLASSES.0[c] as u64
+}
+
+/// Smallest class holding `size` bytes (`size <= LARGE_MIN`).
+#[inline]
+pub fn class_of(size: u64) -> usize {
+    if size <= 256 {
+        return (size.max(16) as usize - 16).div_ceil(8);
+    }
+    CLASSES.0[31..NCLASSES].partition_point(|&c| (c as u64) < size) + 31
+}
+
+/// Figures for measuring fragmentation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllocStats {
+    /// Pages ever handed out (small or large), in bytes.
+    pub pages_bytes: u64,
+    /// Bytes in small-class pages.
+    pub small_pages_bytes: u64,
+    /// Bytes in large runs currently allocated.
+    pub large_bytes: u64,
+    /// Bytes in free large runs.
+    pub large_free_bytes: u64,
+    /// Free small blocks found on caches and global stacks, per class: (class size, count).
+    pub free_blocks: Vec<(u64, u64)>,
+    /// Blocks waiting for reclamation on retire lists.
+    pub retired_blocks: u64,
+    /// Free blocks on lists (small + large) by byte offset: for checkers that make sure no
+    /// published item sits in free memory.
+    pub free_set: HashMap<u64, u64>,
+}
+
+impl Arena {
+    #[inline]
+    fn page_desc(&self, page: u64) -> Result<&AtomicU32, Error> {
+        self.u32(self.pagedesc_off + page * 4)
+    }
+
+    fn total_pages(&self) -> u64 {
+        self.capacity() / PAGE
+    }
+
+    /// Block size of an allocated block at `off`, from its page descriptor.
+    pub fn block_size(&self, off: u64) -> Result<u64, Error> {
+        let page = off / PAGE;
+        let d = self.page_desc(page)?.load(Ordering::Acquire);
+        if d & LARGE != 0 {
+            if off % PAGE != 0 {
+                return Err(Error::OutOfRange { off, size: 0 });
+            }
+            return Ok((d & !LARGE) as u64 * PAGE);
+        }
+        if d == 0 || d & CONT != 0 || d as usize > NCLASSES {
+            return Err(Error::OutOfRange { off, size: 0 });
+        }
+        let size = class_size(d as usize - 1);
+        if (off % PAGE) % size != 0 || off % PAGE + size > PAGE {
+            return Err(Error::OutOfRange { off, size });
+        }
+        Ok(size)
+    }
+
+    fn large_lock(&self) -> Result<&AtomicU32, Error> {
+        self.u32(H_LARGE_LOCK)
+    }
+
+    /// Statistics for fragmentation; walks every free list, so not for hot paths.
+    pub fn alloc_stats(&self) -> Result<AllocStats, Error> {
+        let mut st = AllocStats::default();
+        let first = self.data_off / PAGE;
+        let next = self.u64(H_PAGE_NEXT)?.load(Ordering::Acquire).min(self.total_pages());
+        st.pages_bytes = (next - first) * PAGE;
+        for p in first..next {
+            let d = self.page_desc(p)?.load(Ordering::Relaxed);
+            if d & LARGE != 0 {
+                st.large_bytes += (d & !LARGE) as u64 * PAGE;
+            } else if d != 0 && d & CONT == 0 {
+                st.small_pages_bytes += PAGE;
+            }
+        }
+        let mut counts = vec![0u64; NCLASSES];
+        let limit = self.capacity() / 16;
+        let add = |st: &mut AllocStats, off: u64, size: u64| -> Result<(), Error> {
+            if st.free_set.insert(off, size).is_some() {
+                return Err(Error::Geometry("a block is on two free lists"));
+            }
+            Ok(())
+        };
+        for c in 0..NCLASSES {
+            let size = class_size(c);
+            for slot in 0..self.max_participants {
+                let e = self.cache_entry(slot, c);
+                let mut b = self.u32(e + C_FREE_HEAD)?.load(Ordering::Acquire);
+                let mut steps = 0;
+                while b != 0 && steps < limit {
+                    let off = Arena::from_units(b);
+                    add(&mut st, off, size)?;
+                    counts[c] += 1;
+                    b = self.u32(off)?.load(Ordering::Acquire);
+                    steps += 1;
+                }
+            }
+            let head = self.u64(H_CLASS_STACKS + c as u64 * 8)?.load(Ordering::Acquire) as u32;
+            let mut batch = head;
+            while batch != 0 {
+                let mut b = batch;
+                while b != 0 {
+                    let off = Arena::from_units(b);
+                    add(&mut st, off, size)?;
+                    counts[c] += 1;
+                    b = self.u32(off)?.load(Ordering::Acquire);
+                }
+                batch = self.u32(Arena::from_units(batch) + 4)?.load(Ordering::Acquire);
+            }
+        }
+        st.free_blocks = counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(c, &n)| (class_size(c), n)).collect();
+        let mut run = self.u64(H_LARGE_HEAD)?.load(Ordering::Acquire) as u32;
+        while run != 0 {
+            let off = Arena::from_units(run);
+            let n = self.u32(off + 4)?.load(Ordering::Relaxed) as u64;
+            add(&mut st, off, n * PAGE)?;
+            st.large_free_bytes += n * PAGE;
+            run = self.u32(off)?.load(Ordering::Acquire);
+        }
+        for slot in 0..self.max_participants {
+            let (head, _, _) = self.retire_list(slot)?;
+            let mut b = head.load(Ordering::Acquire);
+            let mut steps = 0;
+            while b != 0 && steps < limit {
+                st.retired_blocks += 1;
+                b = self.u32(Arena::from_units(b))?.load(Ordering::Acquire);
+                steps += 1;
+            }
+        }
+        Ok(st)
+    }
+
+    /// Bytes of pages touched so far (small and large), the allocator's footprint.
+    pub fn pages_in_use_bytes(&self) -> u64 {
+        let first = self.data_off / PAGE;
+        let next = self.u64(H_PAGE_NEXT).map(|p| p.load(Ordering::Relaxed)).unwrap_or(first);
+        (next.min(self.total_pages()) - first) * PAGE
+    }
+}
+
+impl Participant {
+    #[inline]
+    fn cache(&self, class: usize, field: u64) -> Result<&AtomicU32, Error> {
+        self.arena.u32(self.arena.cache_entry(self.slot, class) + field)
+    }
+
+    /// Allocates `size` bytes (8-aligned; at least 16). The memory is this participant's until
+    /// it publishes it; it may hold old bytes.
+    pub fn alloc(&self, size: u64) -> Result<u64, Error> {
+        if size > LARGE_MIN {
+            return self.alloc_large(size);
+        }
+        let c = class_of(size);
+        let a = &*self.arena;
+        let head = self.cache(c, C_FREE_HEAD)?;
+        let h = head.load(Ordering::Relaxed);
+        if h != 0 {
+            let off = Arena::from_units(h);
+            head.store(a.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
+            let count = self.cache(c, C_FREE_COUNT)?;
+            count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+            return Ok(off);
+        }
+        let cu = (class_size(c) / UNIT) as u32;
+        let cur = self.cache(c, C_BUMP_CUR)?;
+        let end = self.cache(c, C_BUMP_END)?;
+        let b = cur.load(Ordering::Relaxed);
+        if b != 0 && b + cu <= end.load(Ordering::Relaxed) {
+            cur.store(b + cu, Ordering::Relaxed);
+            return Ok(Arena::from_units(b));
+        }
+        // Refill: a batch freed by someone else, else a fresh page.
+        if let Some(batch) = self.pop_batch(c)? {
+            let rest = a.u32(batch)?.load(Ordering::Relaxed);
+            head.store(rest, Ordering::Relaxed);
+            self.cache(c, C_FREE_COUNT)?.store(BATCH - 1, Ordering::Relaxed);
+            return Ok(batch);
+        }
+        let page = self.take_pages(1)?;
+        a.page_desc(page / PAGE)?.store(c as u32 + 1, Ordering::Release);
+        let first = Arena::to_units(page);
+        let n = (PAGE / class_size(c)) as u32;
+        end.store(first + n * cu, Ordering::Relaxed);
+        cur.store(first + cu, Ordering::Relaxed);
+        Ok(page)
+    }
+
+    /// Frees a block at once. Only for memory never published (or published and then
+    /// retired and reclaimed): published memory goes through [`Participant::retire`].
+    pub fn free(&self, off: u64) -> Result<(), Error> {
+        let a = &*self.arena;
+        let size = a.block_size(off)?;
+        if size > LARGE_MIN || (off % PAGE == 0 && a.page_desc(off / PAGE)?.load(Ordering::Relaxed) & LARGE != 0) {
+            return self.free_large(off);
+        }
+        let c = class_of(size);
+        let head = self.cache(c, C_FREE_HEAD)?;
+        a.u32(off)?.store(head.load(Ordering::Relaxed), Ordering::Relaxed);
+        head.store(Arena::to_units(off), Ordering::Relaxed);
+        let count = self.cache(c, C_FREE_COUNT)?;
+        let n = count.load(Ordering::Relaxed) + 1;
+        count.store(n, Ordering::Relaxed);
+        if n >= 2 * BATCH {
+            // Hand the first BATCH blocks to the global stack.
+            let first = head.load(Ordering::Relaxed);
+            let mut last = first;
+            for _ in 1..BATCH {
+                last = a.u32(Arena::from_units(last))?.load(Ordering::Relaxed);
+                if last == 0 {
+                    return Err(Error::Geometry("free list shorter than its count"));
+                }
+            }
+            let last_word = a.u32(Arena::from_units(last))?;
+            head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
+            last_word.store(0, Ordering::Relaxed);
+            count.store(n - BATCH, Ordering::Relaxed);
+            self.push_batch(c, Arena::from_units(first))?;
+        }
+        Ok(())
+    }
+
+    fn push_batch(&self, c: usize, batch: u64) -> Result<(), Error> {
+        let a = &*self.arena;
+        let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
+        let link = a.u32(batch + 4)?;
+        let mut h = stack.load(Ordering::Acquire);
+        loop {
+            link.store(h as u32, Ordering::Relaxed);
+            let new = ((h >> 32).wrapping_add(1) << 32) | Arena::to_units(batch) as u64;
+            match stack.compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(cur) => h = cur,
+            }
+        }
+    }
+
+    fn pop_batch(&self, c: usize) -> Result<Option<u64>, Error> {
+        let a = &*self.arena;
+        let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
+        let mut h = stack.load(Ordering::Acquire);
+        loop {
+            let top = h as u32;
+            if top == 0 {
+                return Ok(None);
+            }
+            // The block may be popped and reused under us; then this read is garbage but in
+            // bounds, and the tagged CAS below fails.
+            let next = a.u32(Arena::from_units(top) + 4)?.load(Ordering::Acquire);
+            let new = ((h >> 32).wrapping_add(1) << 32) | next as u64;
+            match stack.compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(Some(Arena::from_units(top))),
+                Err(cur) => h = cur,
+            }
+        }
+    }
+
+    /// `n` contiguous pages: first fit from freed runs, else fresh ones.
+    fn take_pages(&self, n: u64) -> Result<u64, Error> {
+        let a = &*self.arena;
+        if a.u64(H_LARGE_FREE_PAGES)?.load(Ordering::Relaxed) >= n {
+            let lock = a.large_lock()?;
+            self.lock(lock);
+            let found = self.take_free_run(n);
+            self.unlock(lock);
+            if let Some(off) = found? {
+                return Ok(off);
+            }
+        }
+        let next = a.u64(H_PAGE_NEXT)?;
+        let mut cur = next.load(Ordering::Relaxed);
+        loop {
+            if cur + n > a.total_pages() {
+                return Err(Error::Full);
+            }
+            match next.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Ok(cur * PAGE),
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// Under the large lock: unlinks (or shortens) the first free run of at least `n` pages.
+    fn take_free_run(&self, n: u64) -> Result<Option<u64>, Error> {
+        let a = &*self.arena;
+        let head = a.u64(H_LARGE_HEAD)?;
+        let mut prev: Option<u64> = None;
+        let mut run = head.load(Ordering::Acquire) as u32;
+        let mut steps = 0u64;
+        while run != 0 && steps < a.total_pages() {
+            let off = Arena::from_units(run);
+            let len = a.u32(off + 4)?.load(Ordering::Relaxed) as u64;
+            let next = a.u32(off)?.load(Ordering::Relaxed);
+            if len >= n {
+                let taken = if len == n {
+                    match prev {
+                        None => head.store(next as u64, Ordering::Release),
+                        Some(p) => a.u32(p)?.store(next, Ordering::Release),
+                    }
+                    off
+                } else {
+                    // Keep the head of the run on the list; take its tail.
+                    a.u32(off + 4)?.store((len - n) as u32, Ordering::Relaxed);
+                    off + (len - n) * PAGE
+                };
+                a.u64(H_LARGE_FREE_PAGES)?.fetch_sub(n, Ordering::Relaxed);
+                return Ok(Some(taken));
+            }
+            prev = Some(off);
+            run = next;
+            steps += 1;
+        }
+        Ok(None)
+    }
+
+    fn alloc_large(&self, size: u64) -> Result<u64, Error> {
+        let a = &*self.arena;
+        let n = size.div_ceil(PAGE);
+        if n >= (CONT as u64) {
+            return Err(Error::Full);
+        }
+        let off = self.take_pages(n)?;
+        let first = off / PAGE;
+        for p in first + 1..first + n {
+            a.page_desc(p)?.store(CONT, Ordering::Relaxed);
+        }
+        a.page_desc(first)?.store(LARGE | n as u32, Ordering::Release);
+        Ok(off)
+    }
+
+    fn free_large(&self, off: u64) -> Result<(), Error> {
+        let a = &*self.arena;
+        let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
+        if d & LARGE == 0 || off % PAGE != 0 {
+            return Err(Error::OutOfRange { off, size: 0 });
+        }
+        let n = (d & !LARGE) as u64;
+        // Give the memory back to the kernel; keep the first OS page for the list node.
+        a.map.discard(off + 4096, n * PAGE - 4096)?;
+        let lock = a.large_lock()?;
+        self.lock(lock);
+        let head = a.u64(H_LARGE_HEAD);
+        let r = (|| {
+            let head = head?;
+            a.u32(off + 4)?.store(n as u32, Ordering::Relaxed);
+            a.u32(off)?.store(head.load(Ordering::Relaxed) as u32, Ordering::Relaxed);
+            for p in off / PAGE..off / PAGE + n {
+                a.page_desc(p)?.store(0, Ordering::Relaxed);
+            }
+            head.store(Arena::to_units(off) as u64, Ordering::Release);
+            a.u64(H_LARGE_FREE_PAGES)?.fetch_add(n, Ordering::Relaxed);
+            Ok(())
+        })();
+        self.unlock(lock);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_sorted_aligned_and_cover_everything() {
+        assert!(NCLASSES > 40 && NCLASSES < 96);
+        for c in 1..NCLASSES {
+            assert!(class_size(c) > class_size(c - 1));
+            assert_eq!(class_size(c) % 8, 0);
+        }
+        assert_eq!(class_size(NCLASSES - 1), LARGE_MIN);
+        for size in 1..=LARGE_MIN {
+            let c = class_of(size);
+            assert!(class_size(c) >= size.max(16), "size {size}");
+            assert!(c == 0 || class_size(c - 1) < size, "size {size} not in smallest class");
+        }
+    }
+}

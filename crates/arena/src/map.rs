@@ -1,0 +1,172 @@
+//! The mapping itself: the only place in Larder that touches shared memory through raw
+//! pointers.
+//!
+//! # Invariants
+//!
+//! - The mapping is `MAP_SHARED` over a file descriptor (memfd, `/dev/shm`, or a plain file)
+//!   and stays mapped, at a fixed length, for the life of [`Mapping`]; it never moves or shrinks.
+//! - Every access is bounds-checked against that length (and, for atomics, alignment-checked)
+//!   before a pointer is formed. An offset read from the arena may have been written by a buggy
+//!   process, so nothing here trusts one.
+//! - No `&[u8]` or `&mut T` is ever formed over arena bytes: other processes may be writing
+//!   them. Bytes are copied in and out with raw-pointer copies; fixed-size fields are reached
+//!   only through atomic types, which permit shared mutation by design.
+//!
+//! Everything above this module works with offsets and the safe accessors below.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+
+use crate::Error;
+
+pub(crate) struct Mapping {
+    base: *mut u8,
+    len: u64,
+    _map: memmap2::MmapRaw,
+}
+
+// SAFETY: the mapping is plain shared memory; all access goes through atomics or
+// bounds-checked raw copies, which are safe to perform from any thread.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; no method hands out a non-atomic reference into the mapping.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `file` shared and writable.
+    pub(crate) fn new(file: &File, len: u64) -> Result<Mapping, Error> {
+        let map = memmap2::MmapOptions::new()
+            .len(usize::try_from(len).map_err(|_| Error::Geometry("capacity too large"))?)
+            .map_raw(file)
+            .map_err(Error::Io)?;
+        Ok(Mapping { base: map.as_mut_ptr(), len, _map: map })
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    #[inline]
+    fn check(&self, off: u64, size: u64, align: u64) -> Result<(), Error> {
+        match off.checked_add(size) {
+            Some(end) if end <= self.len && off % align == 0 => Ok(()),
+            _ => Err(Error::OutOfRange { off, size }),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn u64(&self, off: u64) -> Result<&AtomicU64, Error> {
+        self.check(off, 8, 8)?;
+        // SAFETY: off..off+8 is inside the live mapping and 8-aligned (checked above; the
+        // mapping base is page-aligned). AtomicU64 has the layout of u64 and allows shared
+        // mutation, so a shared reference is sound even while other processes write.
+        Ok(unsafe { &*(self.base.add(off as usize) as *const AtomicU64) })
+    }
+
+    #[inline]
+    pub(crate) fn u32(&self, off: u64) -> Result<&AtomicU32, Error> {
+        self.check(off, 4, 4)?;
+        // SAFETY: in bounds and 4-aligned (checked); AtomicU32 permits shared mutation.
+        Ok(unsafe { &*(self.base.add(off as usize) as *const AtomicU32) })
+    }
+
+    #[inline]
+    pub(crate) fn u8(&self, off: u64) -> Result<&AtomicU8, Error> {
+        self.check(off, 1, 1)?;
+        // SAFETY: in bounds (checked); AtomicU8 permits shared mutation and has no alignment.
+        Ok(unsafe { &*(self.base.add(off as usize) as *const AtomicU8) })
+    }
+
+    /// Copies `out.len()` bytes from the arena at `off` into `out`.
+    #[inline]
+    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result<(), Error> {
+        self.check(off, out.len() as u64, 1)?;
+        // SAFETY: the source range is inside the mapping (checked) and `out` is a distinct
+        // process-local buffer, so the ranges cannot overlap. A concurrent writer can only
+        // make the copied bytes stale, which callers handle (published items are immutable).
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(off as usize), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Appends `len` bytes from the arena at `off` to `out`.
+    #[inline]
+    pub(crate) fn read_append(&self, off: u64, len: usize, out: &mut Vec<u8>) -> Result<(), Error> {
+        self.check(off, len as u64, 1)?;
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: source in bounds (checked); destination is the reserved spare capacity of
+        // `out`, which is at least `len` bytes and cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(off as usize), out.as_mut_ptr().add(start), len);
+            out.set_len(start + len);
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the arena at `off`. Callers only write memory they own and have not
+    /// yet published (invariant 2), or fixed fields through atomics instead.
+    #[inline]
+    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result<(), Error> {
+        self.check(off, data.len() as u64, 1)?;
+        // SAFETY: destination in bounds (checked); `data` is process-local memory, so the
+        // ranges cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off as usize), data.len()) };
+        Ok(())
+    }
+
+    /// Copies `len` bytes inside the arena (ranges may not overlap).
+    #[inline]
+    pub(crate) fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), Error> {
+        self.check(src, len, 1)?;
+        self.check(dst, len, 1)?;
+        if src < dst + len && dst < src + len && len > 0 {
+            return Err(Error::OutOfRange { off: dst, size: len });
+        }
+        // SAFETY: both ranges are inside the mapping and disjoint (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(src as usize), self.base.add(dst as usize), len as usize) };
+        Ok(())
+    }
+
+    /// Whether the arena bytes at `off` equal `data`.
+    #[inline]
+    pub(crate) fn eq(&self, off: u64, data: &[u8]) -> Result<bool, Error> {
+        self.check(off, data.len() as u64, 1)?;
+        // Compare through a small stack buffer rather than a slice over shared memory.
+        let mut buf = [0u8; 256];
+        let mut done = 0;
+        while done < data.len() {
+            let n = (data.len() - done).min(buf.len());
+            // SAFETY: off+done..off+done+n is inside the range checked above; buf is local.
+            unsafe { std::ptr::copy_nonoverlapping(self.base.add(off as usize + done), buf.as_mut_ptr(), n) };
+            if buf[..n] != data[done..done + n] {
+                return Ok(false);
+            }
+            done += n;
+        }
+        Ok(true)
+    }
+
+    /// Zeroes `len` bytes at `off`.
+    pub(crate) fn zero(&self, off: u64, len: u64) -> Result<(), Error> {
+        self.check(off, len, 1)?;
+        // SAFETY: in bounds (checked).
+        unsafe { std::ptr::write_bytes(self.base.add(off as usize), 0, len as usize) };
+        Ok(())
+    }
+
+    /// Tells the kernel the pages in `off..off+len` may be dropped (they read back as zero).
+    /// Used to give freed large runs back; a failure only means memory is not returned.
+    pub(crate) fn discard(&self, off: u64, len: u64) -> Result<(), Error> {
+        self.check(off, len, 4096)?;
+        if len % 4096 != 0 {
+            return Err(Error::OutOfRange { off, size: len });
+        }
+        // SAFETY: the range is inside our own shared mapping and page-aligned (checked);
+        // MADV_REMOVE on a shared mapping only frees the backing pages, which then read as
+        // zero for every process; callers only discard memory nobody references.
+        let _ = unsafe {
+            rustix::mm::madvise(self.base.add(off as usize).cast(), len as usize, rustix::mm::Advice::LinuxRemove)
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! Participant slots, epochs, owner-recording locks, reaping and intents.
+//!
+//! Slot layout (128 bytes, all little-endian atomics):
+//!
+//! ```text
+//!   0  state   u64  pid << 8 | FREE(0) CLAIMING(1) LIVE(2) REAPING(3)
+//!   8  gen     u32  bumped each time the slot is freed; lock words carry its low 22 bits
+//!  16  start   u64  the process's start time (clock ticks since boot, /proc/PID/stat)
+//!  24  epoch   u64  epoch << 1 | active
+//!  32  intent  u64  byte offset of an intent record being published, or 0
+//!  40  retire head u32, 44 retire tail u32, 48 retire count u32   (unit offsets)
+//! ```
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::{Arena, Error, H_EPOCH, H_SLOT_HWM};
+
+const S_STATE: u64 = 0;
+const S_GEN: u64 = 8;
+const S_START: u64 = 16;
+const S_EPOCH: u64 = 24;
+const S_INTENT: u64 = 32;
+const S_RETIRE_HEAD: u64 = 40;
+const S_RETIRE_TAIL: u64 = 44;
+const S_RETIRE_COUNT: u64 = 48;
+
+const FREE: u64 = 0;
+const CLAIMING: u64 = 1;
+const LIVE: u64 = 2;
+const REAPING: u64 = 3;
+
+const GEN_BITS: u32 = 22;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+
+/// Retired blocks a participant accumulates before it tries to reclaim.
+const COLLECT_EVERY: u32 = 128;
+/// How many failed epoch advances caused by one slot before its process is checked.
+const SUSPECT_AFTER: u32 = 32;
+
+/// What [`Arena::slots`] reports about one participant slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotInfo {
+    pub slot: u32,
+    pub pid: u32,
+    pub state: &'static str,
+    pub gen: u32,
+    pub pinned: bool,
+    pub epoch: u64,
+    pub retired: u32,
+    pub intent: u64,
+}
+
+/// A thread's membership in the arena: its epoch, allocator cache and lock identity.
+///
+/// One per thread; not `Sync`. Dropping it leaves the epoch and frees the slot (its cache
+/// and pending retirements stay with the slot for the next thread that claims it).
+pub struct Participant {
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) slot: u32,
+    lock_word: u32,
+    pins: Cell<u32>,
+    versions: Cell<(u64, u64)>,
+    suspect: Cell<(u32, u32)>,
+}
+
+/// Proof that the holder is inside an epoch: memory it reads stays allocated until the
+/// guard is dropped.
+pub struct Guard<'a> {
+    p: &'a Participant,
+}
+
+impl Drop for Guard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.p.unpin();
+    }
+}
+
+fn self_start_time() -> u64 {
+    use std::sync::Mutex;
+    static CACHE: Mutex<(u32, u64)> = Mutex::new((0, 0));
+    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if c.0 != pid {
+        *c = (pid, proc_start_time(pid).unwrap_or(0));
+    }
+    c.1
+}
+
+/// Field 22 of /proc/PID/stat, and whether the process is a zombie or dead (state Z or X).
+fn proc_stat(pid: u32) -> Option<(u64, bool)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses; fields resume after the
+    // last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((start, state == "Z" || state == "X"))
+}
+
+fn proc_start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(s, _)| s)
+}
+
+/// Whether the process `pid` that started at `start` is still running. A zombie counts as
+/// dead: it will never touch the arena again.
+pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    match proc_stat(pid) {
+        Some((s, zombie)) => !zombie && (start == 0 || s == start),
+        None => false,
+    }
+}
+
+impl Arena {
+    fn slot_u64(&self, slot: u32, field: u64) -> Result<&AtomicU64, Error> {
+        self.u64(self.slot_off(slot) + field)
+    }
+    fn slot_u32(&self, slot: u32, field: u64) -> Result<&AtomicU32, Error> {
+        self.u32(self.slot_off(slot) + field)
+    }
+
+    fn slot_hwm(&self) -> u32 {
+        self.u32(H_SLOT_HWM).map(|h| h.load(Ordering::Acquire)).unwrap_or(0).min(self.max_participants)
+    }
+
+    /// Claims a participant slot for the calling thread.
+    pub fn register(self: &Arc<Self>) -> Result<Participant, Error> {
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let start = self_start_time();
+        for pass in 0..2 {
+            for slot in 0..self.max_participants {
+                let state = self.slot_u64(slot, S_STATE)?;
+                let cur = state.load(Ordering::Acquire);
+                if cur & 0xff != FREE {
+                    if pass == 1 {
+                        self.reap(slot);
+                    }
+                    continue;
+                }
+                if state
+                    .compare_exchange(cur, (pid as u64) << 8 | CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+                self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
+                self.slot_u64(slot, S_EPOCH)?.store(0, Ordering::Relaxed);
+                self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
+                let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
+                state.store((pid as u64) << 8 | LIVE, Ordering::Release);
+                self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::AcqRel);
+                return Ok(Participant {
+                    arena: self.clone(),
+                    slot,
+                    lock_word: ((slot + 1) << GEN_BITS) | (gen & GEN_MASK),
+                    pins: Cell::new(0),
+                    versions: Cell::new((0, 0)),
+                    suspect: Cell::new((u32::MAX, 0)),
+                });
+            }
+        }
+        Err(Error::NoSlot(self.max_participants))
+    }
+
+    /// Reaps `slot` if its process is dead: finishes its intent, leaves its epoch, bumps its
+    /// generation (which frees every lock it held) and frees the slot. Returns whether the
+    /// slot is now known not to belong to a live process.
+    pub fn reap(&self, slot: u32) -> bool {
+        let Ok(state) = self.slot_u64(slot, S_STATE) else { return false };
+        let cur = state.load(Ordering::Acquire);
+        let kind = cur & 0xff;
+        if kind == FREE {
+            return true;
+        }
+        if kind == REAPING {
+            return false; // someone else is at it
+        }
+        let pid = (cur >> 8) as u32;
+        let start = self.slot_u64(slot, S_START).map(|s| s.load(Ordering::Relaxed)).unwrap_or(0);
+        if process_alive(pid, if kind == CLAIMING { 0 } else { start }) {
+            return false;
+        }
+        if state.compare_exchange(cur, (pid as u64) << 8 | REAPING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        let intent = self.slot_u64(slot, S_INTENT).map(|i| i.load(Ordering::Acquire)).unwrap_or(0);
+        if intent != 0 {
+            let done = match self.recovery.get() {
+                Some(h) => h(self, intent).is_ok(),
+                None => false,
+            };
+            if !done {
+                // This process cannot finish the intent; leave the slot for one that can.
+                state.store(cur, Ordering::Release);
+                return false;
+            }
+            if let Ok(i) = self.slot_u64(slot, S_INTENT) {
+                i.store(0, Ordering::Release);
+            }
+        }
+        if let Ok(e) = self.slot_u64(slot, S_EPOCH) {
+            e.store(0, Ordering::Release);
+        }
+        if let Ok(g) = self.slot_u32(slot, S_GEN) {
+            g.fetch_add(1, Ordering::AcqRel);
+        }
+        state.store(FREE, Ordering::Release);
+        true
+    }
+
+    /// Reaps every slot whose process has died. Returns how many were reaped.
+    pub fn reap_dead(&self) -> usize {
+        let mut n = 0;
+        for slot in 0..self.slot_hwm() {
+            let kind = self.slot_u64(slot, S_STATE).map(|s| s.load(Ordering::Acquire) & 0xff).unwrap_or(FREE);
+            if kind != FREE && self.reap(slot) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Describes every slot ever used (for `larder segment info` and tests).
+    pub fn slots(&self) -> Vec<SlotInfo> {
+        (0..self.slot_hwm())
+            .filter_map(|slot| {
+                let st = self.slot_u64(slot, S_STATE).ok()?.load(Ordering::Acquire);
+                let ep = self.slot_u64(slot, S_EPOCH).ok()?.load(Ordering::Acquire);
+                Some(SlotInfo {
+                    slot,
+                    pid: (st >> 8) as u32,
+                    state: match st & 0xff {
+                        FREE => "free",
+                        CLAIMING => "claiming",
+                        LIVE => "live",
+                        REAPING => "reaping",
+                        _ => "corrupt",
+                    },
+                    gen: self.slot_u32(slot, S_GEN).ok()?.load(Ordering::Relaxed),
+                    pinned: ep & 1 == 1,
+                    epoch: ep >> 1,
+                    retired: self.slot_u32(slot, S_RETIRE_COUNT).ok()?.load(Ordering::Relaxed),
+                    intent: self.slot_u64(slot, S_INTENT).ok()?.load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a lock word's owner is gone: its slot was reaped (generation moved on) or the
+    /// word is not a valid owner at all. `check_pid` additionally asks the OS whether the
+    /// owner's process is alive, reaping it if not.
+    pub(crate) fn lock_is_stale(&self, word: u32, check_pid: bool) -> bool {
+        let slot = (word >> GEN_BITS).wrapping_sub(1);
+        if slot >= self.max_participants {
+            return true;
+        }
+        let gen = self.slot_u32(slot, S_GEN).map(|g| g.load(Ordering::Acquire)).unwrap_or(0);
+        if gen & GEN_MASK != word & GEN_MASK {
+            return true;
+        }
+        if check_pid && self.reap(slot) {
+            return true;
+        }
+        false
+    }
+
+    /// Whether a lock word is held by a live owner (for the invariant checker).
+    pub fn lock_held(&self, word: u32) -> bool {
+        word != 0 && !self.lock_is_stale(word, false)
+    }
+
+    /// The slots' cache area offset for the allocator.
+    pub(crate) fn cache_entry(&self, slot: u32, class: usize) -> u64 {
+        self.cache_off + (slot as u64 * crate::NCLASSES as u64 + class as u64) * crate::alloc::CACHE_ENTRY
+    }
+
+    pub(crate) fn retire_list(&self, slot: u32) -> Result<(&AtomicU32, &AtomicU32, &AtomicU32), Error> {
+        Ok((
+            self.slot_u32(slot, S_RETIRE_HEAD)?,
+            self.slot_u32(slot, S_RETIRE_TAIL)?,
+            self.slot_u32(slot, S_RETIRE_COUNT)?,
+        ))
+    }
+}
+
+impl Participant {
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
+    }
+
+    /// This participant's slot index.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// Enters the current epoch (nestable). While the guard lives, nothing this thread reads
+    /// from the arena is reused.
+    #[inline]
+    pub fn pin(&self) -> Guard<'_> {
+        let n = self.pins.get();
+        if n == 0 {
+            if let (Ok(g), Ok(mine)) = (self.arena.u64(H_EPOCH), self.arena.slot_u64(self.slot, S_EPOCH)) {
+                let e = g.load(Ordering::SeqCst);
+                mine.store(e << 1 | 1, Ordering::SeqCst);
+            }
+        }
+        self.pins.set(n + 1);
+        Guard { p: self }
+    }
+
+    #[inline]
+    fn unpin(&self) {
+        let n = self.pins.get() - 1;
+        self.pins.set(n);
+        if n == 0 {
+            if let Ok(mine) = self.arena.slot_u64(self.slot, S_EPOCH) {
+                mine.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    /// Hands `off` (an allocated block no longer reachable from anything published) to
+    /// epoch-based reclamation: it is freed once no participant can still be reading it.
+    pub fn retire(&self, off: u64) -> Result<(), Error> {
+        let a = &*self.arena;
+        // The *global* epoch after unlinking: a reader pinned at E may have seen the block
+        // only if this is >= E, and the global epoch cannot reach E + 2 while it is pinned.
+        let e = a.u64(H_EPOCH)?.load(Ordering::SeqCst);
+        let units = Arena::to_units(off);
+        a.u32(off)?.store(0, Ordering::Relaxed);
+        a.u32(off + 4)?.store(e as u32, Ordering::Relaxed);
+        let (head, tail, count) = a.retire_list(self.slot)?;
+        let t = tail.load(Ordering::Relaxed);
+        if t == 0 || head.load(Ordering::Relaxed) == 0 {
+            head.store(units, Ordering::Release);
+        } else {
+            a.u32(Arena::from_units(t))?.store(units, Ordering::Release);
+        }
+        tail.store(units, Ordering::Release);
+        let c = count.load(Ordering::Relaxed) + 1;
+        count.store(c, Ordering::Relaxed);
+        if c >= COLLECT_EVERY {
+            self.collect()?;
+        }
+        Ok(())
+    }
+
+    /// Frees every retired block that no participant can still see. Called automatically
+    /// every [`COLLECT_EVERY`] retirements; call it when idle to return memory sooner.
+    pub fn collect(&self) -> Result<usize, Error> {
+        self.try_advance();
+        let a = &*self.arena;
+        let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
+        let (head, tail, count) = a.retire_list(self.slot)?;
+        let mut freed = 0;
+        loop {
+            let h = head.load(Ordering::Acquire);
+            if h == 0 {
+                tail.store(0, Ordering::Relaxed);
+                break;
+            }
+            let off = Arena::from_units(h);
+            let e = a.u32(off + 4)?.load(Ordering::Relaxed);
+            if g.wrapping_sub(e) < 2 {
+                break;
+            }
+            let next = a.u32(off)?.load(Ordering::Acquire);
+            head.store(next, Ordering::Release);
+            if next == 0 {
+                tail.store(0, Ordering::Relaxed);
+            }
+            count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+            self.free(off)?;
+            freed += 1;
+        }
+        Ok(freed)
+    }
+
+    /// Advances the global epoch if every pinned participant has reached it. A participant
+    /// that keeps blocking the advance is checked for being dead, and reaped.
+    pub fn try_advance(&self) -> bool {
+        let a = &*self.arena;
+        let Ok(global) = a.u64(H_EPOCH) else { return false };
+        let g = global.load(Ordering::SeqCst);
+        for slot in 0..a.slot_hwm() {
+            let Ok(ep) = a.slot_u64(slot, S_EPOCH) else { return false };
+            let ep = ep.load(Ordering::SeqCst);
+            if ep & 1 == 1 && ep >> 1 != g {
+                let (s, n) = self.suspect.get();
+                let n = if s == slot { n + 1 } else { 1 };
+                self.suspect.set((slot, n));
+                if slot != self.slot && n >= SUSPECT_AFTER {
+                    self.suspect.set((u32::MAX, 0));
+                    if a.reap(slot) {
+                        continue;
+                    }
+                }
+                return false;
+            }
+        }
+        global.compare_exchange(g, g + 1, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+    }
+
+    /// The word this participant stores in a lock it holds.
+    pub fn lock_word(&self) -> u32 {
+        self.lock_word
+    }
+
+    /// Takes an owner-recording lock. Spins, then yields; takes the lock over when its owner
+    /// is found dead (after reaping the owner, which finishes any intent it recorded).
+    pub fn lock(&self, word: &AtomicU32) {
+        let mut spins: u32 = 0;
+        loop {
+            let cur = match word.compare_exchange_weak(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(cur) => cur,
+            };
+            debug_assert_ne!(cur, self.lock_word, "lock is not re-entrant");
+            spins = spins.wrapping_add(1);
+            if cur != 0 && spins % 64 == 0 {
+                // Every 64th spin the cheap check (generation), every 16384th the process.
+                if self.arena.lock_is_stale(cur, spins % 16384 == 0)
+                    && word.compare_exchange(cur, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                {
+                    return;
+                }
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Takes the lock if it is free (or stale) right now.
+    pub fn try_lock(&self, word: &AtomicU32) -> bool {
+        match word.compare_exchange(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => true,
+            Err(cur) => {
+                self.arena.lock_is_stale(cur, false)
+                    && word.compare_exchange(cur, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            }
+        }
+    }
+
+    #[inline]
+    pub fn unlock(&self, word: &AtomicU32) {
+        debug_assert_eq!(word.load(Ordering::Relaxed), self.lock_word, "unlocking a lock not held");
+        word.store(0, Ordering::Release);
+    }
+
+    /// Records the intent being published (byte offset of a record the recovery handler
+    /// understands). Set it after taking every lock the publication needs and after building
+    /// everything it publishes; clear it after the last store.
+    pub fn set_intent(&self, off: u64) -> Result<(), Error> {
+        self.arena.slot_u64(self.slot, S_INTENT)?.store(off, Ordering::SeqCst);
+        Ok(())
+    }
+
+    pub fn clear_intent(&self) -> Result<(), Error> {
+        self.arena.slot_u64(self.slot, S_INTENT)?.store(0, Ordering::Release);
+        Ok(())
+    }
+
+    /// A fresh version number, unique across the arena (taken from the shared counter in
+    /// blocks of 1024 so writers do not share a cache line per write).
+    #[inline]
+    pub fn next_version(&self) -> Result<u64, Error> {
+        let (next, end) = self.versions.get();
+        if next < end {
+            self.versions.set((next + 1, end));
+            return Ok(next);
+        }
+        let start = self.arena.version_block(1024)?;
+        self.versions.set((start + 1, start + 1024));
+        Ok(start)
+    }
+}
+
+impl Drop for Participant {
+    fn drop(&mut self) {
+        let a = &*self.arena;
+        if let Ok(e) = a.slot_u64(self.slot, S_EPOCH) {
+            e.store(0, Ordering::Release);
+        }
+        let _ = self.collect();
+        if let Ok(g) = a.slot_u32(self.slot, S_GEN) {
+            g.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Ok(s) = a.slot_u64(self.slot, S_STATE) {
+            s.store(FREE, Ordering::Release);
+        }
+    }
+}

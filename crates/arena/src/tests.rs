@@ -1,0 +1,173 @@
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use super::*;
+
+fn small() -> Config {
+    Config { capacity: 64 << 20, max_participants: 16 }
+}
+
+fn unique(tag: &str) -> String {
+    format!("test-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "")
+}
+
+#[test]
+fn anonymous_arena_allocates_distinct_blocks() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let mut seen = HashSet::new();
+    for size in [1u64, 16, 17, 100, 256, 257, 4000, 32 * 1024, 32 * 1024 + 1, 200_000] {
+        for _ in 0..50 {
+            let off = p.alloc(size).unwrap();
+            assert_eq!(off % 8, 0);
+            assert!(a.block_size(off).unwrap() >= size);
+            assert!(seen.insert(off), "block handed out twice");
+            a.write(off, &vec![0xAB; size as usize]).unwrap();
+        }
+    }
+}
+
+#[test]
+fn freed_blocks_are_reused_and_batches_move_between_participants() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let q = a.register().unwrap();
+    let blocks: Vec<u64> = (0..1000).map(|_| p.alloc(40).unwrap()).collect();
+    let used = a.pages_in_use_bytes();
+    for &b in &blocks {
+        p.free(b).unwrap();
+    }
+    // q has an empty cache: it must be fed from the batches p handed to the global stack.
+    let again: HashSet<u64> = (0..900).map(|_| q.alloc(40).unwrap()).collect();
+    assert_eq!(a.pages_in_use_bytes(), used, "no new pages needed");
+    assert!(again.iter().all(|b| blocks.contains(b)));
+}
+
+#[test]
+fn retired_memory_waits_for_pinned_readers() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let writer = a.register().unwrap();
+    let reader = a.register().unwrap();
+    let guard = reader.pin();
+    let off = writer.alloc(64).unwrap();
+    writer.retire(off).unwrap();
+    for _ in 0..10 {
+        writer.collect().unwrap();
+    }
+    assert!(!a.alloc_stats().unwrap().free_set.contains_key(&off), "freed while a reader was pinned");
+    drop(guard);
+    for _ in 0..4 {
+        writer.collect().unwrap();
+    }
+    assert!(a.alloc_stats().unwrap().free_set.contains_key(&off), "not freed after the reader left");
+}
+
+#[test]
+fn named_segment_attach_and_errors() {
+    let name = unique("named");
+    let a = Arena::create(Backing::Named(name.clone()), &small()).unwrap();
+    assert!(matches!(Arena::create(Backing::Named(name.clone()), &small()), Err(Error::Exists(_))));
+    let b = Arena::open(Backing::Named(name.clone())).unwrap();
+    assert_eq!(a.seed(), b.seed());
+    let p = a.register().unwrap();
+    let off = p.alloc(16).unwrap();
+    a.u64(off).unwrap().store(42, Ordering::Release);
+    assert_eq!(b.u64(off).unwrap().load(Ordering::Acquire), 42);
+    Arena::unlink(&name).unwrap();
+    assert!(matches!(Arena::open(Backing::Named(name)), Err(Error::NotFound(_))));
+    assert!(matches!(Arena::open(Backing::Named("bad/name".into())), Err(Error::BadName(_))));
+}
+
+#[test]
+fn foreign_or_corrupt_segments_are_refused() {
+    let dir = std::env::temp_dir().join(unique("foreign"));
+    std::fs::write(&dir, vec![7u8; 1 << 20]).unwrap();
+    assert!(matches!(Arena::open(Backing::File(dir.clone())), Err(Error::BadMagic)));
+    std::fs::remove_file(&dir).unwrap();
+
+    let a = Arena::create(Backing::File(dir.clone()), &small()).unwrap();
+    a.u32(H_VERSION).unwrap().store(99, Ordering::Relaxed);
+    assert!(matches!(Arena::open(Backing::File(dir.clone())), Err(Error::Version { found: 99, .. })));
+    a.u32(H_VERSION).unwrap().store(LAYOUT_VERSION, Ordering::Relaxed);
+    a.u64(H_DATA_OFF).unwrap().store(12345, Ordering::Relaxed);
+    assert!(matches!(Arena::open(Backing::File(dir.clone())), Err(Error::Geometry(_))));
+    std::fs::remove_file(&dir).unwrap();
+
+    std::fs::write(&dir, b"short").unwrap();
+    assert!(matches!(Arena::open(Backing::File(dir.clone())), Err(Error::NotReady)));
+    std::fs::remove_file(&dir).unwrap();
+}
+
+#[test]
+fn out_of_range_offsets_are_errors() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    assert!(a.u64(a.capacity()).is_err());
+    assert!(a.u64(3).is_err());
+    assert!(a.read(a.capacity() - 2, &mut [0u8; 4]).is_err());
+    assert!(a.write(u64::MAX - 1, b"xy").is_err());
+    assert!(a.block_size(12).is_err());
+    let p = a.register().unwrap();
+    assert!(p.free(a.capacity() - 8).is_err());
+}
+
+#[test]
+fn arena_reports_full() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 4 << 20, max_participants: 4 }).unwrap();
+    let p = a.register().unwrap();
+    let mut n = 0;
+    loop {
+        match p.alloc(100_000) {
+            Ok(_) => n += 1,
+            Err(Error::Full) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(n > 10);
+}
+
+#[test]
+fn lock_of_a_dropped_participant_is_stale() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let word = a.u32(ROOT_OFF).unwrap();
+    p.lock(word);
+    assert!(a.lock_held(word.load(Ordering::Relaxed)));
+    drop(p); // as if its thread ended while holding the lock
+    let q = a.register().unwrap();
+    assert!(!a.lock_held(word.load(Ordering::Relaxed)));
+    assert!(q.try_lock(word));
+    q.unlock(word);
+}
+
+#[test]
+fn threads_allocate_concurrently_without_overlap() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 256 << 20, max_participants: 16 }).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let p = a.register().unwrap();
+                let mut mine = Vec::new();
+                for i in 0..20_000u64 {
+                    let size = 16 + (i * 7 + t) % 300;
+                    let off = p.alloc(size).unwrap();
+                    a.u64(off).unwrap().store(t << 32 | i, Ordering::Relaxed);
+                    mine.push((off, t << 32 | i));
+                    if i % 3 == 0 {
+                        let (o, _) = mine.swap_remove((i as usize * 13) % mine.len());
+                        let _g = p.pin();
+                        p.retire(o).unwrap();
+                    }
+                }
+                for (off, v) in &mine {
+                    assert_eq!(a.u64(*off).unwrap().load(Ordering::Relaxed), *v, "block overwritten");
+                }
+                mine.len()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert!(h.join().unwrap() > 0);
+    }
+    a.alloc_stats().unwrap();
+}

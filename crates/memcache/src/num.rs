@@ -1,0 +1,170 @@
+//! Number parsing with the acceptance rules of memcached's `safe_strto*`
+//! helpers (util.c), which wrap libc `strtol`/`strtoull`:
+//!
+//! * leading C whitespace (`\t \n \v \f \r` and space) is skipped;
+//! * an optional `+` or `-` sign;
+//! * at least one decimal digit;
+//! * the digits must be followed by the end of the token or by a
+//!   whitespace byte, after which anything is ignored (`"5\tx"` is 5);
+//! * overflow of the C `long` (64-bit) is an error (`ERANGE`);
+//! * the unsigned variants accept a minus sign as libc does (negating
+//!   modulo 2^64) but memcached then rejects results that look negative as
+//!   signed values, so `-1` fails while `-0` is 0.
+//!
+//! One deliberate difference: memcached stores the 64-bit result into a
+//! 32-bit variable for flags/exptime/lengths, silently truncating values
+//! outside the 32-bit range; we reject them instead.
+
+#[inline]
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Parses sign and magnitude. Returns `None` on "no digits", a bad
+/// terminator, or a magnitude above `u64::MAX`.
+#[inline]
+fn parse_raw(tok: &[u8]) -> Option<(bool, u64)> {
+    let mut i = 0;
+    while i < tok.len() && is_c_space(tok[i]) {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < tok.len() && (tok[i] == b'+' || tok[i] == b'-') {
+        neg = tok[i] == b'-';
+        i += 1;
+    }
+    let start = i;
+    let mut v: u64 = 0;
+    let mut overflow = false;
+    while i < tok.len() && tok[i].is_ascii_digit() {
+        let d = u64::from(tok[i] - b'0');
+        match v.checked_mul(10).and_then(|x| x.checked_add(d)) {
+            Some(x) => v = x,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    if i == start || overflow {
+        return None;
+    }
+    if i < tok.len() && !is_c_space(tok[i]) {
+        return None;
+    }
+    Some((neg, v))
+}
+
+/// `safe_strtoull`.
+#[inline]
+pub(crate) fn parse_u64(tok: &[u8]) -> Option<u64> {
+    // Fast path: plain digits, the overwhelmingly common case.
+    if !tok.is_empty() && tok.len() <= 19 && tok.iter().all(u8::is_ascii_digit) {
+        return Some(tok.iter().fold(0u64, |a, &b| a * 10 + u64::from(b - b'0')));
+    }
+    let (neg, mag) = parse_raw(tok)?;
+    let v = if neg { mag.wrapping_neg() } else { mag };
+    if (v as i64) < 0 && tok.contains(&b'-') {
+        return None;
+    }
+    Some(v)
+}
+
+/// `safe_strtoul` into a `uint32_t`, rejecting (not truncating) values
+/// above `u32::MAX`.
+#[inline]
+pub(crate) fn parse_u32(tok: &[u8]) -> Option<u32> {
+    u32::try_from(parse_u64(tok)?).ok()
+}
+
+/// `safe_strtol` into an `int32_t`, rejecting (not truncating) values outside
+/// the `i32` range.
+#[inline]
+pub(crate) fn parse_i32(tok: &[u8]) -> Option<i32> {
+    if !tok.is_empty() && tok.len() <= 9 && tok.iter().all(u8::is_ascii_digit) {
+        return Some(tok.iter().fold(0i32, |a, &b| a * 10 + i32::from(b - b'0')));
+    }
+    let (neg, mag) = parse_raw(tok)?;
+    // strtol's own range is i64; anything beyond is ERANGE.
+    let v: i64 = if neg {
+        if mag > 1u64 << 63 {
+            return None;
+        }
+        (mag as i64).wrapping_neg()
+    } else {
+        i64::try_from(mag).ok()?
+    };
+    i32::try_from(v).ok()
+}
+
+/// Writes `v` in decimal. Used by reply composition; avoids `fmt`.
+#[inline]
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+#[inline]
+pub(crate) fn push_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, v.unsigned_abs());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsigned_rules() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"+5"), Some(5));
+        assert_eq!(parse_u64(b"\t5"), Some(5));
+        assert_eq!(parse_u64(b"5\r"), Some(5));
+        assert_eq!(parse_u64(b"5\tjunk"), Some(5));
+        assert_eq!(parse_u64(b"-0"), Some(0));
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"-"), None);
+        assert_eq!(parse_u64(b"5x"), None);
+        assert_eq!(parse_u64(b"x5"), None);
+        assert_eq!(parse_u64(b"00000000000000000000000001"), Some(1));
+        assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"-1"), None);
+    }
+
+    #[test]
+    fn signed_rules() {
+        assert_eq!(parse_i32(b"-1"), Some(-1));
+        assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
+        assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i32(b"999999999999999999999"), None);
+        assert_eq!(parse_i32(b"12a"), None);
+        assert_eq!(parse_i32(b" \x0b+7"), Some(7));
+    }
+
+    #[test]
+    fn itoa() {
+        let mut v = Vec::new();
+        push_u64(&mut v, 0);
+        v.push(b' ');
+        push_u64(&mut v, u64::MAX);
+        v.push(b' ');
+        push_i64(&mut v, -1);
+        v.push(b' ');
+        push_i64(&mut v, i64::MIN);
+        assert_eq!(v, b"0 18446744073709551615 -1 -9223372036854775808");
+    }
+}

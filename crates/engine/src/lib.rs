@@ -1,1 +1,215 @@
-pub fn x(){}
+//! Larder's engine: the keyspace, living entirely in a shared [`Arena`], usable by any number
+//! of threads and processes at once.
+//!
+//! ```text
+//!   Store  (one per process: the attached arena + the journal)
+//!     └─ Handle  (one per thread: a participant slot, scratch buffers)
+//!          get / set / incr / expire / scan / ...   ──►  index (per db)  ──►  items
+//! ```
+//!
+//! Reads take no lock: a [`Handle`] pins an epoch, finds the key's slot with a few atomic
+//! loads, copies the value out and unpins. Writes build a new item in fresh memory, lock the
+//! key's two candidate buckets, publish with one atomic store and retire the old item. Every
+//! mutation hands its post-image to the [`Journal`] (a no-op until persistence plugs in).
+//!
+//! ```
+//! use larder_engine::{Store, StoreConfig, SetOptions};
+//! let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+//! let mut h = store.handle().unwrap();
+//! h.set(0, b"greeting", b"hello", &SetOptions::default()).unwrap();
+//! assert_eq!(h.get(0, b"greeting").unwrap().as_deref(), Some(&b"hello"[..]));
+//! assert_eq!(h.incr_by(0, b"visits", 5).unwrap(), 5);
+//! ```
+
+mod check;
+mod index;
+mod item;
+mod keyspace;
+mod pattern;
+mod string;
+
+use std::sync::Arc;
+
+pub use check::Report;
+pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
+pub use keyspace::{ExpireCond, Handle, Ttl};
+pub use larder_arena::{Arena, Backing, Config as ArenaConfig};
+pub use pattern::glob_match;
+pub use string::{Cond, Expiry, Outcome, SetOptions, SetReply};
+
+/// Errors of engine operations. `Display` gives the text Redis replies with where there is
+/// one, so the server can map most of them directly.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Arena(#[from] larder_arena::Error),
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR value is not an integer or out of range")]
+    NotInteger,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR increment would produce NaN or Infinity")]
+    NanOrInfinity,
+    #[error("ERR no such key")]
+    NoSuchKey,
+    #[error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")]
+    TooLarge,
+    #[error("ERR DB index is out of range")]
+    BadDb,
+    #[error("ERR index is full (hash flooding?)")]
+    IndexFull,
+    #[error("corrupt segment: {0}")]
+    Corrupt(&'static str),
+}
+
+impl Error {
+    /// Whether the arena ran out of memory (Redis: `OOM command not allowed ...`).
+    pub fn is_oom(&self) -> bool {
+        matches!(self, Error::Arena(larder_arena::Error::Full))
+    }
+}
+
+/// A post-image of one mutation, handed to the [`Journal`]. Replaying a record twice leaves
+/// the same state as replaying it once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// The key now holds this string value.
+    Set { db: u32, key: &'a [u8], value: &'a [u8], expire_at: u64, flags: u32 },
+    /// The key no longer exists (deleted, or found expired).
+    Del { db: u32, key: &'a [u8] },
+    /// The database was emptied.
+    FlushDb { db: u32 },
+    /// Every database was emptied.
+    FlushAll,
+}
+
+/// Where mutations go after they are published (persistence plugs in here).
+pub trait Journal: Send + Sync {
+    /// When false, the engine skips building records at all.
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn append(&self, rec: &Record<'_>);
+}
+
+/// The journal that drops everything.
+pub struct NoJournal;
+
+impl Journal for NoJournal {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn append(&self, _: &Record<'_>) {}
+}
+
+/// How to open a store.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub backing: Backing,
+    pub arena: ArenaConfig,
+    /// Logical databases (Redis `SELECT 0..n-1`), used when the arena is created.
+    pub databases: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { backing: Backing::Anonymous, arena: ArenaConfig::default(), databases: 16 }
+    }
+}
+
+impl StoreConfig {
+    /// An anonymous 64 MiB arena: enough for tests and examples.
+    pub fn small_for_tests() -> StoreConfig {
+        StoreConfig {
+            backing: Backing::Anonymous,
+            arena: ArenaConfig { capacity: 64 << 20, max_participants: 64 },
+            databases: 16,
+        }
+    }
+}
+
+/// The keyspace as seen by one process. Clone it freely; give each thread its own
+/// [`Handle`].
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    arena: Arc<Arena>,
+    journal: Arc<dyn Journal>,
+    databases: u32,
+}
+
+impl Store {
+    /// Creates the arena (or attaches to an existing named segment or file) and, if it is
+    /// new, lays out the empty databases.
+    pub fn open(config: StoreConfig) -> Result<Store, Error> {
+        Self::open_with_journal(config, Arc::new(NoJournal))
+    }
+
+    pub fn open_with_journal(config: StoreConfig, journal: Arc<dyn Journal>) -> Result<Store, Error> {
+        let (arena, _created) = Arena::open_or_create(config.backing.clone(), &config.arena)?;
+        Self::from_arena(arena, config.databases, journal)
+    }
+
+    /// Attaches to an existing named segment (it must exist).
+    pub fn attach(name: &str) -> Result<Store, Error> {
+        let arena = Arena::open(Backing::Named(name.to_string()))?;
+        Self::from_arena(arena, 16, Arc::new(NoJournal))
+    }
+
+    /// Uses an already attached arena; initialises the engine's root if nobody has.
+    pub fn from_arena(arena: Arc<Arena>, databases: u32, journal: Arc<dyn Journal>) -> Result<Store, Error> {
+        arena.set_recovery(Box::new(index::recover));
+        let databases = match index::ndb(&arena)? {
+            Some(n) => n,
+            None => {
+                // Creation: the creator initialises while holding the lock in the root area,
+                // so concurrent attachers wait rather than initialising twice.
+                let p = arena.register()?;
+                let init_lock = arena.u32(larder_arena::ROOT_OFF + 8)?;
+                p.lock(init_lock);
+                let r = match index::ndb(&arena) {
+                    Ok(Some(n)) => Ok(n),
+                    Ok(None) => index::init(&p, databases).map(|_| databases),
+                    Err(e) => Err(e),
+                };
+                p.unlock(init_lock);
+                r?
+            }
+        };
+        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases }) })
+    }
+
+    /// A handle for the calling thread (claims a participant slot).
+    pub fn handle(&self) -> Result<Handle, Error> {
+        Handle::new(self.clone())
+    }
+
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.inner.arena
+    }
+
+    pub fn databases(&self) -> u32 {
+        self.inner.databases
+    }
+
+    /// Walks every index and the allocator and checks the engine's invariants.
+    pub fn check(&self) -> Result<Report, Error> {
+        check::check(self)
+    }
+
+    pub(crate) fn journal(&self) -> &dyn Journal {
+        &*self.inner.journal
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+#[inline]
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

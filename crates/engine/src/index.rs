@@ -1,0 +1,776 @@
+//! The index: per database, an extendible hash table that grows and shrinks one segment at a
+//! time.
+//!
+//! ```text
+//!   db root (in the arena header's root area)
+//!     dir word  u64   global depth g << 32 | directory (unit offset)
+//!     dir lock  u32   taken only to split or merge (rare)
+//!   directory: 2^g entries  u64  local depth l << 32 | segment (unit offset)
+//!   segment:   64-byte header (depth, retired, count, prefix) + 256 buckets
+//!   bucket:    one cache line: 12 one-byte tags, a lock word, 12 u32 item offsets
+//! ```
+//!
+//! A key's 64-bit hash picks everything: its top `g` bits the directory entry, the 8 bits
+//! after the segment's `l` prefix bits its *home* bucket `b`, its low byte the tag. A key
+//! lives in bucket `b` or `b + 1` (mod 256), so a lookup reads two adjacent cache lines.
+//!
+//! - **Readers** take no lock: load the directory entry, compare tags, follow the offset,
+//!   compare the whole key (a tag is only a hint), copy the value out, inside an epoch.
+//! - **Writers** lock `b` and `b + 1` (lower index first; multi-key writers sort all their
+//!   buckets by address), re-check that the segment is not retired, then publish with one
+//!   atomic store of a slot.
+//! - **Growth**: when both buckets are full, the segment splits: the splitter locks all 256
+//!   buckets, copies the slots into two new segments of depth `l + 1` (the items themselves
+//!   are shared, not copied), then under the directory lock points the segment's directory
+//!   range at them (doubling the directory first if `l == g`) and marks it retired. Only
+//!   writers of that one segment wait; readers keep reading the old, frozen copy.
+//! - **Shrink**: two buddy segments that are both nearly empty merge into one the same way.
+//! - **Crash safety**: the directory stores of a split or merge are recorded as an intent
+//!   before the first one; a reaper that finds the splitter dead redoes them.
+//!
+//! Home buckets cover contiguous hash ranges, so a SCAN cursor is simply the next hash value
+//! to visit: splits and merges never make it skip a key.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use larder_arena::{Arena, Participant, ROOT_OFF, ROOT_SIZE};
+
+use crate::item::ItemView;
+use crate::Error;
+
+pub(crate) const NB: u64 = 256;
+pub(crate) const SLOTS: u64 = 12;
+const SEG_HDR: u64 = 64;
+pub(crate) const SEG_SIZE: u64 = SEG_HDR + NB * 64;
+
+const G_DEPTH: u64 = 0;
+const G_RETIRED: u64 = 4;
+const G_COUNT: u64 = 8;
+const G_PREFIX: u64 = 16;
+
+const B_LOCK: u64 = 12;
+const B_SLOTS: u64 = 16;
+
+/// Engine root header inside the arena's root area.
+const E_MAGIC: u64 = ROOT_OFF;
+const E_NDB: u64 = ROOT_OFF + 4;
+const ENGINE_MAGIC: u32 = u32::from_le_bytes(*b"LKS1");
+const DB_ROOTS: u64 = ROOT_OFF + 64;
+const DB_ROOT_SIZE: u64 = 64;
+const R_DIR: u64 = 0;
+const R_LOCK: u64 = 8;
+/// Most logical databases one arena holds.
+pub const MAX_DBS: u32 = ((ROOT_SIZE - 64) / DB_ROOT_SIZE) as u32;
+
+/// Deepest a segment may get: 48 prefix bits + 8 bucket bits leave the tag byte alone.
+const MAX_DEPTH: u32 = 48;
+/// A merge happens when two buddies hold fewer than this many keys together.
+pub(crate) const MERGE_BELOW: u32 = (NB * SLOTS / 4) as u32;
+
+const K_SPLIT: u32 = 1;
+const K_MERGE: u32 = 2;
+const K_MSET: u32 = 3;
+
+#[inline]
+pub(crate) fn hash(seed: u64, key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
+}
+
+#[inline]
+fn dir_index(h: u64, g: u32) -> u64 {
+    if g == 0 {
+        0
+    } else {
+        h >> (64 - g)
+    }
+}
+
+#[inline]
+pub(crate) fn bucket_of(h: u64, l: u32) -> u64 {
+    (h << l) >> 56
+}
+
+#[inline]
+fn tag_of(h: u64) -> u8 {
+    h as u8
+}
+
+#[inline]
+fn db_root(db: u32) -> u64 {
+    DB_ROOTS + db as u64 * DB_ROOT_SIZE
+}
+
+#[inline]
+pub(crate) fn bucket_off(seg: u64, b: u64) -> u64 {
+    seg + SEG_HDR + (b % NB) * 64
+}
+
+/// Where a hash lives: its segment (byte offset), the segment's depth, its home bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub seg: u64,
+    pub depth: u32,
+    pub b: u64,
+}
+
+/// A key found in the index: the bucket and slot holding it, and its item.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Found {
+    pub bucket: u64,
+    pub slot: u64,
+    pub item: ItemView,
+}
+
+/// Initialises the engine's root area of a fresh arena: `ndb` empty databases.
+pub(crate) fn init(p: &Participant, ndb: u32) -> Result<(), Error> {
+    let a = &**p.arena();
+    if ndb == 0 || ndb > MAX_DBS {
+        return Err(Error::BadDb);
+    }
+    for db in 0..ndb {
+        let (dir, _) = new_dir_with_empty_segment(p)?;
+        a.u64(db_root(db) + R_DIR)?.store(Arena::to_units(dir) as u64, Ordering::Release);
+    }
+    a.u32(E_NDB)?.store(ndb, Ordering::Release);
+    a.u32(E_MAGIC)?.store(ENGINE_MAGIC, Ordering::Release);
+    Ok(())
+}
+
+/// Number of databases of an initialised arena, or None if the engine has not set it up.
+pub(crate) fn ndb(a: &Arena) -> Result<Option<u32>, Error> {
+    if a.u32(E_MAGIC)?.load(Ordering::Acquire) != ENGINE_MAGIC {
+        return Ok(None);
+    }
+    let n = a.u32(E_NDB)?.load(Ordering::Acquire);
+    if n == 0 || n > MAX_DBS {
+        return Err(Error::Corrupt("database count out of range"));
+    }
+    Ok(Some(n))
+}
+
+fn new_segment(p: &Participant, depth: u32, prefix: u64) -> Result<u64, Error> {
+    let a = &**p.arena();
+    let seg = p.alloc(SEG_SIZE)?;
+    a.zero(seg, SEG_SIZE)?;
+    a.u32(seg + G_DEPTH)?.store(depth, Ordering::Relaxed);
+    a.u64(seg + G_PREFIX)?.store(prefix, Ordering::Relaxed);
+    Ok(seg)
+}
+
+/// A one-entry directory over one empty segment (g = 0, l = 0).
+fn new_dir_with_empty_segment(p: &Participant) -> Result<(u64, u64), Error> {
+    let a = &**p.arena();
+    let seg = new_segment(p, 0, 0)?;
+    let dir = p.alloc(8)?;
+    a.u64(dir)?.store(Arena::to_units(seg) as u64, Ordering::Release);
+    Ok((dir, seg))
+}
+
+#[inline]
+fn dir_word(a: &Arena, db: u32) -> Result<(u64, u32), Error> {
+    let w = a.u64(db_root(db) + R_DIR)?.load(Ordering::Acquire);
+    let g = (w >> 32) as u32;
+    if g > MAX_DEPTH {
+        return Err(Error::Corrupt("directory depth out of range"));
+    }
+    Ok((Arena::from_units(w as u32), g))
+}
+
+#[inline]
+fn entry(a: &Arena, dir: u64, i: u64) -> Result<(u64, u32), Error> {
+    let e = a.u64(dir + i * 8)?.load(Ordering::Acquire);
+    let l = (e >> 32) as u32;
+    if l > MAX_DEPTH {
+        return Err(Error::Corrupt("segment depth out of range"));
+    }
+    Ok((Arena::from_units(e as u32), l))
+}
+
+#[inline]
+fn make_entry(seg: u64, l: u32) -> u64 {
+    (l as u64) << 32 | Arena::to_units(seg) as u64
+}
+
+#[inline]
+pub(crate) fn locate(a: &Arena, db: u32, h: u64) -> Result<Loc, Error> {
+    let (dir, g) = dir_word(a, db)?;
+    let (seg, depth) = entry(a, dir, dir_index(h, g))?;
+    if depth > g {
+        return Err(Error::Corrupt("segment deeper than its directory"));
+    }
+    Ok(Loc { seg, depth, b: bucket_of(h, depth) })
+}
+
+#[inline]
+fn tags(a: &Arena, bucket: u64) -> Result<[u8; 12], Error> {
+    let lo = a.u64(bucket)?.load(Ordering::Acquire).to_le_bytes();
+    let hi = a.u32(bucket + 8)?.load(Ordering::Acquire).to_le_bytes();
+    Ok([lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7], hi[0], hi[1], hi[2], hi[3]])
+}
+
+#[inline]
+pub(crate) fn slot(a: &Arena, bucket: u64, i: u64) -> Result<&AtomicU32, Error> {
+    Ok(a.u32(bucket + B_SLOTS + i * 4)?)
+}
+
+#[inline]
+fn lock_word(a: &Arena, seg: u64, b: u64) -> Result<&AtomicU32, Error> {
+    Ok(a.u32(bucket_off(seg, b) + B_LOCK)?)
+}
+
+/// Finds `key` (hash `h`) among the two candidate buckets of `loc`. Lock-free for readers;
+/// also used by writers under the locks.
+#[inline]
+pub(crate) fn find(a: &Arena, loc: &Loc, h: u64, key: &[u8]) -> Result<Option<Found>, Error> {
+    let t = tag_of(h);
+    for b in [loc.b, (loc.b + 1) % NB] {
+        let bucket = bucket_off(loc.seg, b);
+        let tg = tags(a, bucket)?;
+        for i in 0..SLOTS {
+            if tg[i as usize] != t {
+                continue;
+            }
+            let units = slot(a, bucket, i)?.load(Ordering::Acquire);
+            if units == 0 {
+                continue;
+            }
+            let item = ItemView::read(a, Arena::from_units(units))?;
+            if item.key_is(a, key)? {
+                return Ok(Some(Found { bucket, slot: i, item }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A free slot in the candidate buckets, skipping `taken` (slots reserved by a multi-key
+/// write that are not yet filled).
+fn free_slot(a: &Arena, loc: &Loc, taken: &[(u64, u64)]) -> Result<Option<(u64, u64)>, Error> {
+    for b in [loc.b, (loc.b + 1) % NB] {
+        let bucket = bucket_off(loc.seg, b);
+        for i in 0..SLOTS {
+            if slot(a, bucket, i)?.load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {
+                return Ok(Some((bucket, i)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Publishes `item` into an empty slot (tag first, then the offset with Release).
+pub(crate) fn fill(a: &Arena, seg: u64, bucket: u64, i: u64, h: u64, item: u64) -> Result<(), Error> {
+    a.u8(bucket + i)?.store(tag_of(h), Ordering::Relaxed);
+    slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
+    a.u32(seg + G_COUNT)?.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+pub(crate) fn clear(a: &Arena, seg: u64, bucket: u64, i: u64) -> Result<(), Error> {
+    slot(a, bucket, i)?.store(0, Ordering::Release);
+    a.u32(seg + G_COUNT)?.fetch_sub(1, Ordering::Relaxed);
+    Ok(())
+}
+
+pub(crate) fn replace(a: &Arena, bucket: u64, i: u64, item: u64) -> Result<(), Error> {
+    slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
+    Ok(())
+}
+
+pub(crate) fn seg_count(a: &Arena, seg: u64) -> Result<u32, Error> {
+    Ok(a.u32(seg + G_COUNT)?.load(Ordering::Relaxed))
+}
+
+fn retired(a: &Arena, seg: u64) -> Result<bool, Error> {
+    Ok(a.u32(seg + G_RETIRED)?.load(Ordering::Acquire) != 0)
+}
+
+/// The two bucket locks of a home bucket, lower index first.
+fn pair(b: u64) -> [u64; 2] {
+    let n = (b + 1) % NB;
+    if b < n {
+        [b, n]
+    } else {
+        [n, b]
+    }
+}
+
+/// Locks the candidate buckets of hash `h` in a segment that is current (not retired), and
+/// returns where they are. The caller unlocks with [`unlock_pair`].
+pub(crate) fn lock_pair(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> {
+    let a = &**p.arena();
+    loop {
+        let loc = locate(a, db, h)?;
+        for b in pair(loc.b) {
+            p.lock(lock_word(a, loc.seg, b)?);
+        }
+        if !retired(a, loc.seg)? {
+            return Ok(loc);
+        }
+        unlock_pair(p, &loc)?;
+    }
+}
+
+pub(crate) fn unlock_pair(p: &Participant, loc: &Loc) -> Result<(), Error> {
+    let a = &**p.arena();
+    for b in pair(loc.b) {
+        p.unlock(lock_word(a, loc.seg, b)?);
+    }
+    Ok(())
+}
+
+/// Inserts `item` (hash `h`) under the pair lock, or reports that both buckets are full.
+pub(crate) fn insert_locked(a: &Arena, loc: &Loc, h: u64, item: u64) -> Result<bool, Error> {
+    match free_slot(a, loc, &[])? {
+        Some((bucket, i)) => {
+            fill(a, loc.seg, bucket, i, h, item)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+fn lock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    for b in 0..NB {
+        p.lock(lock_word(a, seg, b)?);
+    }
+    Ok(())
+}
+
+fn unlock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    for b in 0..NB {
+        p.unlock(lock_word(a, seg, b)?);
+    }
+    Ok(())
+}
+
+/// Copies every slot of `from` into `to` (rehashing each key for `to`'s depth) for the keys
+/// `keep` selects. Fails if a bucket pair overflows.
+fn copy_slots(a: &Arena, from: u64, to: u64, keep: impl Fn(u64) -> bool, key: &mut Vec<u8>) -> Result<bool, Error> {
+    let depth = a.u32(to + G_DEPTH)?.load(Ordering::Relaxed);
+    for b in 0..NB {
+        let bucket = bucket_off(from, b);
+        for i in 0..SLOTS {
+            let units = slot(a, bucket, i)?.load(Ordering::Acquire);
+            if units == 0 {
+                continue;
+            }
+            let item = ItemView::read(a, Arena::from_units(units))?;
+            item.key(a, key)?;
+            let h = hash(a.seed(), key);
+            if !keep(h) {
+                continue;
+            }
+            let loc = Loc { seg: to, depth, b: bucket_of(h, depth) };
+            if !insert_locked(a, &loc, h, Arena::from_units(units))? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Splits the segment of `loc` in two. Returns Ok even if another writer split it first.
+pub(crate) fn split(p: &Participant, db: u32, loc: &Loc) -> Result<(), Error> {
+    let seg = loc.seg;
+    lock_segment(p, seg)?;
+    let r = split_locked(p, db, seg);
+    unlock_segment(p, seg)?;
+    if let Ok(Some((old_dir, intent))) = r {
+        p.free(intent)?;
+        p.retire(seg)?;
+        if let Some(d) = old_dir {
+            p.retire(d)?;
+        }
+        return Ok(());
+    }
+    r.map(|_| ())
+}
+
+/// With every bucket of `seg` locked: builds the two halves and publishes them. Returns the
+/// replaced directory (if it doubled) and the intent block, for the caller to reclaim.
+#[allow(clippy::type_complexity)]
+fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64>, u64)>, Error> {
+    let a = &**p.arena();
+    if retired(a, seg)? {
+        return Ok(None);
+    }
+    let l = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
+    if l >= MAX_DEPTH {
+        return Err(Error::IndexFull);
+    }
+    let prefix = a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed);
+    let s0 = new_segment(p, l + 1, prefix << 1)?;
+    let s1 = match new_segment(p, l + 1, prefix << 1 | 1) {
+        Ok(s) => s,
+        Err(e) => {
+            p.free(s0)?;
+            return Err(e);
+        }
+    };
+    let mut key = Vec::new();
+    let bit = |h: u64| (h << l) >> 63;
+    let ok = copy_slots(a, seg, s0, |h| bit(h) == 0, &mut key)? && copy_slots(a, seg, s1, |h| bit(h) == 1, &mut key)?;
+    if !ok {
+        // Every key of the segment landed in one overfull bucket pair of a half: a flood of
+        // colliding hashes. Refuse the write rather than corrupt anything.
+        p.free(s0)?;
+        p.free(s1)?;
+        return Err(Error::IndexFull);
+    }
+    let root = db_root(db);
+    let dir_lock = a.u32(root + R_LOCK)?;
+    p.lock(dir_lock);
+    let r = (|| {
+        let (dir, g) = dir_word(a, db)?;
+        let (new_dir, new_g) = if l == g {
+            let nd = p.alloc(8 << (g + 1))?;
+            for i in 0..(1u64 << (g + 1)) {
+                a.u64(nd + i * 8)?.store(a.u64(dir + (i >> 1) * 8)?.load(Ordering::Acquire), Ordering::Relaxed);
+            }
+            (nd, g + 1)
+        } else {
+            (0, g)
+        };
+        let intent = p.alloc(64)?;
+        a.u32(intent)?.store(K_SPLIT, Ordering::Relaxed);
+        a.u32(intent + 4)?.store(db, Ordering::Relaxed);
+        for (i, v) in [seg, s0, s1, l as u64, new_dir, new_g as u64].into_iter().enumerate() {
+            a.u64(intent + 8 + i as u64 * 8)?.store(v, Ordering::Relaxed);
+        }
+        p.set_intent(intent)?;
+        redo_split(a, intent)?;
+        p.clear_intent()?;
+        Ok(Some((if new_dir != 0 { Some(dir) } else { None }, intent)))
+    })();
+    p.unlock(dir_lock);
+    r
+}
+
+/// The directory stores of a split; idempotent, so a reaper can repeat them.
+fn redo_split(a: &Arena, intent: u64) -> Result<(), Error> {
+    let db = a.u32(intent + 4)?.load(Ordering::Relaxed);
+    let f = |i: u64| a.u64(intent + 8 + i * 8).map(|w| w.load(Ordering::Relaxed));
+    let (seg, s0, s1, l, new_dir, new_g) = (f(0)?, f(1)?, f(2)?, f(3)? as u32, f(4)?, f(5)? as u32);
+    if new_dir != 0 {
+        a.u64(db_root(db) + R_DIR)?.store((new_g as u64) << 32 | Arena::to_units(new_dir) as u64, Ordering::Release);
+    }
+    let (dir, g) = dir_word(a, db)?;
+    if g <= l {
+        return Err(Error::Corrupt("split intent deeper than its directory"));
+    }
+    let prefix = a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed);
+    let span = 1u64 << (g - l);
+    let start = prefix << (g - l);
+    for i in start..start + span {
+        let target = if i < start + span / 2 { s0 } else { s1 };
+        a.u64(dir + i * 8)?.store(make_entry(target, l + 1), Ordering::Release);
+    }
+    a.u32(seg + G_RETIRED)?.store(1, Ordering::Release);
+    Ok(())
+}
+
+/// Merges the segment holding hash `h` with its buddy if both are at the same depth and
+/// together nearly empty. Returns whether it merged.
+pub(crate) fn try_merge(p: &Participant, db: u32, h: u64) -> Result<bool, Error> {
+    let a = &**p.arena();
+    let loc = locate(a, db, h)?;
+    if loc.depth == 0 {
+        return Ok(false);
+    }
+    let l = loc.depth;
+    let prefix = a.u64(loc.seg + G_PREFIX)?.load(Ordering::Relaxed);
+    let buddy_prefix = prefix ^ 1;
+    let buddy_h = buddy_prefix << (64 - l);
+    let bl = locate(a, db, buddy_h)?;
+    if bl.depth != l || bl.seg == loc.seg {
+        return Ok(false);
+    }
+    if seg_count(a, loc.seg)? + seg_count(a, bl.seg)? >= MERGE_BELOW {
+        return Ok(false);
+    }
+    let (first, second) = if prefix & 1 == 0 { (loc.seg, bl.seg) } else { (bl.seg, loc.seg) };
+    let (lo, hi) = if first < second { (first, second) } else { (second, first) };
+    lock_segment(p, lo)?;
+    lock_segment(p, hi)?;
+    let r = merge_locked(p, db, first, second, l);
+    unlock_segment(p, hi)?;
+    unlock_segment(p, lo)?;
+    match r? {
+        Some(intent) => {
+            p.free(intent)?;
+            p.retire(first)?;
+            p.retire(second)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+fn merge_locked(p: &Participant, db: u32, s0: u64, s1: u64, l: u32) -> Result<Option<u64>, Error> {
+    let a = &**p.arena();
+    if retired(a, s0)?
+        || retired(a, s1)?
+        || a.u32(s0 + G_DEPTH)?.load(Ordering::Relaxed) != l
+        || a.u32(s1 + G_DEPTH)?.load(Ordering::Relaxed) != l
+        || seg_count(a, s0)? + seg_count(a, s1)? >= MERGE_BELOW
+    {
+        return Ok(None);
+    }
+    let prefix = a.u64(s0 + G_PREFIX)?.load(Ordering::Relaxed) >> 1;
+    let m = new_segment(p, l - 1, prefix)?;
+    let mut key = Vec::new();
+    if !(copy_slots(a, s0, m, |_| true, &mut key)? && copy_slots(a, s1, m, |_| true, &mut key)?) {
+        p.free(m)?;
+        return Ok(None);
+    }
+    let dir_lock = a.u32(db_root(db) + R_LOCK)?;
+    p.lock(dir_lock);
+    let r = (|| {
+        let intent = p.alloc(64)?;
+        a.u32(intent)?.store(K_MERGE, Ordering::Relaxed);
+        a.u32(intent + 4)?.store(db, Ordering::Relaxed);
+        for (i, v) in [s0, s1, m, l as u64].into_iter().enumerate() {
+            a.u64(intent + 8 + i as u64 * 8)?.store(v, Ordering::Relaxed);
+        }
+        p.set_intent(intent)?;
+        redo_merge(a, intent)?;
+        p.clear_intent()?;
+        Ok(Some(intent))
+    })();
+    p.unlock(dir_lock);
+    r
+}
+
+fn redo_merge(a: &Arena, intent: u64) -> Result<(), Error> {
+    let db = a.u32(intent + 4)?.load(Ordering::Relaxed);
+    let f = |i: u64| a.u64(intent + 8 + i * 8).map(|w| w.load(Ordering::Relaxed));
+    let (s0, s1, m, l) = (f(0)?, f(1)?, f(2)?, f(3)? as u32);
+    let (dir, g) = dir_word(a, db)?;
+    if l == 0 || l > g {
+        return Err(Error::Corrupt("merge intent depth out of range"));
+    }
+    let prefix = a.u64(m + G_PREFIX)?.load(Ordering::Relaxed);
+    let span = 1u64 << (g - (l - 1));
+    let start = prefix << (g - (l - 1));
+    for i in start..start + span {
+        a.u64(dir + i * 8)?.store(make_entry(m, l - 1), Ordering::Release);
+    }
+    a.u32(s0 + G_RETIRED)?.store(1, Ordering::Release);
+    a.u32(s1 + G_RETIRED)?.store(1, Ordering::Release);
+    Ok(())
+}
+
+/// One key of a multi-key publication: where its slot is and what goes in it.
+pub(crate) struct Placement {
+    pub loc: Loc,
+    /// The slot holding the key's current item, if any.
+    pub found: Option<Found>,
+    /// The slot reserved for it if it is new.
+    pub free: Option<(u64, u64)>,
+    pub item: u64,
+}
+
+/// Locks every candidate bucket of `hashes` (sorted by address, no duplicates) in current
+/// segments. Returns the locations, or the location of a segment that must split first.
+pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut Vec<u64>) -> Result<Vec<Loc>, Error> {
+    let a = &**p.arena();
+    loop {
+        let locs: Vec<Loc> = hashes.iter().map(|&h| locate(a, db, h)).collect::<Result<_, _>>()?;
+        locked.clear();
+        for l in &locs {
+            for b in pair(l.b) {
+                locked.push(bucket_off(l.seg, b) + B_LOCK);
+            }
+        }
+        locked.sort_unstable();
+        locked.dedup();
+        for &w in locked.iter() {
+            p.lock(a.u32(w)?);
+        }
+        let mut ok = true;
+        for l in &locs {
+            if retired(a, l.seg)? {
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            return Ok(locs);
+        }
+        unlock_many(p, locked)?;
+    }
+}
+
+pub(crate) fn unlock_many(p: &Participant, locked: &[u64]) -> Result<(), Error> {
+    let a = &**p.arena();
+    for &w in locked.iter().rev() {
+        p.unlock(a.u32(w)?);
+    }
+    Ok(())
+}
+
+/// Reserves a slot for each new key (deterministically, in order, so a reaper's redo makes
+/// the same choices). Returns the index of a key that does not fit, if any.
+pub(crate) fn reserve(a: &Arena, places: &mut [Placement]) -> Result<Option<usize>, Error> {
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    for (k, pl) in places.iter_mut().enumerate() {
+        if pl.found.is_some() {
+            continue;
+        }
+        match free_slot(a, &pl.loc, &taken)? {
+            Some(s) => {
+                taken.push(s);
+                pl.free = Some(s);
+            }
+            None => return Ok(Some(k)),
+        }
+    }
+    Ok(None)
+}
+
+/// Records an intent for a multi-key set (the item offsets, in order) and publishes them.
+pub(crate) fn publish_many(p: &Participant, db: u32, places: &[Placement]) -> Result<(), Error> {
+    let a = &**p.arena();
+    let intent = p.alloc(16 + 8 * places.len() as u64)?;
+    a.u32(intent)?.store(K_MSET, Ordering::Relaxed);
+    a.u32(intent + 4)?.store(db, Ordering::Relaxed);
+    a.u64(intent + 8)?.store(places.len() as u64, Ordering::Relaxed);
+    for (i, pl) in places.iter().enumerate() {
+        a.u64(intent + 16 + 8 * i as u64)?.store(pl.item, Ordering::Relaxed);
+    }
+    p.set_intent(intent)?;
+    redo_mset(a, intent)?;
+    p.clear_intent()?;
+    p.free(intent)?;
+    Ok(())
+}
+
+/// Publishes each item of a multi-key set intent by its own key: replace the slot holding
+/// the key, or fill the first free slot. Repeating it is harmless.
+fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
+    let db = a.u32(intent + 4)?.load(Ordering::Relaxed);
+    let n = a.u64(intent + 8)?.load(Ordering::Relaxed);
+    if n > (a.capacity() / 8) {
+        return Err(Error::Corrupt("intent length out of range"));
+    }
+    let mut key = Vec::new();
+    for i in 0..n {
+        let item = a.u64(intent + 16 + 8 * i)?.load(Ordering::Relaxed);
+        let view = ItemView::read(a, item)?;
+        view.key(a, &mut key)?;
+        let h = hash(a.seed(), &key);
+        let loc = locate(a, db, h)?;
+        match find(a, &loc, h, &key)? {
+            Some(f) if f.item.off == item => {}
+            Some(f) => replace(a, f.bucket, f.slot, item)?,
+            None => {
+                if !insert_locked(a, &loc, h, item)? {
+                    return Err(Error::Corrupt("no room to redo a multi-key set"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Finishes a dead participant's intent (installed as the arena's recovery handler).
+pub(crate) fn recover(a: &Arena, intent: u64) -> Result<(), larder_arena::Error> {
+    let kind = a.u32(intent)?.load(Ordering::Relaxed);
+    let r = match kind {
+        K_SPLIT => redo_split(a, intent),
+        K_MERGE => redo_merge(a, intent),
+        K_MSET => redo_mset(a, intent),
+        _ => Err(Error::Corrupt("unknown intent")),
+    };
+    r.map_err(|e| match e {
+        Error::Arena(e) => e,
+        _ => larder_arena::Error::Geometry("intent could not be redone"),
+    })
+}
+
+/// Every current segment of a database, once each, in hash order: (segment, depth).
+pub(crate) fn segments(a: &Arena, db: u32) -> Result<Vec<(u64, u32)>, Error> {
+    let (dir, g) = dir_word(a, db)?;
+    let mut out = Vec::new();
+    let mut i = 0u64;
+    while i < (1u64 << g) {
+        let (seg, l) = entry(a, dir, i)?;
+        if l > g {
+            return Err(Error::Corrupt("segment deeper than its directory"));
+        }
+        out.push((seg, l));
+        i += 1u64 << (g - l);
+    }
+    Ok(out)
+}
+
+/// Directory geometry (for the checker and statistics): (directory, global depth).
+pub(crate) fn directory(a: &Arena, db: u32) -> Result<(u64, u32), Error> {
+    dir_word(a, db)
+}
+
+pub(crate) fn seg_header(a: &Arena, seg: u64) -> Result<(u32, bool, u32, u64), Error> {
+    Ok((
+        a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed),
+        retired(a, seg)?,
+        seg_count(a, seg)?,
+        a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed),
+    ))
+}
+
+pub(crate) fn dir_entry(a: &Arena, dir: u64, i: u64) -> Result<(u64, u32), Error> {
+    entry(a, dir, i)
+}
+
+pub(crate) fn bucket_lock_word(a: &Arena, seg: u64, b: u64) -> Result<u32, Error> {
+    Ok(lock_word(a, seg, b)?.load(Ordering::Relaxed))
+}
+
+pub(crate) fn tag_at(a: &Arena, bucket: u64, i: u64) -> Result<u8, Error> {
+    Ok(a.u8(bucket + i)?.load(Ordering::Relaxed))
+}
+
+pub(crate) fn expected_tag(h: u64) -> u8 {
+    tag_of(h)
+}
+
+/// Replaces a database's whole index with an empty one. Returns the old segments: the
+/// caller fences and reclaims them.
+pub(crate) fn swap_in_empty(p: &Participant, db: u32) -> Result<Vec<(u64, u32)>, Error> {
+    let a = &**p.arena();
+    let dir_lock = a.u32(db_root(db) + R_LOCK)?;
+    p.lock(dir_lock);
+    let r = (|| -> Result<_, Error> {
+        let old = segments(a, db)?;
+        let (old_dir, _) = dir_word(a, db)?;
+        let (dir, _) = new_dir_with_empty_segment(p)?;
+        a.u64(db_root(db) + R_DIR)?.store(Arena::to_units(dir) as u64, Ordering::Release);
+        Ok((old, old_dir))
+    })();
+    p.unlock(dir_lock);
+    let (old, old_dir) = r?;
+    p.retire(old_dir)?;
+    Ok(old)
+}
+
+/// Fences writers out of a segment that is no longer in the directory (locks every bucket,
+/// marks it retired) and returns the items it held.
+pub(crate) fn drain_segment(p: &Participant, seg: u64) -> Result<Vec<u64>, Error> {
+    let a = &**p.arena();
+    lock_segment(p, seg)?;
+    a.u32(seg + G_RETIRED)?.store(1, Ordering::Release);
+    let mut items = Vec::new();
+    for b in 0..NB {
+        let bucket = bucket_off(seg, b);
+        for i in 0..SLOTS {
+            let u = slot(a, bucket, i)?.load(Ordering::Acquire);
+            if u != 0 {
+                items.push(Arena::from_units(u));
+            }
+        }
+    }
+    unlock_segment(p, seg)?;
+    Ok(items)
+}

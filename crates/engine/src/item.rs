@@ -1,0 +1,380 @@
+//! Items: one arena block holding a key, its value and its metadata.
+//!
+//! ```text
+//!   @0   meta   u64   type:4 | flags:4 | klen:16 | version:40      (the item's state word)
+//!   @8   vlen   u32   value length in bytes (8 for an integer item)
+//!   @12  cflags u32   memcached client flags            (only if HAS_CFLAGS)
+//!   then klen   u32   key length, when it needs more than 16 bits (only if LONG_KEY)
+//!   then, 8-aligned:
+//!        expire u64   absolute expiry, Unix ms; 0 = none (only if HAS_EXPIRY)
+//!        int    i64   the value of an integer item      (only if type = INT)
+//!   then key bytes, then value bytes (raw items)
+//! ```
+//!
+//! A 12-byte header is what keeps per-key overhead low: `key:0000001` with a 32-byte value
+//! is a 56-byte block. Published items never change, except the state word (a new version
+//! when an integer is incremented in place), the integer, and the expiry field, each with
+//! one atomic store under the key's bucket lock.
+
+use std::sync::atomic::Ordering;
+
+use larder_arena::{Arena, Participant};
+
+use crate::Error;
+
+pub(crate) const T_RAW: u64 = 0;
+pub(crate) const T_INT: u64 = 1;
+
+const HAS_EXPIRY: u64 = 1 << 4;
+const HAS_CFLAGS: u64 = 1 << 5;
+const LONG_KEY: u64 = 1 << 6;
+
+const VERSION_SHIFT: u32 = 24;
+/// Item versions (memcached CAS values) are 40 bits wide.
+pub const VERSION_MASK: u64 = (1 << 40) - 1;
+
+/// The largest value a string may hold (Redis's `proto-max-bulk-len` default).
+pub const MAX_VALUE: u64 = 512 * 1024 * 1024;
+
+/// The type of the value under a key, as `TYPE` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    String,
+}
+
+impl Type {
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::String => "string",
+        }
+    }
+}
+
+/// The value of an item being built.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Value<'a> {
+    Raw(&'a [u8]),
+    Int(i64),
+}
+
+impl<'a> Value<'a> {
+    /// Canonical integers ("123", "-7"; not "007", "+1", " 1") are stored as integers so
+    /// INCR can update them in place; `GET` renders the same bytes back.
+    pub(crate) fn of(bytes: &'a [u8]) -> Value<'a> {
+        match parse_canonical_i64(bytes) {
+            Some(i) => Value::Int(i),
+            None => Value::Raw(bytes),
+        }
+    }
+}
+
+/// Parses the decimal form Redis's `string2ll` accepts: optional '-', no leading zeros, no
+/// '+', no spaces, fits in i64.
+pub fn parse_canonical_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        let d = (d - b'0') as i64;
+        v = if neg { v.checked_mul(10)?.checked_sub(d)? } else { v.checked_mul(10)?.checked_add(d)? };
+    }
+    Some(v)
+}
+
+/// Metadata of an item, as read by a lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub ty: Type,
+    /// Absolute expiry in Unix milliseconds, 0 when the key does not expire.
+    pub expire_at: u64,
+    /// memcached client flags.
+    pub flags: u32,
+    /// A version that changes with every write: the memcached CAS value.
+    pub version: u64,
+}
+
+/// A parsed view of a published item's header; the bytes stay in the arena.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ItemView {
+    pub off: u64,
+    pub meta: u64,
+    pub vlen: u64,
+    pub klen: u64,
+    pub cflags: u32,
+    pub expire_off: Option<u64>,
+    pub int_off: Option<u64>,
+    pub key_off: u64,
+    pub val_off: u64,
+}
+
+struct Layout {
+    size: u64,
+    expire: Option<u64>,
+    int: Option<u64>,
+    key: u64,
+}
+
+fn layout(meta: u64, klen: u64, vlen_raw: u64) -> Layout {
+    let mut p = 12;
+    if meta & HAS_CFLAGS != 0 {
+        p += 4;
+    }
+    if meta & LONG_KEY != 0 {
+        p += 4;
+    }
+    let mut expire = None;
+    let mut int = None;
+    if meta & HAS_EXPIRY != 0 || meta & 0xf == T_INT {
+        p = (p + 7) & !7;
+        if meta & HAS_EXPIRY != 0 {
+            expire = Some(p);
+            p += 8;
+        }
+        if meta & 0xf == T_INT {
+            int = Some(p);
+            p += 8;
+        }
+    }
+    Layout { size: p + klen + vlen_raw, expire, int, key: p }
+}
+
+impl ItemView {
+    /// Reads and validates the header of the item at `off`. Every length is checked against
+    /// the arena before it is used.
+    #[inline]
+    pub(crate) fn read(a: &Arena, off: u64) -> Result<ItemView, Error> {
+        let meta = a.u64(off)?.load(Ordering::Acquire);
+        let vlen = a.u32(off + 8)?.load(Ordering::Relaxed) as u64;
+        let ty = meta & 0xf;
+        if ty > T_INT {
+            return Err(Error::Corrupt("unknown item type"));
+        }
+        let cflags = if meta & HAS_CFLAGS != 0 { a.u32(off + 12)?.load(Ordering::Relaxed) } else { 0 };
+        let klen = if meta & LONG_KEY != 0 {
+            a.u32(off + if meta & HAS_CFLAGS != 0 { 16 } else { 12 })?.load(Ordering::Relaxed) as u64
+        } else {
+            (meta >> 8) & 0xffff
+        };
+        let vraw = if ty == T_INT { 0 } else { vlen };
+        let l = layout(meta, klen, vraw);
+        let key_off = off + l.key;
+        // The whole item must lie inside the arena.
+        if key_off.checked_add(klen + vraw).is_none_or(|end| end > a.capacity()) {
+            return Err(Error::Corrupt("item extends past the arena"));
+        }
+        Ok(ItemView {
+            off,
+            meta,
+            vlen,
+            klen,
+            cflags,
+            expire_off: l.expire.map(|e| off + e),
+            int_off: l.int.map(|i| off + i),
+            key_off,
+            val_off: key_off + klen,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn key_is(&self, a: &Arena, key: &[u8]) -> Result<bool, Error> {
+        Ok(self.klen == key.len() as u64 && a.bytes_eq(self.key_off, key)?)
+    }
+
+    pub(crate) fn key(&self, a: &Arena, out: &mut Vec<u8>) -> Result<(), Error> {
+        out.clear();
+        a.read_append(self.key_off, self.klen as usize, out)?;
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn is_int(&self) -> bool {
+        self.meta & 0xf == T_INT
+    }
+
+    #[inline]
+    pub(crate) fn int(&self, a: &Arena) -> Result<i64, Error> {
+        Ok(a.u64(self.int_off.ok_or(Error::Corrupt("not an integer item"))?)?.load(Ordering::Acquire) as i64)
+    }
+
+    #[inline]
+    pub(crate) fn expire_at(&self, a: &Arena) -> Result<u64, Error> {
+        match self.expire_off {
+            Some(o) => Ok(a.u64(o)?.load(Ordering::Acquire)),
+            None => Ok(0),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn expired(&self, a: &Arena, now: u64) -> Result<bool, Error> {
+        Ok(match self.expire_off {
+            Some(o) => {
+                let e = a.u64(o)?.load(Ordering::Acquire);
+                e != 0 && e <= now
+            }
+            None => false,
+        })
+    }
+
+    pub(crate) fn meta(&self, a: &Arena) -> Result<Meta, Error> {
+        Ok(Meta {
+            ty: Type::String,
+            expire_at: self.expire_at(a)?,
+            flags: self.cflags,
+            version: a.u64(self.off)?.load(Ordering::Acquire) >> VERSION_SHIFT,
+        })
+    }
+
+    /// Appends the value's bytes (an integer rendered in decimal) to `out`.
+    #[inline]
+    pub(crate) fn value(&self, a: &Arena, out: &mut Vec<u8>) -> Result<(), Error> {
+        if self.is_int() {
+            let mut buf = itoa_buf();
+            out.extend_from_slice(fmt_i64(self.int(a)?, &mut buf));
+            Ok(())
+        } else {
+            Ok(a.read_append(self.val_off, self.vlen as usize, out)?)
+        }
+    }
+
+    /// Length of the value as a string.
+    pub(crate) fn strlen(&self, a: &Arena) -> Result<u64, Error> {
+        if self.is_int() {
+            let mut buf = itoa_buf();
+            Ok(fmt_i64(self.int(a)?, &mut buf).len() as u64)
+        } else {
+            Ok(self.vlen)
+        }
+    }
+}
+
+pub(crate) fn itoa_buf() -> [u8; 20] {
+    [0u8; 20]
+}
+
+/// Formats `v` into the end of `buf` without allocating.
+pub(crate) fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Everything needed to build an item.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewItem<'a> {
+    pub key: &'a [u8],
+    pub value: Value<'a>,
+    pub expire_at: u64,
+    pub cflags: u32,
+    pub version: u64,
+}
+
+/// Allocates and writes an item; returns its offset. It is not published.
+pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
+    let klen = it.key.len() as u64;
+    let (ty, vraw, vlen) = match it.value {
+        Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
+        Value::Int(_) => (T_INT, 0, 8),
+    };
+    if vlen > MAX_VALUE || klen > MAX_VALUE {
+        return Err(Error::TooLarge);
+    }
+    let mut meta = ty | ((it.version & VERSION_MASK) << VERSION_SHIFT);
+    if it.expire_at != 0 {
+        meta |= HAS_EXPIRY;
+    }
+    if it.cflags != 0 {
+        meta |= HAS_CFLAGS;
+    }
+    if klen > 0xffff {
+        meta |= LONG_KEY;
+    } else {
+        meta |= klen << 8;
+    }
+    let l = layout(meta, klen, vraw);
+    let a = &**p.arena();
+    let off = p.alloc(l.size)?;
+    // Header bytes first, into a local buffer, then the key and value straight into place.
+    let mut head = [0u8; 40];
+    head[0..8].copy_from_slice(&meta.to_le_bytes());
+    head[8..12].copy_from_slice(&(vlen as u32).to_le_bytes());
+    let mut p2 = 12;
+    if meta & HAS_CFLAGS != 0 {
+        head[12..16].copy_from_slice(&it.cflags.to_le_bytes());
+        p2 = 16;
+    }
+    if meta & LONG_KEY != 0 {
+        head[p2..p2 + 4].copy_from_slice(&(klen as u32).to_le_bytes());
+    }
+    if let Some(e) = l.expire {
+        head[e as usize..e as usize + 8].copy_from_slice(&it.expire_at.to_le_bytes());
+    }
+    if let (Some(i), Value::Int(v)) = (l.int, it.value) {
+        head[i as usize..i as usize + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    a.write(off, &head[..l.key as usize])?;
+    a.write(off + l.key, it.key)?;
+    if let Value::Raw(v) = it.value {
+        a.write(off + l.key + klen, v)?;
+    }
+    Ok(off)
+}
+
+/// Sets a new version in an item's state word (in place, one atomic store).
+pub(crate) fn set_version(a: &Arena, view: &ItemView, version: u64) -> Result<(), Error> {
+    let w = a.u64(view.off)?;
+    let m = w.load(Ordering::Relaxed);
+    w.store((m & ((1 << VERSION_SHIFT) - 1)) | ((version & VERSION_MASK) << VERSION_SHIFT), Ordering::Release);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_integers() {
+        for (s, v) in [("0", Some(0)), ("-1", Some(-1)), ("123", Some(123)), ("9223372036854775807", Some(i64::MAX))] {
+            assert_eq!(parse_canonical_i64(s.as_bytes()), v, "{s}");
+        }
+        assert_eq!(parse_canonical_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for s in ["", "-", "-0", "007", "+1", " 1", "1 ", "9223372036854775808", "1.0", "abc"] {
+            assert_eq!(parse_canonical_i64(s.as_bytes()), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn integer_formatting() {
+        for v in [0i64, 1, -1, 42, i64::MAX, i64::MIN] {
+            let mut b = itoa_buf();
+            assert_eq!(fmt_i64(v, &mut b), v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn small_item_is_56_bytes() {
+        // The memory target rests on this: 12-byte header + 11-byte key + 32-byte value.
+        let l = layout(T_RAW | (11 << 8), 11, 32);
+        assert_eq!(l.size, 55);
+        assert_eq!(larder_arena::class_size(larder_arena::class_of(l.size)), 56);
+    }
+}

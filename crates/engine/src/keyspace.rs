@@ -1,0 +1,692 @@
+//! The handle and the keyspace operations that apply to every type: DEL, EXISTS, TYPE,
+//! EXPIRE/TTL/PERSIST, RENAME, COPY, SCAN, RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, and active
+//! expiry.
+//!
+//! Every write goes through [`Handle::write`]: lock the key's bucket pair, drop the key if it
+//! has expired (lazy expiry), let the operation decide (keep, put a new item, delete), then
+//! publish, journal and retire the old item.
+
+use larder_arena::{Arena, Participant};
+
+use crate::index::{self, Loc};
+use crate::item::{self, ItemView, Meta, NewItem, Type, Value};
+use crate::{now_ms, Error, Record, Store};
+
+/// What a write decided.
+pub(crate) enum Action {
+    /// Nothing changed.
+    Keep,
+    /// The item was changed in place (integer or expiry): journal its post-image.
+    InPlace,
+    /// Publish this new item in place of the old one (or as a new key).
+    Put(u64),
+    Delete,
+}
+
+/// A key's time to live, as `PTTL` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    Missing,
+    Persistent,
+    Ms(u64),
+}
+
+/// The NX / XX / GT / LT options of EXPIRE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExpireCond {
+    #[default]
+    Always,
+    Nx,
+    Xx,
+    Gt,
+    Lt,
+}
+
+/// One thread's access to a [`Store`]: a participant slot and scratch space. Not `Sync`;
+/// create one per thread with [`Store::handle`].
+pub struct Handle {
+    pub(crate) store: Store,
+    pub(crate) p: Participant,
+    rng: u64,
+    /// Set by a delete that left its segment nearly empty.
+    maybe_merge: std::cell::Cell<bool>,
+}
+
+impl Handle {
+    pub(crate) fn new(store: Store) -> Result<Handle, Error> {
+        let p = store.arena().register()?;
+        let rng = (now_ms() ^ (p.slot() as u64).rotate_left(32)) | 1;
+        Ok(Handle { store, p, rng, maybe_merge: Default::default() })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    #[inline]
+    pub(crate) fn arena(&self) -> &Arena {
+        self.p.arena()
+    }
+
+    #[inline]
+    pub(crate) fn check_db(&self, db: u32) -> Result<(), Error> {
+        if db < self.store.databases() {
+            Ok(())
+        } else {
+            Err(Error::BadDb)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        index::hash(self.arena().seed(), key)
+    }
+
+    pub(crate) fn random(&mut self) -> u64 {
+        // xorshift64*: good enough for sampling buckets.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Looks `key` up without locking and calls `f` with its live (unexpired) item.
+    #[inline]
+    pub(crate) fn read<R>(
+        &self,
+        db: u32,
+        key: &[u8],
+        f: impl FnOnce(&Arena, &ItemView) -> Result<R, Error>,
+    ) -> Result<Option<R>, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let h = self.hash(key);
+        let _g = self.p.pin();
+        let loc = index::locate(a, db, h)?;
+        match index::find(a, &loc, h, key)? {
+            Some(found) => {
+                if found.item.expire_off.is_some() && found.item.expired(a, now_ms())? {
+                    return Ok(None);
+                }
+                f(a, &found.item).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The write path. `f` sees the key's live item (or None) with the bucket pair locked
+    /// and returns what to do and a result.
+    pub(crate) fn write<R>(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        f: impl FnOnce(&Participant, Option<&ItemView>) -> Result<(Action, R), Error>,
+    ) -> Result<R, Error> {
+        self.check_db(db)?;
+        let h = self.hash(key);
+        let _g = self.p.pin();
+        let p = &self.p;
+        let a = &**p.arena();
+        loop {
+            let loc = index::lock_pair(p, db, h)?;
+            let r = self.write_locked(db, key, h, &loc);
+            match r {
+                Ok(Some(found)) => {
+                    let res = f(p, found.as_ref().map(|f| &f.item));
+                    let out = match res {
+                        Ok((action, r)) => self.apply(db, key, h, &loc, found, action).map(|_| r),
+                        Err(e) => Err(e),
+                    };
+                    index::unlock_pair(p, &loc)?;
+                    return out;
+                }
+                Ok(None) => {
+                    // New key and no free slot: split the segment, then retry.
+                    index::unlock_pair(p, &loc)?;
+                    index::split(p, db, &loc)?;
+                    let _ = a;
+                }
+                Err(e) => {
+                    index::unlock_pair(p, &loc)?;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Under the pair lock: the key's live item, with an expired one removed first. Returns
+    /// `None` when the key is absent and there is no room to add it.
+    #[allow(clippy::type_complexity)]
+    fn write_locked(&self, db: u32, key: &[u8], h: u64, loc: &Loc) -> Result<Option<Option<index::Found>>, Error> {
+        let a = self.arena();
+        let mut found = index::find(a, loc, h, key)?;
+        if let Some(f) = &found {
+            if f.item.expire_off.is_some() && f.item.expired(a, now_ms())? {
+                index::clear(a, loc.seg, f.bucket, f.slot)?;
+                self.journal_del(db, key);
+                self.p.retire(f.item.off)?;
+                found = None;
+            }
+        }
+        if found.is_none() && !has_room(a, loc)? {
+            return Ok(None);
+        }
+        Ok(Some(found))
+    }
+
+    fn apply(&self, db: u32, key: &[u8], h: u64, loc: &Loc, found: Option<index::Found>, action: Action) -> Result<(), Error> {
+        let a = self.arena();
+        match action {
+            Action::Keep => Ok(()),
+            Action::InPlace => {
+                if let Some(f) = found {
+                    self.journal_item(db, f.item.off);
+                }
+                Ok(())
+            }
+            Action::Put(item) => {
+                match found {
+                    Some(f) => {
+                        index::replace(a, f.bucket, f.slot, item)?;
+                        self.journal_item(db, item);
+                        self.p.retire(f.item.off)?;
+                    }
+                    None => {
+                        if !index::insert_locked(a, loc, h, item)? {
+                            // write_locked checked for room under the same locks.
+                            self.p.free(item)?;
+                            return Err(Error::Corrupt("bucket filled while locked"));
+                        }
+                        self.journal_item(db, item);
+                    }
+                }
+                Ok(())
+            }
+            Action::Delete => {
+                if let Some(f) = found {
+                    index::clear(a, loc.seg, f.bucket, f.slot)?;
+                    self.journal_del(db, key);
+                    self.p.retire(f.item.off)?;
+                    if index::seg_count(a, loc.seg)? < index::MERGE_BELOW / 4 && loc.depth > 0 {
+                        // Shrink opportunistically; needs no locks of ours (we release after).
+                        self.maybe_merge.set(true);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn journal_item(&self, db: u32, item: u64) {
+        let j = self.store.journal();
+        if !j.enabled() {
+            return;
+        }
+        let a = self.arena();
+        if let Ok(v) = ItemView::read(a, item) {
+            let (mut k, mut val) = (Vec::new(), Vec::new());
+            if v.key(a, &mut k).is_ok() && v.value(a, &mut val).is_ok() {
+                j.append(&Record::Set {
+                    db,
+                    key: &k,
+                    value: &val,
+                    expire_at: v.expire_at(a).unwrap_or(0),
+                    flags: v.cflags,
+                });
+            }
+        }
+    }
+
+    pub(crate) fn journal_del(&self, db: u32, key: &[u8]) {
+        let j = self.store.journal();
+        if j.enabled() {
+            j.append(&Record::Del { db, key });
+        }
+    }
+
+    // ---- keyspace commands ----
+
+    /// Deletes the keys; returns how many existed.
+    pub fn del(&mut self, db: u32, keys: &[&[u8]]) -> Result<u64, Error> {
+        let mut n = 0;
+        for k in keys {
+            n += self.write(db, k, |_, old| Ok(if old.is_some() { (Action::Delete, 1) } else { (Action::Keep, 0) }))?;
+            self.after_delete(db, k)?;
+        }
+        Ok(n)
+    }
+
+    /// How many of the keys exist (a key named twice counts twice, as in Redis).
+    pub fn exists(&self, db: u32, keys: &[&[u8]]) -> Result<u64, Error> {
+        let mut n = 0;
+        for k in keys {
+            if self.read(db, k, |_, _| Ok(()))?.is_some() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    pub fn type_of(&self, db: u32, key: &[u8]) -> Result<Option<Type>, Error> {
+        self.read(db, key, |_, _| Ok(Type::String))
+    }
+
+    /// The key's metadata (type, expiry, client flags, version).
+    pub fn meta(&self, db: u32, key: &[u8]) -> Result<Option<Meta>, Error> {
+        self.read(db, key, |a, it| it.meta(a))
+    }
+
+    /// Sets an absolute expiry (Unix ms) subject to `cond`. An expiry in the past deletes the
+    /// key. Returns whether the expiry was set (Redis's 1/0).
+    pub fn expire_at(&mut self, db: u32, key: &[u8], at_ms: u64, cond: ExpireCond) -> Result<bool, Error> {
+        let now = now_ms();
+        let r = self.write(db, key, |p, old| {
+            let Some(old) = old else { return Ok((Action::Keep, false)) };
+            let a = p.arena();
+            let cur = old.expire_at(a)?;
+            // Redis treats "no expiry" as an infinite TTL for GT and LT.
+            let ok = match cond {
+                ExpireCond::Always => true,
+                ExpireCond::Nx => cur == 0,
+                ExpireCond::Xx => cur != 0,
+                ExpireCond::Gt => cur != 0 && at_ms > cur,
+                ExpireCond::Lt => cur == 0 || at_ms < cur,
+            };
+            if !ok {
+                return Ok((Action::Keep, false));
+            }
+            if at_ms <= now {
+                return Ok((Action::Delete, true));
+            }
+            Ok((crate::string::set_expiry(p, old, at_ms)?, true))
+        })?;
+        if r {
+            self.after_delete(db, key)?;
+        }
+        Ok(r)
+    }
+
+    /// Removes the key's expiry; returns whether it had one.
+    pub fn persist(&mut self, db: u32, key: &[u8]) -> Result<bool, Error> {
+        self.write(db, key, |p, old| {
+            let Some(old) = old else { return Ok((Action::Keep, false)) };
+            let a = p.arena();
+            if old.expire_at(a)? == 0 {
+                return Ok((Action::Keep, false));
+            }
+            Ok((crate::string::set_expiry(p, old, 0)?, true))
+        })
+    }
+
+    /// Remaining time to live.
+    pub fn pttl(&self, db: u32, key: &[u8]) -> Result<Ttl, Error> {
+        let now = now_ms();
+        Ok(match self.read(db, key, |a, it| it.expire_at(a))? {
+            None => Ttl::Missing,
+            Some(0) => Ttl::Persistent,
+            Some(at) => Ttl::Ms(at.saturating_sub(now)),
+        })
+    }
+
+    /// Renames `src` to `dst` (overwriting it unless `nx`). Returns false if `nx` and `dst`
+    /// exists; [`Error::NoSuchKey`] if `src` does not exist. The new key keeps the TTL.
+    pub fn rename(&mut self, db: u32, src: &[u8], dst: &[u8], nx: bool) -> Result<bool, Error> {
+        self.check_db(db)?;
+        if src == dst {
+            return match self.read(db, src, |_, _| Ok(()))? {
+                Some(()) => Ok(!nx),
+                None => Err(Error::NoSuchKey),
+            };
+        }
+        self.move_key(db, src, db, dst, !nx, true)
+    }
+
+    /// Copies `src` (in `db`) to `dst` in `dst_db`. Returns false if `dst` exists and not
+    /// `replace`, or if `src` does not exist.
+    pub fn copy(&mut self, db: u32, src: &[u8], dst_db: u32, dst: &[u8], replace: bool) -> Result<bool, Error> {
+        self.check_db(db)?;
+        self.check_db(dst_db)?;
+        if db == dst_db && src == dst {
+            return Ok(false);
+        }
+        match self.move_key(db, src, dst_db, dst, replace, false) {
+            Err(Error::NoSuchKey) => Ok(false),
+            r => r,
+        }
+    }
+
+    /// Moves a key to another database (Redis MOVE): false if it is missing in `db` or
+    /// exists in `dst_db`.
+    pub fn move_to(&mut self, db: u32, key: &[u8], dst_db: u32) -> Result<bool, Error> {
+        self.check_db(db)?;
+        self.check_db(dst_db)?;
+        if db == dst_db {
+            return Ok(false);
+        }
+        match self.move_key(db, key, dst_db, key, false, true) {
+            Err(Error::NoSuchKey) => Ok(false),
+            r => r,
+        }
+    }
+
+    /// RENAME, COPY and MOVE: both keys are locked together (in address order) so the
+    /// change is atomic for every observer.
+    fn move_key(&mut self, db: u32, src: &[u8], dst_db: u32, dst: &[u8], replace: bool, delete_src: bool) -> Result<bool, Error> {
+        let hs = self.hash(src);
+        let hd = self.hash(dst);
+        let _g = self.p.pin();
+        let p = &self.p;
+        let a = &**p.arena();
+        let now = now_ms();
+        let mut locked = Vec::new();
+        loop {
+            // Lock both pairs; databases differ only in their directories, so locking by
+            // bucket address still gives one global order.
+            let ls = index::locate(a, db, hs)?;
+            let ld = index::locate(a, dst_db, hd)?;
+            let mut words = Vec::with_capacity(4);
+            for (loc, _) in [(ls, 0), (ld, 1)] {
+                for b in [loc.b, (loc.b + 1) % index::NB] {
+                    words.push(index::bucket_off(loc.seg, b) + 12);
+                }
+            }
+            words.sort_unstable();
+            words.dedup();
+            for &w in &words {
+                p.lock(a.u32(w)?);
+            }
+            locked.clone_from(&words);
+            let current = |l: &Loc| -> Result<bool, Error> {
+                let (_, retired, _, _) = index::seg_header(a, l.seg)?;
+                Ok(!retired)
+            };
+            if !(current(&ls)? && current(&ld)?) {
+                index::unlock_many(p, &locked)?;
+                continue;
+            }
+            let r = (|| -> Result<Result<bool, Loc>, Error> {
+                let live = |f: Option<index::Found>| -> Result<Option<index::Found>, Error> {
+                    Ok(match f {
+                        Some(f) if f.item.expired(a, now)? => None,
+                        f => f,
+                    })
+                };
+                let Some(s) = live(index::find(a, &ls, hs, src)?)? else { return Err(Error::NoSuchKey) };
+                let d = live(index::find(a, &ld, hd, dst)?)?;
+                if d.is_some() && !replace {
+                    return Ok(Ok(false));
+                }
+                // Any expired item in the destination slot is simply replaced below.
+                let d_raw = index::find(a, &ld, hd, dst)?;
+                if d_raw.is_none() && !has_room(a, &ld)? {
+                    return Ok(Err(ld));
+                }
+                let mut val = Vec::new();
+                s.item.value(a, &mut val)?;
+                let expire_at = s.item.expire_at(a)?;
+                let new = item::build(
+                    p,
+                    &NewItem {
+                        key: dst,
+                        value: if s.item.is_int() { Value::of(&val) } else { Value::Raw(&val) },
+                        expire_at,
+                        cflags: s.item.cflags,
+                        version: p.next_version()?,
+                    },
+                )?;
+                match d_raw {
+                    Some(f) => {
+                        index::replace(a, f.bucket, f.slot, new)?;
+                        p.retire(f.item.off)?;
+                    }
+                    None => {
+                        if !index::insert_locked(a, &ld, hd, new)? {
+                            p.free(new)?;
+                            return Err(Error::Corrupt("bucket filled while locked"));
+                        }
+                    }
+                }
+                if delete_src {
+                    index::clear(a, ls.seg, s.bucket, s.slot)?;
+                    self.journal_del(db, src);
+                    p.retire(s.item.off)?;
+                }
+                self.journal_item(dst_db, new);
+                Ok(Ok(true))
+            })();
+            index::unlock_many(p, &locked)?;
+            match r? {
+                Ok(done) => return Ok(done),
+                Err(full) => index::split(p, dst_db, &full)?,
+            }
+        }
+    }
+
+    /// Number of keys in the database (including expired keys not yet reclaimed, as Redis).
+    pub fn dbsize(&self, db: u32) -> Result<u64, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let _g = self.p.pin();
+        let mut n = 0u64;
+        for (seg, _) in index::segments(a, db)? {
+            n += index::seg_count(a, seg)? as u64;
+        }
+        Ok(n)
+    }
+
+    /// Empties one database. O(keys), like Redis's synchronous FLUSHDB; readers and writers
+    /// of other databases are not stopped.
+    pub fn flushdb(&mut self, db: u32) -> Result<(), Error> {
+        self.check_db(db)?;
+        let _g = self.p.pin();
+        let old = index::swap_in_empty(&self.p, db)?;
+        for (seg, _) in old {
+            for it in index::drain_segment(&self.p, seg)? {
+                self.p.retire(it)?;
+            }
+            self.p.retire(seg)?;
+        }
+        let j = self.store.journal();
+        if j.enabled() {
+            j.append(&Record::FlushDb { db });
+        }
+        Ok(())
+    }
+
+    /// Empties every database.
+    pub fn flushall(&mut self) -> Result<(), Error> {
+        for db in 0..self.store.databases() {
+            let _g = self.p.pin();
+            let old = index::swap_in_empty(&self.p, db)?;
+            for (seg, _) in old {
+                for it in index::drain_segment(&self.p, seg)? {
+                    self.p.retire(it)?;
+                }
+                self.p.retire(seg)?;
+            }
+        }
+        let j = self.store.journal();
+        if j.enabled() {
+            j.append(&Record::FlushAll);
+        }
+        Ok(())
+    }
+
+    /// One step of SCAN: from `cursor` (0 to start), returns the next cursor (0 when done)
+    /// and appends matching live keys to `out`. Visits whole home buckets, so about `count`
+    /// keys come back; every key present for the whole scan is returned.
+    pub fn scan(
+        &self,
+        db: u32,
+        cursor: u64,
+        count: usize,
+        pattern: Option<&[u8]>,
+        ty: Option<Type>,
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<u64, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let _g = self.p.pin();
+        let now = now_ms();
+        let mut cur = cursor;
+        let mut visited = 0usize;
+        let want = count.max(1);
+        let mut key = Vec::new();
+        let mut seen = 0usize;
+        loop {
+            let loc = index::locate(a, db, cur)?;
+            for b in [loc.b, (loc.b + 1) % index::NB] {
+                let bucket = index::bucket_off(loc.seg, b);
+                for i in 0..index::SLOTS {
+                    let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
+                    if u == 0 {
+                        continue;
+                    }
+                    let it = ItemView::read(a, Arena::from_units(u))?;
+                    it.key(a, &mut key)?;
+                    let h = self.hash(&key);
+                    // Only keys of this home bucket, at or after the cursor.
+                    if !same_home(h, cur, loc.depth) || h < cur {
+                        continue;
+                    }
+                    seen += 1;
+                    if it.expired(a, now)? {
+                        continue;
+                    }
+                    if ty.is_some_and(|t| t != Type::String) {
+                        continue;
+                    }
+                    if pattern.is_some_and(|p| !crate::glob_match(p, &key, false)) {
+                        continue;
+                    }
+                    out.push(key.clone());
+                }
+            }
+            visited += 1;
+            // Next home bucket: the hash range after this one.
+            let shift = 56 - loc.depth;
+            let top = (cur >> shift) + 1;
+            if top >> (64 - shift) != 0 {
+                return Ok(0);
+            }
+            cur = top << shift;
+            if seen >= want || visited >= want * 10 {
+                return Ok(cur);
+            }
+        }
+    }
+
+    /// A random live key, or None if the database is empty.
+    pub fn random_key(&mut self, db: u32) -> Result<Option<Vec<u8>>, Error> {
+        self.check_db(db)?;
+        if self.dbsize(db)? == 0 {
+            return Ok(None);
+        }
+        let now = now_ms();
+        for _ in 0..64 {
+            let start = self.random();
+            let a = self.arena();
+            let _g = self.p.pin();
+            let loc = index::locate(a, db, start)?;
+            // Probe buckets from a random one until a live key turns up.
+            for step in 0..index::NB {
+                let bucket = index::bucket_off(loc.seg, loc.b + step);
+                for i in 0..index::SLOTS {
+                    let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
+                    if u == 0 {
+                        continue;
+                    }
+                    let it = ItemView::read(a, Arena::from_units(u))?;
+                    if !it.expired(a, now)? {
+                        let mut k = Vec::new();
+                        it.key(a, &mut k)?;
+                        return Ok(Some(k));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Active expiry: samples up to `samples` random buckets of `db` and deletes the expired
+    /// keys found there. Returns (keys examined, keys deleted); call again while the share
+    /// deleted is high (Redis repeats while more than 25% of the sample had expired).
+    pub fn expire_cycle(&mut self, db: u32, samples: usize) -> Result<(usize, usize), Error> {
+        self.check_db(db)?;
+        let now = now_ms();
+        let mut expired: Vec<Vec<u8>> = Vec::new();
+        let mut examined = 0;
+        let starts: Vec<u64> = (0..samples).map(|_| self.random()).collect();
+        {
+            let a = self.arena();
+            let _g = self.p.pin();
+            for h in starts {
+                let loc = index::locate(a, db, h)?;
+                let bucket = index::bucket_off(loc.seg, loc.b);
+                for i in 0..index::SLOTS {
+                    let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
+                    if u == 0 {
+                        continue;
+                    }
+                    let it = ItemView::read(a, Arena::from_units(u))?;
+                    if it.expire_off.is_none() {
+                        continue;
+                    }
+                    examined += 1;
+                    if it.expired(a, now)? {
+                        let mut k = Vec::new();
+                        it.key(a, &mut k)?;
+                        expired.push(k);
+                    }
+                }
+            }
+        }
+        let mut deleted = 0;
+        for k in &expired {
+            // The write path removes the key if it is still expired (lazy expiry does the work).
+            let existed = self.write(db, k, |_, old| Ok((Action::Keep, old.is_none())))?;
+            if existed {
+                deleted += 1;
+            }
+            self.after_delete(db, k)?;
+        }
+        Ok((examined, deleted))
+    }
+
+    /// After deleting `key`: if its segment has become nearly empty, merge it with its
+    /// buddy, so the index shrinks back as keys go away.
+    pub(crate) fn after_delete(&mut self, db: u32, key: &[u8]) -> Result<(), Error> {
+        if !self.maybe_merge.take() {
+            return Ok(());
+        }
+        let h = self.hash(key);
+        let _g = self.p.pin();
+        index::try_merge(&self.p, db, h)?;
+        Ok(())
+    }
+
+    /// Frees retired memory that no reader can still see (call when idle).
+    pub fn collect(&self) -> Result<usize, Error> {
+        Ok(self.p.collect()?)
+    }
+}
+
+/// Whether hash `h` has the same home bucket range as `cur` at depth `l`.
+fn same_home(h: u64, cur: u64, l: u32) -> bool {
+    let shift = 56 - l;
+    h >> shift == cur >> shift
+}
+
+fn has_room(a: &Arena, loc: &Loc) -> Result<bool, Error> {
+    for b in [loc.b, (loc.b + 1) % index::NB] {
+        let bucket = index::bucket_off(loc.seg, b);
+        for i in 0..index::SLOTS {
+            if index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}

@@ -1,0 +1,121 @@
+//! Redis's glob matching (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a-z]`, `\x`.
+
+/// Whether `s` matches the glob `pat` (Redis semantics; `nocase` folds ASCII case).
+pub fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+    glob(pat, s, nocase, 0)
+}
+
+fn eq(a: u8, b: u8, nocase: bool) -> bool {
+    if nocase {
+        a.eq_ignore_ascii_case(&b)
+    } else {
+        a == b
+    }
+}
+
+/// Matches one pattern element (not `*`) at the start of `pat` against byte `c`. Returns
+/// whether it matched and the element's length in the pattern.
+fn one(pat: &[u8], c: u8, nocase: bool) -> (bool, usize) {
+    match pat[0] {
+        b'?' => (true, 1),
+        b'\\' if pat.len() >= 2 => (eq(pat[1], c, nocase), 2),
+        b'[' => {
+            let mut i = 1;
+            let not = pat.get(1) == Some(&b'^');
+            if not {
+                i += 1;
+            }
+            let mut matched = false;
+            while i < pat.len() && pat[i] != b']' {
+                if pat[i] == b'\\' && i + 1 < pat.len() {
+                    i += 1;
+                    matched |= pat[i] == c;
+                } else if i + 2 < pat.len() && pat[i + 1] == b'-' {
+                    let (mut lo, mut hi) = (pat[i], pat[i + 2]);
+                    if lo > hi {
+                        std::mem::swap(&mut lo, &mut hi);
+                    }
+                    let (lo, hi, x) = if nocase {
+                        (lo.to_ascii_lowercase(), hi.to_ascii_lowercase(), c.to_ascii_lowercase())
+                    } else {
+                        (lo, hi, c)
+                    };
+                    matched |= x >= lo && x <= hi;
+                    i += 2;
+                } else {
+                    matched |= eq(pat[i], c, nocase);
+                }
+                i += 1;
+            }
+            // An unterminated class runs to the end of the pattern, as in Redis.
+            let len = (i + 1).min(pat.len());
+            (matched != not, len)
+        }
+        p => (eq(p, c, nocase), 1),
+    }
+}
+
+/// Iterative matching with backtracking to the last `*` only: O(len(pat) × len(s)), so no
+/// pattern can make the server spin (Redis guards its recursive matcher for the same reason).
+fn glob(pat: &[u8], s: &[u8], nocase: bool, _depth: u32) -> bool {
+    let (mut p, mut i) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if p < pat.len() && pat[p] == b'*' {
+            while p < pat.len() && pat[p] == b'*' {
+                p += 1;
+            }
+            star = Some((p, i));
+            continue;
+        }
+        if p < pat.len() {
+            let (ok, len) = one(&pat[p..], s[i], nocase);
+            if ok {
+                p += len;
+                i += 1;
+                continue;
+            }
+        }
+        match star {
+            Some((sp, si)) => {
+                p = sp;
+                i = si + 1;
+                star = Some((sp, si + 1));
+            }
+            None => return false,
+        }
+    }
+    while p < pat.len() && pat[p] == b'*' {
+        p += 1;
+    }
+    p == pat.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn redis_glob_cases() {
+        let t = |p: &str, s: &str| glob_match(p.as_bytes(), s.as_bytes(), false);
+        assert!(t("*", ""));
+        assert!(t("*", "anything"));
+        assert!(t("h?llo", "hello"));
+        assert!(!t("h?llo", "hllo"));
+        assert!(t("h*llo", "heeeello"));
+        assert!(t("h[ae]llo", "hallo"));
+        assert!(!t("h[ae]llo", "hillo"));
+        assert!(t("h[^e]llo", "hallo"));
+        assert!(!t("h[^e]llo", "hello"));
+        assert!(t("h[a-b]llo", "hbllo"));
+        assert!(t("key:*", "key:0000001"));
+        assert!(!t("key:*", "kex:1"));
+        assert!(t("a\\*b", "a*b"));
+        assert!(!t("a\\*b", "axb"));
+        assert!(t("*a*", "bab"));
+        assert!(glob_match(b"HELLO", b"hello", true));
+        // Many stars must not take exponential time.
+        let p = "*a".repeat(30) + "b";
+        assert!(!t(&p, &"a".repeat(60)));
+    }
+}

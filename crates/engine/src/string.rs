@@ -1,0 +1,558 @@
+//! String operations: GET/SET and their variants, counters, APPEND, ranges, MGET/MSET.
+//!
+//! Each is a closure over [`Handle::read`] (lock-free) or [`Handle::write`] (under the key's
+//! bucket-pair lock). Integers are stored as integers, so INCR changes one atomic word in
+//! place instead of building a new item.
+
+use std::sync::atomic::Ordering;
+
+use larder_arena::Participant;
+
+use crate::index::{self, Placement};
+use crate::item::{self, parse_canonical_i64, ItemView, Meta, NewItem, Value, MAX_VALUE};
+use crate::keyspace::Action;
+use crate::{now_ms, Error, Handle};
+
+/// SET's NX / XX.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cond {
+    #[default]
+    Always,
+    /// Only if the key does not exist.
+    Nx,
+    /// Only if it exists.
+    Xx,
+}
+
+/// What happens to the key's time to live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Expiry {
+    /// No expiry (a plain SET removes any TTL).
+    #[default]
+    Clear,
+    /// KEEPTTL.
+    Keep,
+    /// Absolute Unix milliseconds.
+    At(u64),
+}
+
+/// Options of [`Handle::set`]: Redis SET's flags and memcached's flags and CAS.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetOptions {
+    pub cond: Cond,
+    pub expiry: Expiry,
+    /// Return the old value (SET ... GET).
+    pub get: bool,
+    /// memcached client flags to store.
+    pub flags: u32,
+    /// memcached `cas`: store only if the item's version is this.
+    pub cas: Option<u64>,
+}
+
+/// What a conditional store did (memcached's replies map one to one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Stored,
+    /// NX/XX (add/replace) condition not met.
+    NotStored,
+    /// CAS version mismatch.
+    Exists,
+    /// CAS on a missing key.
+    NotFound,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetReply {
+    pub outcome: Outcome,
+    /// The previous value, when `get` was asked for and the key existed.
+    pub old: Option<Vec<u8>>,
+    /// The new item's version (its memcached CAS value) if stored.
+    pub version: u64,
+}
+
+fn check_len(n: usize) -> Result<(), Error> {
+    if n as u64 > MAX_VALUE {
+        Err(Error::TooLarge)
+    } else {
+        Ok(())
+    }
+}
+
+/// Parses a float as Redis's INCRBYFLOAT does: no spaces, no NaN.
+fn parse_float(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    if v.is_nan() {
+        return None;
+    }
+    Some(v)
+}
+
+/// Formats a float as Redis does for INCRBYFLOAT (no exponent, no trailing zeros).
+pub(crate) fn fmt_float(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e17 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+impl Handle {
+    /// The value of `key`, or None.
+    pub fn get(&self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.read(db, key, |a, it| {
+            let mut v = Vec::with_capacity(it.vlen as usize);
+            it.value(a, &mut v)?;
+            Ok(v)
+        })
+    }
+
+    /// Appends the value of `key` to `out` (no allocation when `out` has room); returns its
+    /// metadata, or None if the key does not exist.
+    #[inline]
+    pub fn get_into(&self, db: u32, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Meta>, Error> {
+        self.read(db, key, |a, it| {
+            it.value(a, out)?;
+            it.meta(a)
+        })
+    }
+
+    /// Values of several keys, in order (None for missing keys), linear in their number.
+    pub fn mget(&self, db: u32, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
+        keys.iter().map(|k| self.get(db, k)).collect()
+    }
+
+    /// SET with every option of Redis's SET and memcached's set/add/replace/cas.
+    pub fn set(&mut self, db: u32, key: &[u8], value: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
+        check_len(value.len())?;
+        check_len(key.len())?;
+        let now = now_ms();
+        if let Expiry::At(at) = opt.expiry {
+            if at <= now && opt.cas.is_none() {
+                // An expiry in the past: the write happens and the key is gone at once.
+                return self.set_expired(db, key, opt);
+            }
+        }
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            let old_val = match (opt.get, old) {
+                (true, Some(o)) => {
+                    let mut v = Vec::new();
+                    o.value(a, &mut v)?;
+                    Some(v)
+                }
+                _ => None,
+            };
+            let refuse = |outcome| Ok((Action::Keep, SetReply { outcome, old: old_val.clone(), version: 0 }));
+            if let Some(cas) = opt.cas {
+                match old {
+                    None => return refuse(Outcome::NotFound),
+                    Some(o) if o.meta(a)?.version != cas & item::VERSION_MASK => return refuse(Outcome::Exists),
+                    _ => {}
+                }
+            }
+            match (opt.cond, old.is_some()) {
+                (Cond::Nx, true) | (Cond::Xx, false) => return refuse(Outcome::NotStored),
+                _ => {}
+            }
+            let expire_at = match opt.expiry {
+                Expiry::Clear => 0,
+                Expiry::At(t) => t,
+                Expiry::Keep => match old {
+                    Some(o) => o.expire_at(a)?,
+                    None => 0,
+                },
+            };
+            let version = p.next_version()?;
+            let off = item::build(p, &NewItem { key, value: Value::of(value), expire_at, cflags: opt.flags, version })?;
+            Ok((Action::Put(off), SetReply { outcome: Outcome::Stored, old: old_val, version }))
+        })
+    }
+
+    /// SET with an expiry already in the past: same conditions and reply, but the key ends
+    /// up deleted.
+    fn set_expired(&mut self, db: u32, key: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
+        self.write(db, key, |p, old| {
+            let old_val = match (opt.get, old) {
+                (true, Some(o)) => {
+                    let mut v = Vec::new();
+                    o.value(p.arena(), &mut v)?;
+                    Some(v)
+                }
+                _ => None,
+            };
+            match (opt.cond, old.is_some()) {
+                (Cond::Nx, true) | (Cond::Xx, false) => {
+                    Ok((Action::Keep, SetReply { outcome: Outcome::NotStored, old: old_val, version: 0 }))
+                }
+                _ => Ok((Action::Delete, SetReply { outcome: Outcome::Stored, old: old_val, version: 0 })),
+            }
+        })
+    }
+
+    /// GETDEL.
+    pub fn getdel(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        let r = self.write(db, key, |p, old| match old {
+            Some(o) => {
+                let mut v = Vec::new();
+                o.value(p.arena(), &mut v)?;
+                Ok((Action::Delete, Some(v)))
+            }
+            None => Ok((Action::Keep, None)),
+        })?;
+        self.after_delete(db, key)?;
+        Ok(r)
+    }
+
+    /// GETEX (and memcached gat): returns the value and changes the expiry
+    /// (`Expiry::Keep` leaves it).
+    pub fn getex(&mut self, db: u32, key: &[u8], expiry: Expiry) -> Result<Option<Vec<u8>>, Error> {
+        let now = now_ms();
+        self.write(db, key, |p, old| {
+            let Some(o) = old else { return Ok((Action::Keep, None)) };
+            let a = p.arena();
+            let mut v = Vec::new();
+            o.value(a, &mut v)?;
+            let at = match expiry {
+                Expiry::Keep => return Ok((Action::Keep, Some(v))),
+                Expiry::Clear => 0,
+                Expiry::At(t) => t,
+            };
+            if at != 0 && at <= now {
+                return Ok((Action::Delete, Some(v)));
+            }
+            if o.expire_at(a)? == at {
+                return Ok((Action::Keep, Some(v)));
+            }
+            Ok((set_expiry(p, o, at)?, Some(v)))
+        })
+    }
+
+    /// INCRBY / DECRBY (and memcached incr/decr through [`Handle::incr_by`] with checks of
+    /// their own). A missing key counts as 0.
+    pub fn incr_by(&mut self, db: u32, key: &[u8], delta: i64) -> Result<i64, Error> {
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            match old {
+                None => {
+                    let off = item::build(
+                        p,
+                        &NewItem { key, value: Value::Int(delta), expire_at: 0, cflags: 0, version: p.next_version()? },
+                    )?;
+                    Ok((Action::Put(off), delta))
+                }
+                Some(o) if o.is_int() => {
+                    let new = o.int(a)?.checked_add(delta).ok_or(Error::Overflow)?;
+                    // In place: one atomic store of the integer, one of the state word.
+                    a.u64(o.int_off.ok_or(Error::Corrupt("integer item without integer"))?)?
+                        .store(new as u64, Ordering::Release);
+                    item::set_version(a, o, p.next_version()?)?;
+                    Ok((Action::InPlace, new))
+                }
+                Some(o) => {
+                    let mut v = Vec::new();
+                    o.value(a, &mut v)?;
+                    let cur = parse_canonical_i64(&v).ok_or(Error::NotInteger)?;
+                    let new = cur.checked_add(delta).ok_or(Error::Overflow)?;
+                    Ok((Action::Put(rebuild_value(p, o, Value::Int(new))?), new))
+                }
+            }
+        })
+    }
+
+    /// memcached incr/decr: unsigned 64-bit, decr stops at 0, incr wraps; the value must be a
+    /// decimal number. Returns None if the key is missing.
+    pub fn incr_unsigned(&mut self, db: u32, key: &[u8], delta: u64, decr: bool) -> Result<Option<u64>, Error> {
+        self.write(db, key, |p, old| {
+            let Some(o) = old else { return Ok((Action::Keep, None)) };
+            let a = p.arena();
+            let mut v = Vec::new();
+            o.value(a, &mut v)?;
+            let s = std::str::from_utf8(&v).map_err(|_| Error::NotInteger)?;
+            let cur: u64 = s.trim_end_matches(' ').parse().map_err(|_| Error::NotInteger)?;
+            let new = if decr { cur.saturating_sub(delta) } else { cur.wrapping_add(delta) };
+            let text = new.to_string();
+            Ok((Action::Put(rebuild_value(p, o, Value::of(text.as_bytes()))?), Some(new)))
+        })
+    }
+
+    /// INCRBYFLOAT; returns the new value as Redis prints it.
+    pub fn incr_by_float(&mut self, db: u32, key: &[u8], delta: f64) -> Result<Vec<u8>, Error> {
+        if !delta.is_finite() {
+            return Err(Error::NanOrInfinity);
+        }
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            let cur = match old {
+                None => 0.0,
+                Some(o) if o.is_int() => o.int(a)? as f64,
+                Some(o) => {
+                    let mut v = Vec::new();
+                    o.value(a, &mut v)?;
+                    parse_float(&v).ok_or(Error::NotFloat)?
+                }
+            };
+            let new = cur + delta;
+            if !new.is_finite() {
+                return Err(Error::NanOrInfinity);
+            }
+            let text = fmt_float(new);
+            let value = Value::of(text.as_bytes());
+            let off = match old {
+                None => item::build(p, &NewItem { key, value, expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, value)?,
+            };
+            Ok((Action::Put(off), text.into_bytes()))
+        })
+    }
+
+    /// APPEND: returns the new length. Creates the key if missing.
+    pub fn append(&mut self, db: u32, key: &[u8], data: &[u8]) -> Result<u64, Error> {
+        Ok(self.concat(db, key, data, false, true)?.unwrap_or(0))
+    }
+
+    /// APPEND or memcached append/prepend (`create` = false: None if the key is missing).
+    /// Keeps the TTL and client flags.
+    pub fn concat(&mut self, db: u32, key: &[u8], data: &[u8], prepend: bool, create: bool) -> Result<Option<u64>, Error> {
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            let mut v = Vec::new();
+            match old {
+                None if !create => return Ok((Action::Keep, None)),
+                None => {}
+                Some(o) => {
+                    v.reserve(o.vlen as usize + data.len());
+                    o.value(a, &mut v)?;
+                }
+            }
+            check_len(v.len() + data.len())?;
+            if prepend {
+                v.splice(0..0, data.iter().copied());
+            } else {
+                v.extend_from_slice(data);
+            }
+            let len = v.len() as u64;
+            let off = match old {
+                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+            };
+            Ok((Action::Put(off), Some(len)))
+        })
+    }
+
+    /// STRLEN.
+    pub fn strlen(&self, db: u32, key: &[u8]) -> Result<u64, Error> {
+        Ok(self.read(db, key, |a, it| it.strlen(a))?.unwrap_or(0))
+    }
+
+    /// GETRANGE with Redis's index rules (negative from the end, clamped, inclusive).
+    pub fn getrange(&self, db: u32, key: &[u8], start: i64, end: i64) -> Result<Vec<u8>, Error> {
+        Ok(self
+            .read(db, key, |a, it| {
+                let len = it.strlen(a)? as i64;
+                let (mut s, mut e) = (start, end);
+                if s < 0 && e < 0 && s > e {
+                    return Ok(Vec::new());
+                }
+                if s < 0 {
+                    s += len;
+                }
+                if e < 0 {
+                    e += len;
+                }
+                s = s.max(0);
+                e = e.max(0);
+                if e >= len {
+                    e = len - 1;
+                }
+                if s > e || len == 0 {
+                    return Ok(Vec::new());
+                }
+                if it.is_int() {
+                    let mut v = Vec::new();
+                    it.value(a, &mut v)?;
+                    return Ok(v[s as usize..=e as usize].to_vec());
+                }
+                let mut v = Vec::with_capacity((e - s + 1) as usize);
+                a.read_append(it.val_off + s as u64, (e - s + 1) as usize, &mut v)?;
+                Ok(v)
+            })?
+            .unwrap_or_default())
+    }
+
+    /// SETRANGE: overwrites from `offset` (zero-padding), returns the new length. An empty
+    /// `data` never creates the key.
+    pub fn setrange(&mut self, db: u32, key: &[u8], offset: u64, data: &[u8]) -> Result<u64, Error> {
+        if data.is_empty() {
+            return self.strlen(db, key);
+        }
+        let end = offset.checked_add(data.len() as u64).ok_or(Error::TooLarge)?;
+        if end > MAX_VALUE {
+            return Err(Error::TooLarge);
+        }
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            let mut v = Vec::new();
+            if let Some(o) = old {
+                o.value(a, &mut v)?;
+            }
+            if v.len() < end as usize {
+                v.resize(end as usize, 0);
+            }
+            v[offset as usize..end as usize].copy_from_slice(data);
+            let len = v.len() as u64;
+            let off = match old {
+                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+            };
+            Ok((Action::Put(off), len))
+        })
+    }
+
+    /// MSET (`nx` = false) or MSETNX (`nx` = true): sets every pair atomically: no reader
+    /// sees some of the new values without the others, and a crash mid-way is finished by
+    /// the reaper. Returns false (setting nothing) if `nx` and any key exists.
+    pub fn mset(&mut self, db: u32, pairs: &[(&[u8], &[u8])], nx: bool) -> Result<bool, Error> {
+        self.check_db(db)?;
+        // The last value of a repeated key wins, as in Redis.
+        let mut uniq: Vec<(&[u8], &[u8], u64)> = Vec::with_capacity(pairs.len());
+        {
+            let mut seen = std::collections::HashMap::with_capacity(pairs.len());
+            for &(k, v) in pairs {
+                check_len(v.len())?;
+                match seen.get(k) {
+                    Some(&i) => uniq[i] = (k, v, self.hash(k)),
+                    None => {
+                        seen.insert(k, uniq.len());
+                        uniq.push((k, v, self.hash(k)));
+                    }
+                }
+            }
+        }
+        let _g = self.p.pin();
+        let p = &self.p;
+        let a = &**p.arena();
+        let mut items = Vec::with_capacity(uniq.len());
+        for &(k, v, _) in &uniq {
+            let version = p.next_version()?;
+            match item::build(p, &NewItem { key: k, value: Value::of(v), expire_at: 0, cflags: 0, version }) {
+                Ok(off) => items.push(off),
+                Err(e) => {
+                    for &off in &items {
+                        p.free(off)?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let hashes: Vec<u64> = uniq.iter().map(|u| u.2).collect();
+        let mut locked = Vec::new();
+        let now = now_ms();
+        loop {
+            let locs = index::lock_many(p, db, &hashes, &mut locked)?;
+            let r = (|| -> Result<Result<bool, usize>, Error> {
+                let mut places = Vec::with_capacity(uniq.len());
+                for (i, &(k, _, h)) in uniq.iter().enumerate() {
+                    let found = index::find(a, &locs[i], h, k)?;
+                    if nx {
+                        if let Some(f) = &found {
+                            if !f.item.expired(a, now)? {
+                                return Ok(Ok(false));
+                            }
+                        }
+                    }
+                    places.push(Placement { loc: locs[i], found, free: None, item: items[i] });
+                }
+                if let Some(k) = index::reserve(a, &mut places)? {
+                    return Ok(Err(k));
+                }
+                index::publish_many(p, db, &places)?;
+                for pl in &places {
+                    self.journal_item(db, pl.item);
+                    if let Some(f) = &pl.found {
+                        p.retire(f.item.off)?;
+                    }
+                }
+                Ok(Ok(true))
+            })();
+            index::unlock_many(p, &locked)?;
+            match r {
+                Ok(Ok(done)) => {
+                    if !done {
+                        for &off in &items {
+                            p.free(off)?;
+                        }
+                    }
+                    return Ok(done);
+                }
+                Ok(Err(k)) => index::split(p, db, &locs[k])?,
+                Err(e) => {
+                    for &off in &items {
+                        let _ = p.free(off);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// memcached touch: sets (or with 0 clears) the expiry. Returns whether the key exists.
+    pub fn touch(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
+        let now = now_ms();
+        self.write(db, key, |p, old| {
+            let Some(o) = old else { return Ok((Action::Keep, false)) };
+            if expire_at != 0 && expire_at <= now {
+                return Ok((Action::Delete, true));
+            }
+            Ok((set_expiry(p, o, expire_at)?, true))
+        })
+    }
+}
+
+/// Changes an item's expiry: in place if it has an expiry field, else by rebuilding it.
+pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Action, Error> {
+    let a = p.arena();
+    match o.expire_off {
+        Some(off) => {
+            a.u64(off)?.store(at, Ordering::Release);
+            item::set_version(a, o, p.next_version()?)?;
+            Ok(Action::InPlace)
+        }
+        None => {
+            let mut v = Vec::new();
+            o.value(a, &mut v)?;
+            let value = if o.is_int() { Value::Int(o.int(a)?) } else { Value::Raw(&v) };
+            let mut k = Vec::new();
+            o.key(a, &mut k)?;
+            let off = item::build(p, &NewItem { key: &k, value, expire_at: at, cflags: o.cflags, version: p.next_version()? })?;
+            Ok(Action::Put(off))
+        }
+    }
+}
+
+/// A new item with `old`'s key, expiry and flags and a new value.
+fn rebuild_value(p: &Participant, old: &ItemView, value: Value<'_>) -> Result<u64, Error> {
+    let a = p.arena();
+    let mut k = Vec::new();
+    old.key(a, &mut k)?;
+    item::build(p, &NewItem { key: &k, value, expire_at: old.expire_at(a)?, cflags: old.cflags, version: p.next_version()? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_like_redis() {
+        assert_eq!(fmt_float(10.5), "10.5");
+        assert_eq!(fmt_float(10.5 + 0.1), "10.6");
+        assert_eq!(fmt_float(5200.0), "5200");
+        assert_eq!(fmt_float(-3.0), "-3");
+        assert_eq!(parse_float(b" 1"), None);
+        assert_eq!(parse_float(b"nan"), None);
+        assert_eq!(parse_float(b"1e3"), Some(1000.0));
+    }
+}

@@ -1,0 +1,439 @@
+//! Model-based tests: random operation sequences run against the engine and against a
+//! `HashMap` model, compared after every step; plus growth, shrink and threads.
+
+use std::collections::HashMap;
+
+use larder_engine::{Cond, ExpireCond, Expiry, Handle, Outcome, SetOptions, Store, StoreConfig, Ttl};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Set(u8, Vec<u8>, Cond, bool),
+    Get(u8),
+    Del(u8),
+    Incr(u8, i64),
+    Append(u8, Vec<u8>),
+    SetRange(u8, u16, Vec<u8>),
+    GetRange(u8, i16, i16),
+    Expire(u8, bool),
+    Persist(u8),
+    Rename(u8, u8),
+    Copy(u8, u8),
+    MSet(Vec<(u8, Vec<u8>)>, bool),
+    GetDel(u8),
+}
+
+fn key(k: u8) -> Vec<u8> {
+    format!("key:{k}").into_bytes()
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..40),
+        (-1000i64..1000).prop_map(|i| i.to_string().into_bytes()),
+        Just(b"007".to_vec()),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u8..24;
+    prop_oneof![
+        (k.clone(), value(), prop_oneof![Just(Cond::Always), Just(Cond::Nx), Just(Cond::Xx)], any::<bool>())
+            .prop_map(|(k, v, c, g)| Op::Set(k, v, c, g)),
+        k.clone().prop_map(Op::Get),
+        k.clone().prop_map(Op::Del),
+        (k.clone(), -100i64..100).prop_map(|(k, d)| Op::Incr(k, d)),
+        (k.clone(), value()).prop_map(|(k, v)| Op::Append(k, v)),
+        (k.clone(), 0u16..50, value()).prop_map(|(k, o, v)| Op::SetRange(k, o, v)),
+        (k.clone(), -50i16..50, -50i16..50).prop_map(|(k, s, e)| Op::GetRange(k, s, e)),
+        (k.clone(), any::<bool>()).prop_map(|(k, past)| Op::Expire(k, past)),
+        k.clone().prop_map(Op::Persist),
+        (k.clone(), k.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
+        (k.clone(), k.clone()).prop_map(|(a, b)| Op::Copy(a, b)),
+        (proptest::collection::vec((k.clone(), value()), 1..6), any::<bool>()).prop_map(|(p, nx)| Op::MSet(p, nx)),
+        k.prop_map(Op::GetDel),
+    ]
+}
+
+/// The model: value and whether it has a (far future) TTL.
+type Model = HashMap<Vec<u8>, (Vec<u8>, bool)>;
+
+fn redis_range(len: i64, mut s: i64, mut e: i64) -> Option<(usize, usize)> {
+    if s < 0 && e < 0 && s > e {
+        return None;
+    }
+    if s < 0 {
+        s += len;
+    }
+    if e < 0 {
+        e += len;
+    }
+    s = s.max(0);
+    e = e.max(0);
+    if e >= len {
+        e = len - 1;
+    }
+    if s > e || len == 0 {
+        None
+    } else {
+        Some((s as usize, e as usize))
+    }
+}
+
+fn step(h: &mut Handle, m: &mut Model, op: &Op) {
+    let far = larder_engine::now_ms() + 1_000_000;
+    match op {
+        Op::Set(k, v, cond, get) => {
+            let k = key(*k);
+            let opt = SetOptions { cond: *cond, get: *get, ..Default::default() };
+            let r = h.set(0, &k, v, &opt).unwrap();
+            let exists = m.contains_key(&k);
+            let should = match cond {
+                Cond::Always => true,
+                Cond::Nx => !exists,
+                Cond::Xx => exists,
+            };
+            assert_eq!(r.outcome == Outcome::Stored, should);
+            if *get {
+                assert_eq!(r.old, m.get(&k).map(|x| x.0.clone()));
+            }
+            if should {
+                m.insert(k, (v.clone(), false));
+            }
+        }
+        Op::Get(k) => {
+            let k = key(*k);
+            assert_eq!(h.get(0, &k).unwrap(), m.get(&k).map(|x| x.0.clone()));
+        }
+        Op::Del(k) => {
+            let k = key(*k);
+            assert_eq!(h.del(0, &[&k]).unwrap(), m.remove(&k).is_some() as u64);
+        }
+        Op::Incr(k, d) => {
+            let k = key(*k);
+            let cur = m.get(&k).map(|x| x.0.clone());
+            let expect = match &cur {
+                None => Some(*d),
+                Some(v) => larder_engine::parse_canonical_i64(v).and_then(|i| i.checked_add(*d)),
+            };
+            let r = h.incr_by(0, &k, *d);
+            match expect {
+                Some(n) => {
+                    assert_eq!(r.unwrap(), n);
+                    let ttl = cur.is_some() && m[&k].1;
+                    m.insert(k, (n.to_string().into_bytes(), ttl));
+                }
+                None => assert!(r.is_err()),
+            }
+        }
+        Op::Append(k, v) => {
+            let k = key(*k);
+            let e = m.entry(k.clone()).or_insert((Vec::new(), false));
+            e.0.extend_from_slice(v);
+            assert_eq!(h.append(0, &k, v).unwrap(), e.0.len() as u64);
+        }
+        Op::SetRange(k, off, v) => {
+            let k = key(*k);
+            let off = *off as usize;
+            let n = h.setrange(0, &k, off as u64, v).unwrap();
+            if v.is_empty() {
+                assert_eq!(n, m.get(&k).map_or(0, |x| x.0.len()) as u64);
+            } else {
+                let e = m.entry(k.clone()).or_insert((Vec::new(), false));
+                if e.0.len() < off + v.len() {
+                    e.0.resize(off + v.len(), 0);
+                }
+                e.0[off..off + v.len()].copy_from_slice(v);
+                assert_eq!(n, e.0.len() as u64);
+            }
+        }
+        Op::GetRange(k, s, e) => {
+            let k = key(*k);
+            let got = h.getrange(0, &k, *s as i64, *e as i64).unwrap();
+            let want = match m.get(&k) {
+                None => Vec::new(),
+                Some((v, _)) => match redis_range(v.len() as i64, *s as i64, *e as i64) {
+                    Some((a, b)) => v[a..=b].to_vec(),
+                    None => Vec::new(),
+                },
+            };
+            assert_eq!(got, want);
+        }
+        Op::Expire(k, past) => {
+            let k = key(*k);
+            let at = if *past { 1 } else { far };
+            let r = h.expire_at(0, &k, at, ExpireCond::Always).unwrap();
+            assert_eq!(r, m.contains_key(&k));
+            if *past {
+                m.remove(&k);
+            } else if let Some(e) = m.get_mut(&k) {
+                e.1 = true;
+            }
+        }
+        Op::Persist(k) => {
+            let k = key(*k);
+            let had = m.get(&k).is_some_and(|e| e.1);
+            assert_eq!(h.persist(0, &k).unwrap(), had);
+            if let Some(e) = m.get_mut(&k) {
+                e.1 = false;
+            }
+        }
+        Op::Rename(a, b) => {
+            let (a, b) = (key(*a), key(*b));
+            match m.get(&a).cloned() {
+                None => assert!(matches!(h.rename(0, &a, &b, false), Err(larder_engine::Error::NoSuchKey))),
+                Some(v) => {
+                    assert!(h.rename(0, &a, &b, false).unwrap());
+                    m.remove(&a);
+                    m.insert(b, v);
+                }
+            }
+        }
+        Op::Copy(a, b) => {
+            let (a, b) = (key(*a), key(*b));
+            let should = a != b && m.contains_key(&a) && !m.contains_key(&b);
+            assert_eq!(h.copy(0, &a, 0, &b, false).unwrap(), should);
+            if should {
+                let v = m[&a].clone();
+                m.insert(b, v);
+            }
+        }
+        Op::MSet(pairs, nx) => {
+            let ks: Vec<(Vec<u8>, Vec<u8>)> = pairs.iter().map(|(k, v)| (key(*k), v.clone())).collect();
+            let refs: Vec<(&[u8], &[u8])> = ks.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            let should = !*nx || ks.iter().all(|(k, _)| !m.contains_key(k));
+            assert_eq!(h.mset(0, &refs, *nx).unwrap(), should);
+            if should {
+                for (k, v) in ks {
+                    m.insert(k, (v, false));
+                }
+            }
+        }
+        Op::GetDel(k) => {
+            let k = key(*k);
+            assert_eq!(h.getdel(0, &k).unwrap(), m.remove(&k).map(|x| x.0));
+        }
+    }
+}
+
+fn compare(h: &Handle, m: &Model) {
+    for k in 0..24u8 {
+        let k = key(k);
+        let want = m.get(&k);
+        assert_eq!(h.get(0, &k).unwrap(), want.map(|x| x.0.clone()), "key {:?}", String::from_utf8_lossy(&k));
+        let ttl = h.pttl(0, &k).unwrap();
+        match want {
+            None => assert_eq!(ttl, Ttl::Missing),
+            Some((_, false)) => assert_eq!(ttl, Ttl::Persistent),
+            Some((_, true)) => assert!(matches!(ttl, Ttl::Ms(_))),
+        }
+    }
+    assert_eq!(h.dbsize(0).unwrap(), m.len() as u64);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn strings_match_a_hashmap_model(ops in proptest::collection::vec(op(), 1..200)) {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let mut m = Model::new();
+        for op in &ops {
+            step(&mut h, &mut m, op);
+            compare(&h, &m);
+        }
+        let report = store.check().unwrap();
+        prop_assert!(report.ok(), "{:?}", report.problems);
+    }
+}
+
+#[test]
+fn grows_through_many_splits_and_shrinks_back() {
+    let store = Store::open(StoreConfig {
+        arena: larder_engine::ArenaConfig { capacity: 512 << 20, max_participants: 8 },
+        ..StoreConfig::small_for_tests()
+    })
+    .unwrap();
+    let mut h = store.handle().unwrap();
+    let n = 200_000u32;
+    for i in 0..n {
+        let k = format!("key:{i:07}");
+        h.set(0, k.as_bytes(), &i.to_le_bytes(), &SetOptions::default()).unwrap();
+    }
+    assert_eq!(h.dbsize(0).unwrap(), n as u64);
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", &r.problems[..r.problems.len().min(5)]);
+    assert!(r.segments > 64, "only {} segments", r.segments);
+    let grown = r.segments;
+    for i in 0..n {
+        let k = format!("key:{i:07}");
+        assert_eq!(h.get(0, k.as_bytes()).unwrap().unwrap(), i.to_le_bytes(), "{k}");
+    }
+    // SCAN returns every key exactly once when nothing changes.
+    let mut cursor = 0;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let mut out = Vec::new();
+        cursor = h.scan(0, cursor, 100, Some(b"key:*"), None, &mut out).unwrap();
+        for k in out {
+            assert!(seen.insert(k), "duplicate key from SCAN");
+        }
+        if cursor == 0 {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), n as usize);
+    for i in 0..n {
+        if i % 100 != 0 {
+            let k = format!("key:{i:07}");
+            assert_eq!(h.del(0, &[k.as_bytes()]).unwrap(), 1);
+        }
+    }
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", &r.problems[..r.problems.len().min(5)]);
+    assert_eq!(r.keys, (n / 100) as u64);
+    assert!(r.segments * 4 < grown, "index did not shrink: {} -> {}", grown, r.segments);
+    for i in (0..n).step_by(100) {
+        let k = format!("key:{i:07}");
+        assert!(h.get(0, k.as_bytes()).unwrap().is_some());
+    }
+}
+
+#[test]
+fn scan_misses_nothing_while_the_table_grows() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    for i in 0..3000 {
+        h.set(0, format!("old:{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
+    }
+    let mut cursor = 0;
+    let mut seen = std::collections::HashSet::new();
+    let mut added = 0;
+    loop {
+        let mut out = Vec::new();
+        cursor = h.scan(0, cursor, 50, None, None, &mut out).unwrap();
+        seen.extend(out);
+        // Insert more keys between steps, forcing splits under the cursor.
+        for _ in 0..200 {
+            h.set(0, format!("new:{added}").as_bytes(), b"v", &SetOptions::default()).unwrap();
+            added += 1;
+        }
+        if cursor == 0 {
+            break;
+        }
+    }
+    for i in 0..3000 {
+        assert!(seen.contains(format!("old:{i}").as_bytes()), "old:{i} missed");
+    }
+}
+
+#[test]
+fn expiry_is_lazy_and_active() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    let soon = larder_engine::now_ms() + 50;
+    for i in 0..2000 {
+        let opt = SetOptions { expiry: Expiry::At(soon), ..Default::default() };
+        h.set(0, format!("t:{i}").as_bytes(), b"v", &opt).unwrap();
+    }
+    h.set(0, b"keep", b"v", &SetOptions::default()).unwrap();
+    assert!(h.get(0, b"t:1").unwrap().is_some());
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    assert!(h.get(0, b"t:1").unwrap().is_none(), "lazy expiry on read");
+    assert_eq!(h.dbsize(0).unwrap(), 2001, "expired keys stay counted until reclaimed");
+    let mut deleted = 0;
+    for _ in 0..200 {
+        deleted += h.expire_cycle(0, 64).unwrap().1;
+    }
+    assert!(deleted > 1500, "active expiry deleted only {deleted}");
+    assert!(h.get(0, b"keep").unwrap().is_some());
+}
+
+#[test]
+fn string_edge_cases() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    let d = SetOptions::default();
+    h.set(0, b"n", b"9223372036854775807", &d).unwrap();
+    assert!(matches!(h.incr_by(0, b"n", 1), Err(larder_engine::Error::Overflow)));
+    h.set(0, b"s", b"abc", &d).unwrap();
+    assert!(matches!(h.incr_by(0, b"s", 1), Err(larder_engine::Error::NotInteger)));
+    assert_eq!(h.incr_by_float(0, b"f", 10.5).unwrap(), b"10.5");
+    assert_eq!(h.incr_by_float(0, b"f", 0.1).unwrap(), b"10.6");
+    assert!(matches!(h.incr_by_float(0, b"s", 1.0), Err(larder_engine::Error::NotFloat)));
+    // Integers keep their version moving (memcached CAS) and their TTL.
+    let at = larder_engine::now_ms() + 100_000;
+    h.set(0, b"c", b"1", &SetOptions { expiry: Expiry::At(at), ..d }).unwrap();
+    let v1 = h.meta(0, b"c").unwrap().unwrap().version;
+    h.incr_by(0, b"c", 1).unwrap();
+    let m = h.meta(0, b"c").unwrap().unwrap();
+    assert_ne!(m.version, v1);
+    assert_eq!(m.expire_at, at);
+    // CAS.
+    let r = h.set(0, b"c", b"x", &SetOptions { cas: Some(v1), ..d }).unwrap();
+    assert_eq!(r.outcome, Outcome::Exists);
+    let r = h.set(0, b"c", b"x", &SetOptions { cas: Some(m.version), ..d }).unwrap();
+    assert_eq!(r.outcome, Outcome::Stored);
+    assert_eq!(h.set(0, b"nope", b"x", &SetOptions { cas: Some(1), ..d }).unwrap().outcome, Outcome::NotFound);
+    // Client flags and KEEPTTL.
+    h.set(0, b"f2", b"x", &SetOptions { flags: 77, expiry: Expiry::At(at), ..d }).unwrap();
+    h.set(0, b"f2", b"y", &SetOptions { flags: 77, expiry: Expiry::Keep, ..d }).unwrap();
+    let m = h.meta(0, b"f2").unwrap().unwrap();
+    assert_eq!((m.flags, m.expire_at), (77, at));
+    // Databases are separate; an out of range one is an error.
+    assert!(h.get(1, b"f2").unwrap().is_none());
+    assert!(h.copy(0, b"f2", 1, b"f2", false).unwrap());
+    assert_eq!(h.get(1, b"f2").unwrap().unwrap(), b"y");
+    assert!(matches!(h.get(16, b"x"), Err(larder_engine::Error::BadDb)));
+    assert!(h.move_to(0, b"s", 2).unwrap());
+    assert!(h.get(0, b"s").unwrap().is_none());
+    // Large values and long keys.
+    let big = vec![7u8; 3 << 20];
+    let long_key = vec![b'k'; 70_000];
+    h.set(0, &long_key, &big, &d).unwrap();
+    assert_eq!(h.get(0, &long_key).unwrap().unwrap(), big);
+    assert_eq!(h.strlen(0, &long_key).unwrap(), big.len() as u64);
+    h.flushall().unwrap();
+    assert_eq!(h.dbsize(0).unwrap() + h.dbsize(1).unwrap(), 0);
+    assert!(store.check().unwrap().ok());
+}
+
+#[test]
+fn threads_write_disjoint_and_shared_keys() {
+    let store = Store::open(StoreConfig {
+        arena: larder_engine::ArenaConfig { capacity: 256 << 20, max_participants: 16 },
+        ..StoreConfig::small_for_tests()
+    })
+    .unwrap();
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut h = store.handle().unwrap();
+                for i in 0..20_000u64 {
+                    let k = format!("t{t}:{i}");
+                    h.set(0, k.as_bytes(), k.as_bytes(), &SetOptions::default()).unwrap();
+                    h.incr_by(0, b"shared", 1).unwrap();
+                    if i % 7 == 0 {
+                        h.del(0, &[k.as_bytes()]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let h = store.handle().unwrap();
+    assert_eq!(h.get(0, b"shared").unwrap().unwrap(), b"80000");
+    for t in 0..4 {
+        for i in 0..20_000u64 {
+            let k = format!("t{t}:{i}");
+            let v = h.get(0, k.as_bytes()).unwrap();
+            assert_eq!(v.is_some(), i % 7 != 0);
+        }
+    }
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.held_locks, 0);
+}

@@ -81,32 +81,86 @@ impl core::fmt::Write for StackBuf {
     }
 }
 
-/// Appends `d` formatted the way Redis 7.2 formats doubles (`fpconv_dtoa`):
-/// the shortest digits that round-trip, laid out as a plain integer, a plain
+/// A formatted double on the stack; see [`crate::format_double`].
+#[derive(Clone, Copy)]
+pub struct DoubleBuf {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl DoubleBuf {
+    /// The formatted bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The formatted text (always ASCII).
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn extend(&mut self, s: &[u8]) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s);
+        self.len += s.len();
+    }
+
+    fn zeros(&mut self, n: usize) {
+        self.buf[self.len..self.len + n].fill(b'0');
+        self.len += n;
+    }
+}
+
+impl core::ops::Deref for DoubleBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl core::fmt::Debug for DoubleBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Formats `d` the way Redis 7.2 formats doubles (`fpconv_dtoa`): the
+/// shortest digits that round-trip, laid out as a plain integer, a plain
 /// decimal, or `d.ddde±x` by the same thresholds as fpconv's `emit_digits`.
 /// Infinities are `inf`/`-inf`, any NaN is `nan`, and negative zero is `-0`.
-pub(crate) fn push_double(out: &mut Vec<u8>, d: f64) {
+pub(crate) fn format_double(d: f64) -> DoubleBuf {
     use core::fmt::Write;
 
+    let mut out = DoubleBuf {
+        buf: [0; 32],
+        len: 0,
+    };
     if d.is_nan() {
-        out.extend_from_slice(b"nan");
-        return;
+        out.extend(b"nan");
+        return out;
     }
     if d.is_sign_negative() {
         out.push(b'-');
     }
     let a = d.abs();
     if a.is_infinite() {
-        out.extend_from_slice(b"inf");
-        return;
+        out.extend(b"inf");
+        return out;
     }
     if a == 0.0 {
         out.push(b'0');
-        return;
+        return out;
     }
     // `{:e}` gives Rust's shortest round-trip digits, e.g. `1.2345e-7`; only
     // the layout has to be redone.
-    let mut sb = StackBuf { buf: [0; 40], len: 0 };
+    let mut sb = StackBuf {
+        buf: [0; 40],
+        len: 0,
+    };
     write!(sb, "{a:e}").expect("a finite f64 in exponent form fits in 40 bytes");
     let s = &sb.buf[..sb.len];
     let e_at = s.iter().position(|&b| b == b'e').unwrap_or(s.len());
@@ -129,32 +183,42 @@ pub(crate) fn push_double(out: &mut Vec<u8>, d: f64) {
     let exp = exp10.abs();
 
     if k >= 0 && exp < nd + 7 {
-        out.extend_from_slice(digits);
-        out.resize(out.len() + k as usize, b'0');
-        return;
-    }
-    if k < 0 && (k > -7 || exp < 4) {
+        out.extend(digits);
+        out.zeros(k as usize);
+    } else if k < 0 && (k > -7 || exp < 4) {
         let offset = nd + k;
         if offset <= 0 {
-            out.extend_from_slice(b"0.");
-            out.resize(out.len() + (-offset) as usize, b'0');
-            out.extend_from_slice(digits);
+            out.extend(b"0.");
+            out.zeros((-offset) as usize);
+            out.extend(digits);
         } else {
             let (int_part, frac) = digits.split_at(offset as usize);
-            out.extend_from_slice(int_part);
+            out.extend(int_part);
             out.push(b'.');
-            out.extend_from_slice(frac);
+            out.extend(frac);
         }
-        return;
+    } else {
+        out.push(digits[0]);
+        if digits.len() > 1 {
+            out.push(b'.');
+            out.extend(&digits[1..]);
+        }
+        out.push(b'e');
+        out.push(if exp10 < 0 { b'-' } else { b'+' });
+        let mut e = [0u8; 3];
+        let mut i = e.len();
+        let mut x = exp;
+        loop {
+            i -= 1;
+            e[i] = b'0' + (x % 10) as u8;
+            x /= 10;
+            if x == 0 {
+                break;
+            }
+        }
+        out.extend(&e[i..]);
     }
-    out.push(digits[0]);
-    if digits.len() > 1 {
-        out.push(b'.');
-        out.extend_from_slice(&digits[1..]);
-    }
-    out.push(b'e');
-    out.push(if exp10 < 0 { b'-' } else { b'+' });
-    push_u64(out, exp.unsigned_abs() as u64);
+    out
 }
 
 #[cfg(test)]
@@ -200,9 +264,7 @@ mod tests {
     }
 
     fn dbl(d: f64) -> String {
-        let mut out = Vec::new();
-        push_double(&mut out, d);
-        String::from_utf8(out).unwrap()
+        format_double(d).as_str().to_owned()
     }
 
     #[test]
@@ -213,7 +275,7 @@ mod tests {
             (1.0, "1"),
             (-1.5, "-1.5"),
             (0.1, "0.1"),
-            (3.14, "3.14"),
+            (2.75, "2.75"),
             (100.0, "100"),
             (1e7, "10000000"),
             (1e8, "1e+8"),
@@ -225,7 +287,8 @@ mod tests {
             (0.000001, "0.000001"),
             (1e-7, "1e-7"),
             (1.25e-7, "1.25e-7"),
-            (0.0001234, "0.0001234"),
+            (0.0001234, "1.234e-4"),
+            (0.001234, "0.001234"),
             (5e-324, "5e-324"),
             (f64::MAX, "1.7976931348623157e+308"),
             (f64::INFINITY, "inf"),

@@ -1,0 +1,52 @@
+//! Feeds arbitrary bytes to `larder_memcache::parse` as a connection would,
+//! checking that it never panics and never claims bytes it was not given,
+//! and that a request which parses is merely incomplete when cut short.
+//!
+//! Run from fuzz/memcache:
+//! `cargo +nightly fuzz run parse corpus/parse ../../crates/memcache/tests/corpus`
+#![no_main]
+
+use larder_memcache::{parse, Error, Limits, Request};
+use libfuzzer_sys::fuzz_target;
+
+fn drive(buf: &[u8], limits: &Limits) {
+    let mut off = 0;
+    while off < buf.len() {
+        let rest = &buf[off..];
+        match parse(rest, limits) {
+            Ok(None) | Err(Error::Close) => return,
+            Ok(Some((req, used))) => {
+                assert!(used > 0 && used <= rest.len());
+                // Cut short, a valid request is just incomplete; only a cut
+                // command line longer than the unterminated-line limit may
+                // instead close the connection.
+                let cut = used - 1 - (rest[0] as usize % used);
+                match parse(&rest[..cut], limits) {
+                    Ok(None) => {}
+                    Err(Error::Close) if cut > limits.max_unterminated_line => {}
+                    other => panic!("cut {cut} of {used}: {other:?}"),
+                }
+                if let Request::Get { keys, .. } = req {
+                    assert_eq!(keys.len(), keys.count());
+                }
+                off += used;
+            }
+            Err(e) => {
+                assert!(e.consumed() > 0 && e.consumed() <= rest.len());
+                off += (e.consumed() + e.skip()).min(rest.len());
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    drive(data, &Limits::default());
+    drive(
+        data,
+        &Limits {
+            item_size_max: 16,
+            max_key_len: 8,
+            max_unterminated_line: 64,
+        },
+    );
+});

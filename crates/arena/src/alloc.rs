@@ -193,11 +193,14 @@ impl Arena {
         }
         for slot in 0..self.max_participants {
             let (head, _, _) = self.retire_list(slot)?;
-            let mut b = head.load(Ordering::Acquire);
+            let mut c = head.load(Ordering::Acquire);
             let mut steps = 0;
-            while b != 0 && steps < limit {
-                st.retired_blocks += 1;
-                b = self.u32(Arena::from_units(b))?.load(Ordering::Acquire);
+            while c != 0 && steps < limit {
+                let chunk = Arena::from_units(c);
+                let n = self.u32(chunk + 4)?.load(Ordering::Acquire) as u64;
+                let s = self.u32(chunk + 8)?.load(Ordering::Acquire) as u64;
+                st.retired_blocks += n.min(crate::participant::RETIRE_ENTRIES).saturating_sub(s);
+                c = self.u32(chunk)?.load(Ordering::Acquire);
                 steps += 1;
             }
         }

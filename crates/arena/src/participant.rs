@@ -34,6 +34,10 @@ const REAPING: u64 = 3;
 const GEN_BITS: u32 = 22;
 const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 
+/// Size of a retire chunk and the entries it holds.
+pub(crate) const RETIRE_CHUNK: u64 = 512;
+pub(crate) const RETIRE_ENTRIES: u64 = (RETIRE_CHUNK - 16) / 8;
+
 /// Retired blocks a participant accumulates before it tries to reclaim.
 const COLLECT_EVERY: u32 = 128;
 /// How many failed epoch advances caused by one slot before its process is checked.
@@ -327,28 +331,59 @@ impl Participant {
 
     /// Hands `off` (an allocated block no longer reachable from anything published) to
     /// epoch-based reclamation: it is freed once no participant can still be reading it.
+    ///
+    /// The block itself is left untouched (readers may still be reading it); its offset and
+    /// epoch go into this slot's retire chunks, 512-byte blocks of 62 entries:
+    /// `next u32, count u32, start u32, pad, then (unit offset u32, epoch u32) × 62`.
     pub fn retire(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         // The *global* epoch after unlinking: a reader pinned at E may have seen the block
         // only if this is >= E, and the global epoch cannot reach E + 2 while it is pinned.
         let e = a.u64(H_EPOCH)?.load(Ordering::SeqCst);
-        let units = Arena::to_units(off);
-        a.u32(off)?.store(0, Ordering::Relaxed);
-        a.u32(off + 4)?.store(e as u32, Ordering::Relaxed);
-        let (head, tail, count) = a.retire_list(self.slot)?;
-        let t = tail.load(Ordering::Relaxed);
-        if t == 0 || head.load(Ordering::Relaxed) == 0 {
-            head.store(units, Ordering::Release);
-        } else {
-            a.u32(Arena::from_units(t))?.store(units, Ordering::Release);
+        let (head, tail, total) = a.retire_list(self.slot)?;
+        let mut t = tail.load(Ordering::Relaxed);
+        if head.load(Ordering::Relaxed) == 0 {
+            let c = self.new_retire_chunk()?;
+            head.store(c, Ordering::Release);
+            tail.store(c, Ordering::Release);
+            t = c;
+        } else if t == 0 {
+            // A crash left the tail unset: find it.
+            t = head.load(Ordering::Relaxed);
+            for _ in 0..a.capacity() / RETIRE_CHUNK {
+                let next = a.u32(Arena::from_units(t))?.load(Ordering::Relaxed);
+                if next == 0 {
+                    break;
+                }
+                t = next;
+            }
+            tail.store(t, Ordering::Release);
         }
-        tail.store(units, Ordering::Release);
-        let c = count.load(Ordering::Relaxed) + 1;
-        count.store(c, Ordering::Relaxed);
+        let mut chunk = Arena::from_units(t);
+        let mut n = a.u32(chunk + 4)?.load(Ordering::Relaxed);
+        if n as u64 >= RETIRE_ENTRIES {
+            let c = self.new_retire_chunk()?;
+            a.u32(chunk)?.store(c, Ordering::Release);
+            tail.store(c, Ordering::Release);
+            chunk = Arena::from_units(c);
+            n = 0;
+        }
+        let entry = chunk + 16 + n as u64 * 8;
+        a.u32(entry)?.store(Arena::to_units(off), Ordering::Relaxed);
+        a.u32(entry + 4)?.store(e as u32, Ordering::Relaxed);
+        a.u32(chunk + 4)?.store(n + 1, Ordering::Release);
+        let c = total.load(Ordering::Relaxed) + 1;
+        total.store(c, Ordering::Relaxed);
         if c >= COLLECT_EVERY {
             self.collect()?;
         }
         Ok(())
+    }
+
+    fn new_retire_chunk(&self) -> Result<u32, Error> {
+        let c = self.alloc(RETIRE_CHUNK)?;
+        self.arena.zero(c, 16)?;
+        Ok(Arena::to_units(c))
     }
 
     /// Frees every retired block that no participant can still see. Called automatically
@@ -357,27 +392,45 @@ impl Participant {
         self.try_advance();
         let a = &*self.arena;
         let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
-        let (head, tail, count) = a.retire_list(self.slot)?;
+        let (head, tail, total) = a.retire_list(self.slot)?;
         let mut freed = 0;
         loop {
             let h = head.load(Ordering::Acquire);
             if h == 0 {
-                tail.store(0, Ordering::Relaxed);
                 break;
             }
-            let off = Arena::from_units(h);
-            let e = a.u32(off + 4)?.load(Ordering::Relaxed);
-            if g.wrapping_sub(e) < 2 {
-                break;
+            let chunk = Arena::from_units(h);
+            let n = (a.u32(chunk + 4)?.load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
+            let start = a.u32(chunk + 8)?;
+            let mut s = start.load(Ordering::Relaxed);
+            while s < n {
+                let entry = chunk + 16 + s as u64 * 8;
+                if g.wrapping_sub(a.u32(entry + 4)?.load(Ordering::Relaxed)) < 2 {
+                    return Ok(freed);
+                }
+                let units = a.u32(entry)?.load(Ordering::Relaxed);
+                // Advance first: a crash between the two leaks the block rather than
+                // freeing it twice.
+                s += 1;
+                start.store(s, Ordering::Release);
+                total.store(total.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+                self.free(Arena::from_units(units))?;
+                freed += 1;
             }
-            let next = a.u32(off)?.load(Ordering::Acquire);
-            head.store(next, Ordering::Release);
-            if next == 0 {
-                tail.store(0, Ordering::Relaxed);
+            let next = a.u32(chunk)?.load(Ordering::Acquire);
+            if next != 0 {
+                head.store(next, Ordering::Release);
+                self.free(chunk)?;
+            } else {
+                // The tail chunk: empty it for reuse (count before start, so a crash between
+                // the two can only skip entries, never replay them).
+                a.u32(chunk + 4)?.store(0, Ordering::Release);
+                start.store(0, Ordering::Release);
+                if tail.load(Ordering::Relaxed) != h {
+                    tail.store(h, Ordering::Release);
+                }
+                return Ok(freed);
             }
-            count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
-            self.free(off)?;
-            freed += 1;
         }
         Ok(freed)
     }

@@ -71,6 +71,17 @@ const K_SPLIT: u32 = 1;
 const K_MERGE: u32 = 2;
 const K_MSET: u32 = 3;
 
+/// A crash hook for the multi-process tests: when the environment variable
+/// `LARDER_FAILPOINT` names this point, the process aborts right here (no destructors, no
+/// unlocking), as if killed in the middle of a publication. Only on rare paths (splits,
+/// merges, multi-key sets).
+fn failpoint(name: &str) {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if POINT.get_or_init(|| std::env::var("LARDER_FAILPOINT").ok()).as_deref() == Some(name) {
+        std::process::abort();
+    }
+}
+
 #[inline]
 pub(crate) fn hash(seed: u64, key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
@@ -466,6 +477,9 @@ fn redo_split(a: &Arena, intent: u64) -> Result<(), Error> {
     for i in start..start + span {
         let target = if i < start + span / 2 { s0 } else { s1 };
         a.u64(dir + i * 8)?.store(make_entry(target, l + 1), Ordering::Release);
+        if i == start + span / 2 {
+            failpoint("split-publish");
+        }
     }
     a.u32(seg + G_RETIRED)?.store(1, Ordering::Release);
     Ok(())
@@ -657,6 +671,9 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
     }
     let mut key = Vec::new();
     for i in 0..n {
+        if i == n / 2 {
+            failpoint("mset-publish");
+        }
         let item = a.u64(intent + 16 + 8 * i)?.load(Ordering::Relaxed);
         let view = ItemView::read(a, item)?;
         view.key(a, &mut key)?;

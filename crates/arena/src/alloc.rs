@@ -207,6 +207,13 @@ impl Arena {
         Ok(st)
     }
 
+    /// The byte range of pages handed out so far (for tests that corrupt them on purpose).
+    pub fn data_range(&self) -> (u64, u64) {
+        let first = self.data_off / PAGE;
+        let next = self.u64(H_PAGE_NEXT).map(|p| p.load(Ordering::Relaxed)).unwrap_or(first);
+        (first * PAGE, next.min(self.total_pages()) * PAGE)
+    }
+
     /// Bytes of pages touched so far (small and large), the allocator's footprint.
     pub fn pages_in_use_bytes(&self) -> u64 {
         let first = self.data_off / PAGE;

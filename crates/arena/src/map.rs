@@ -132,7 +132,7 @@ impl Mapping {
     pub(crate) fn eq(&self, off: u64, data: &[u8]) -> Result<bool, Error> {
         self.check(off, data.len() as u64, 1)?;
         // Compare through a small stack buffer rather than a slice over shared memory.
-        let mut buf = [0u8; 256];
+        let mut buf = [0u8; 64];
         let mut done = 0;
         while done < data.len() {
             let n = (data.len() - done).min(buf.len());

@@ -309,7 +309,9 @@ fn pair(b: u64) -> [u64; 2] {
 /// returns where they are. The caller unlocks with [`unlock_pair`].
 pub(crate) fn lock_pair(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> {
     let a = &**p.arena();
-    loop {
+    // A segment is retired only while its replacement is being published, so a retry sees
+    // the new one; a corrupt arena could make this loop forever, hence the bound.
+    for _ in 0..RETRIES {
         let loc = locate(a, db, h)?;
         for b in pair(loc.b) {
             p.lock(lock_word(a, loc.seg, b)?);
@@ -318,8 +320,13 @@ pub(crate) fn lock_pair(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
             return Ok(loc);
         }
         unlock_pair(p, &loc)?;
+        std::thread::yield_now();
     }
+    Err(Error::Corrupt("directory keeps pointing at a retired segment"))
 }
+
+/// Bound on retries that can only go on forever in a corrupt arena.
+pub(crate) const RETRIES: u32 = 100_000;
 
 pub(crate) fn unlock_pair(p: &Participant, loc: &Loc) -> Result<(), Error> {
     let a = &**p.arena();
@@ -590,7 +597,7 @@ pub(crate) struct Placement {
 /// segments. Returns the locations, or the location of a segment that must split first.
 pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut Vec<u64>) -> Result<Vec<Loc>, Error> {
     let a = &**p.arena();
-    loop {
+    for _ in 0..RETRIES {
         let locs: Vec<Loc> = hashes.iter().map(|&h| locate(a, db, h)).collect::<Result<_, _>>()?;
         locked.clear();
         for l in &locs {
@@ -614,7 +621,9 @@ pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut V
             return Ok(locs);
         }
         unlock_many(p, locked)?;
+        std::thread::yield_now();
     }
+    Err(Error::Corrupt("directory keeps pointing at a retired segment"))
 }
 
 pub(crate) fn unlock_many(p: &Participant, locked: &[u64]) -> Result<(), Error> {

@@ -128,8 +128,9 @@ impl Handle {
         let h = self.hash(key);
         let _g = self.p.pin();
         let p = &self.p;
-        let a = &**p.arena();
-        loop {
+        // Each retry follows a split; a key needs a handful at most unless hashes collide
+        // on purpose, which the bound turns into an error instead of a spin.
+        for _ in 0..64 {
             let loc = index::lock_pair(p, db, h)?;
             let r = self.write_locked(db, key, h, &loc);
             match r {
@@ -146,7 +147,6 @@ impl Handle {
                     // New key and no free slot: split the segment, then retry.
                     index::unlock_pair(p, &loc)?;
                     index::split(p, db, &loc)?;
-                    let _ = a;
                 }
                 Err(e) => {
                     index::unlock_pair(p, &loc)?;
@@ -154,6 +154,7 @@ impl Handle {
                 }
             }
         }
+        Err(Error::IndexFull)
     }
 
     /// Under the pair lock: the key's live item, with an expired one removed first. Returns
@@ -381,7 +382,7 @@ impl Handle {
         let a = &**p.arena();
         let now = now_ms();
         let mut locked = Vec::new();
-        loop {
+        for _ in 0..index::RETRIES {
             // Lock both pairs; databases differ only in their directories, so locking by
             // bucket address still gives one global order.
             let ls = index::locate(a, db, hs)?;
@@ -462,6 +463,7 @@ impl Handle {
                 Err(full) => index::split(p, dst_db, &full)?,
             }
         }
+        Err(Error::IndexFull)
     }
 
     /// Number of keys in the database (including expired keys not yet reclaimed, as Redis).

@@ -451,7 +451,7 @@ impl Handle {
         let hashes: Vec<u64> = uniq.iter().map(|u| u.2).collect();
         let mut locked = Vec::new();
         let now = now_ms();
-        loop {
+        for _ in 0..64 {
             let locs = index::lock_many(p, db, &hashes, &mut locked)?;
             let r = (|| -> Result<Result<bool, usize>, Error> {
                 let mut places = Vec::with_capacity(uniq.len());
@@ -497,6 +497,10 @@ impl Handle {
                 }
             }
         }
+        for &off in &items {
+            p.free(off)?;
+        }
+        Err(Error::IndexFull)
     }
 
     /// memcached touch: sets (or with 0 clears) the expiry. Returns whether the key exists.

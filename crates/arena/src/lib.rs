@@ -265,18 +265,7 @@ impl Arena {
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
             u64::from_le_bytes(b)
         };
-        let arena = Arena {
-            map,
-            _fd: file.into(),
-            backing,
-            max_participants: config.max_participants,
-            part_off: g.part_off,
-            cache_off: g.cache_off,
-            pagedesc_off: g.pagedesc_off,
-            data_off: g.data_off,
-            seed,
-            recovery: OnceLock::new(),
-        };
+        let arena = Arena::assemble(map, file, backing, config.max_participants, &g, seed);
         arena.u32(H_VERSION)?.store(LAYOUT_VERSION, Ordering::Relaxed);
         arena.u32(H_HEADER_SIZE)?.store(HEADER_SIZE as u32, Ordering::Relaxed);
         arena.u64(H_CAPACITY)?.store(config.capacity, Ordering::Relaxed);
@@ -378,7 +367,11 @@ impl Arena {
         let seed = header.u64(H_SEED)?.load(Ordering::Relaxed);
         drop(header);
         let map = Mapping::new(&file, capacity)?;
-        Ok(Arc::new(Arena {
+        Ok(Arc::new(Arena::assemble(map, file, backing, max_participants, &g, seed)))
+    }
+
+    fn assemble(map: Mapping, file: File, backing: Backing, max_participants: u32, g: &Geometry, seed: u64) -> Arena {
+        Arena {
             map,
             _fd: file.into(),
             backing,
@@ -389,7 +382,7 @@ impl Arena {
             data_off: g.data_off,
             seed,
             recovery: OnceLock::new(),
-        }))
+        }
     }
 
     /// Attaches to a named segment or file if it exists, else creates it with `config`.

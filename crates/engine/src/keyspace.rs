@@ -482,14 +482,7 @@ impl Handle {
     /// of other databases are not stopped.
     pub fn flushdb(&mut self, db: u32) -> Result<(), Error> {
         self.check_db(db)?;
-        let _g = self.p.pin();
-        let old = index::swap_in_empty(&self.p, db)?;
-        for (seg, _) in old {
-            for it in index::drain_segment(&self.p, seg)? {
-                self.p.retire(it)?;
-            }
-            self.p.retire(seg)?;
-        }
+        self.empty(db)?;
         let j = self.store.journal();
         if j.enabled() {
             j.append(&Record::FlushDb { db });
@@ -497,17 +490,23 @@ impl Handle {
         Ok(())
     }
 
+    /// Swaps in an empty index, then fences writers out of each old segment and retires
+    /// its items and the segment.
+    fn empty(&mut self, db: u32) -> Result<(), Error> {
+        let _g = self.p.pin();
+        for (seg, _) in index::swap_in_empty(&self.p, db)? {
+            for it in index::drain_segment(&self.p, seg)? {
+                self.p.retire(it)?;
+            }
+            self.p.retire(seg)?;
+        }
+        Ok(())
+    }
+
     /// Empties every database.
     pub fn flushall(&mut self) -> Result<(), Error> {
         for db in 0..self.store.databases() {
-            let _g = self.p.pin();
-            let old = index::swap_in_empty(&self.p, db)?;
-            for (seg, _) in old {
-                for it in index::drain_segment(&self.p, seg)? {
-                    self.p.retire(it)?;
-                }
-                self.p.retire(seg)?;
-            }
+            self.empty(db)?;
         }
         let j = self.store.journal();
         if j.enabled() {

@@ -281,6 +281,17 @@ impl Handle {
 
     /// Sets an absolute expiry (Unix ms) subject to `cond`. An expiry in the past deletes the
     /// key. Returns whether the expiry was set (Redis's 1/0).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"session", b"data", &SetOptions::default()).unwrap();
+    /// assert!(h.expire_at(0, b"session", now_ms() + 10_000, ExpireCond::Nx).unwrap());
+    /// assert!(!h.expire_at(0, b"session", now_ms() + 99_000, ExpireCond::Nx).unwrap()); // has one
+    /// assert!(h.persist(0, b"session").unwrap());
+    /// assert_eq!(h.pttl(0, b"session").unwrap(), Ttl::Persistent);
+    /// ```
     pub fn expire_at(&mut self, db: u32, key: &[u8], at_ms: u64, cond: ExpireCond) -> Result<bool, Error> {
         let now = now_ms();
         let r = self.write(db, key, |p, old| {
@@ -518,6 +529,22 @@ impl Handle {
     /// One step of SCAN: from `cursor` (0 to start), returns the next cursor (0 when done)
     /// and appends matching live keys to `out`. Visits whole home buckets, so about `count`
     /// keys come back; every key present for the whole scan is returned.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// for i in 0..100 {
+    ///     h.set(0, format!("user:{i}").as_bytes(), b"x", &SetOptions::default()).unwrap();
+    /// }
+    /// h.set(0, b"other", b"x", &SetOptions::default()).unwrap();
+    /// let (mut cursor, mut keys) = (0, Vec::new());
+    /// loop {
+    ///     cursor = h.scan(0, cursor, 10, Some(b"user:*"), None, &mut keys).unwrap();
+    ///     if cursor == 0 { break; }
+    /// }
+    /// assert_eq!(keys.len(), 100);
+    /// ```
     pub fn scan(
         &self,
         db: u32,

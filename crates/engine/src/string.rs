@@ -126,6 +126,25 @@ impl Handle {
     }
 
     /// SET with every option of Redis's SET and memcached's set/add/replace/cas.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let in_a_minute = now_ms() + 60_000;
+    /// let nx = SetOptions { cond: Cond::Nx, expiry: Expiry::At(in_a_minute), ..Default::default() };
+    /// assert_eq!(h.set(0, b"lock", b"me", &nx).unwrap().outcome, Outcome::Stored);
+    /// assert_eq!(h.set(0, b"lock", b"you", &nx).unwrap().outcome, Outcome::NotStored);
+    /// // SET ... GET KEEPTTL: replace, keep the expiry, return the old value.
+    /// let r = h.set(0, b"lock", b"you", &SetOptions { get: true, expiry: Expiry::Keep, ..Default::default() }).unwrap();
+    /// assert_eq!(r.old.as_deref(), Some(&b"me"[..]));
+    /// assert!(matches!(h.pttl(0, b"lock").unwrap(), Ttl::Ms(_)));
+    /// // memcached cas: store only if nobody wrote since we read the version.
+    /// let version = h.meta(0, b"lock").unwrap().unwrap().version;
+    /// let cas = SetOptions { cas: Some(version), ..Default::default() };
+    /// assert_eq!(h.set(0, b"lock", b"us", &cas).unwrap().outcome, Outcome::Stored);
+    /// assert_eq!(h.set(0, b"lock", b"them", &cas).unwrap().outcome, Outcome::Exists);
+    /// ```
     pub fn set(&mut self, db: u32, key: &[u8], value: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
         check_len(value.len())?;
         check_len(key.len())?;
@@ -415,6 +434,15 @@ impl Handle {
     /// MSET (`nx` = false) or MSETNX (`nx` = true): sets every pair atomically: no reader
     /// sees some of the new values without the others, and a crash mid-way is finished by
     /// the reaper. Returns false (setting nothing) if `nx` and any key exists.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// assert!(h.mset(0, &[(b"a", b"1"), (b"b", b"2")], false).unwrap());
+    /// assert!(!h.mset(0, &[(b"b", b"3"), (b"c", b"4")], true).unwrap()); // b exists
+    /// assert_eq!(h.mget(0, &[b"a", b"b", b"c"]).unwrap(), vec![Some(b"1".to_vec()), Some(b"2".to_vec()), None]);
+    /// ```
     pub fn mset(&mut self, db: u32, pairs: &[(&[u8], &[u8])], nx: bool) -> Result<bool, Error> {
         self.check_db(db)?;
         // The last value of a repeated key wins, as in Redis.

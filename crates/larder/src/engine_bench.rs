@@ -1,0 +1,1087 @@
+//! `larder bench-engine`: figures for the engine alone (no network): GET/SET latency in one
+//! process and from a second process attached to the same named segment, insert throughput
+//! and concurrent read latency while the keyspace grows, memory per key, and fragmentation
+//! under churn.
+//!
+//! The second process is this same binary re-executed (`std::env::current_exe()`) as
+//! `larder bench-engine --child-attach NAME --child-mode ops|reader ...`; it prints its results
+//! as one JSON line on stdout, which the parent parses.
+//!
+//! Every segment it creates is named `bench-<pid>-<what>` (`/dev/shm/larder-bench-*`) and
+//! unlinked when the phase ends, also on error.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use larder_engine::{Arena, ArenaConfig, Backing, Handle, SetOptions, Store, StoreConfig};
+
+/// The subcommand this module is wired under in `main.rs` (used to re-execute ourselves).
+pub const SUBCOMMAND: &str = "bench-engine";
+
+const ALL_PHASES: [&str; 6] = ["get", "set", "remote", "grow", "memory", "churn"];
+const VALUE32: &[u8; 32] = b"0123456789abcdef0123456789ABCDEF";
+/// Ops per timed batch.
+const BATCH: usize = 64;
+/// Keys the growth reader reads (inserted before it starts).
+const GROW_READ_KEYS: u64 = 100_000;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Keys preloaded for the get/set/remote runs.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// Operations per get/set run.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub ops: u64,
+    /// Keys inserted by the growth run.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub grow_keys: u64,
+    /// Keys inserted by the memory-per-key run.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub memory_keys: u64,
+    /// Live keys (on average) during the churn run.
+    #[arg(long, default_value_t = 200_000)]
+    pub churn_keys: u64,
+    /// Seconds of churn.
+    #[arg(long, default_value_t = 5.0)]
+    pub churn_secs: f64,
+    /// Phases to run, comma separated: get,set,remote,grow,memory,churn.
+    #[arg(long, value_delimiter = ',', default_value = "get,set,remote,grow,memory,churn")]
+    pub only: Vec<String>,
+    /// Also write every figure to this file as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Print the growth run's insert rate of every 100 ms window.
+    #[arg(long)]
+    pub print_windows: bool,
+    /// Don't pin the processes to cores with `taskset`.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// (internal) Run as the second process, attached to this named segment.
+    #[arg(long, hide = true)]
+    pub child_attach: Option<String>,
+    /// (internal) What the second process does: `ops` or `reader`.
+    #[arg(long, hide = true, default_value = "ops")]
+    pub child_mode: String,
+}
+
+pub fn run(args: &Args) -> Result<(), String> {
+    if let Some(name) = &args.child_attach {
+        return child_main(args, name);
+    }
+    for p in &args.only {
+        if !ALL_PHASES.contains(&p.as_str()) {
+            return Err(format!("unknown phase {p:?} (expected some of {})", ALL_PHASES.join(",")));
+        }
+    }
+    let want = |p: &str| args.only.iter().any(|x| x == p);
+    let mut out = Report::default();
+    println!(
+        "larder bench-engine: keys={} ops={} grow-keys={} memory-keys={} churn-keys={} ({} cpus)",
+        args.keys,
+        args.ops,
+        args.grow_keys,
+        args.memory_keys,
+        args.churn_keys,
+        ncpus()
+    );
+    let timer = timer_overhead_ns();
+    out.num("timer_overhead_ns", timer);
+    println!("(Instant::now() pair costs ~{timer:.0} ns; it is included in the single-op figures)");
+    if want("get") || want("set") || want("remote") {
+        phase_ops(args, &want, &mut out)?;
+    }
+    if want("grow") {
+        phase_grow(args, &mut out)?;
+    }
+    if want("memory") {
+        phase_memory(args, &mut out)?;
+    }
+    if want("churn") {
+        phase_churn(args, &mut out)?;
+    }
+    if !out.targets.is_empty() {
+        println!("\ntargets");
+        for (name, ok, detail) in &out.targets {
+            println!("  {:<5} {name:<44} {detail}", if *ok { "MET" } else { "MISS" });
+        }
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, out.to_json()).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// Flat figures (dotted names) plus the target verdicts.
+#[derive(Default)]
+struct Report {
+    figures: BTreeMap<String, f64>,
+    targets: Vec<(String, bool, String)>,
+}
+
+impl Report {
+    fn num(&mut self, name: &str, v: f64) {
+        self.figures.insert(name.to_string(), v);
+    }
+
+    fn target(&mut self, name: &str, ok: bool, detail: String) {
+        self.targets.push((name.to_string(), ok, detail));
+    }
+
+    fn to_json(&self) -> String {
+        let mut s = String::from("{\n  \"figures\": {");
+        for (i, (k, v)) in self.figures.iter().enumerate() {
+            let _ = write!(s, "{}\n    \"{}\": {}", if i > 0 { "," } else { "" }, k, json_num(*v));
+        }
+        s.push_str("\n  },\n  \"targets\": [");
+        for (i, (name, ok, detail)) in self.targets.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}\n    {{\"name\": \"{}\", \"met\": {}, \"detail\": \"{}\"}}",
+                if i > 0 { "," } else { "" },
+                json_escape(name),
+                ok,
+                json_escape(detail)
+            );
+        }
+        s.push_str("\n  ]\n}\n");
+        s
+    }
+}
+
+fn json_num(v: f64) -> String {
+    if !v.is_finite() {
+        "null".into()
+    } else if v == v.trunc() && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn json_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c if (c as u32) < 0x20 => vec![' '],
+            c => vec![c],
+        })
+        .collect()
+}
+
+/// A flat JSON object of numbers, as the child prints it.
+fn flat_json(m: &BTreeMap<String, f64>) -> String {
+    let body: Vec<String> = m.iter().map(|(k, v)| format!("\"{}\":{}", json_escape(k), json_num(*v))).collect();
+    format!("{{{}}}", body.join(","))
+}
+
+fn parse_flat_json(line: &str) -> Result<BTreeMap<String, f64>, String> {
+    let body =
+        line.trim().strip_prefix('{').and_then(|s| s.strip_suffix('}')).ok_or("child output is not a JSON object")?;
+    let mut m = BTreeMap::new();
+    for kv in body.split(',').filter(|s| !s.trim().is_empty()) {
+        let (k, v) = kv.split_once(':').ok_or_else(|| format!("bad child field {kv:?}"))?;
+        let k = k.trim().trim_matches('"').to_string();
+        let v = match v.trim() {
+            "null" => f64::NAN,
+            v => v.parse().map_err(|_| format!("bad child number {v:?}"))?,
+        };
+        m.insert(k, v);
+    }
+    Ok(m)
+}
+
+/// Latency figures of one op kind.
+#[derive(Clone, Debug, Default)]
+struct OpStats {
+    /// Median and p99 over batches of the batch mean (ns/op).
+    batch_p50: f64,
+    batch_p99: f64,
+    /// Single timed ops (timer included).
+    single_p50: f64,
+    single_p99: f64,
+    single_p999: f64,
+    single_max: f64,
+    ops_per_sec: f64,
+}
+
+impl OpStats {
+    fn put(&self, m: &mut BTreeMap<String, f64>, prefix: &str) {
+        for (k, v) in [
+            ("batch_p50_ns", self.batch_p50),
+            ("batch_p99_ns", self.batch_p99),
+            ("single_p50_ns", self.single_p50),
+            ("single_p99_ns", self.single_p99),
+            ("single_p999_ns", self.single_p999),
+            ("single_max_ns", self.single_max),
+            ("ops_per_sec", self.ops_per_sec),
+        ] {
+            m.insert(format!("{prefix}.{k}"), v);
+        }
+    }
+
+    fn get(m: &BTreeMap<String, f64>, prefix: &str) -> Result<OpStats, String> {
+        let f = |k: &str| {
+            m.get(&format!("{prefix}.{k}")).copied().ok_or_else(|| format!("child output lacks {prefix}.{k}"))
+        };
+        Ok(OpStats {
+            batch_p50: f("batch_p50_ns")?,
+            batch_p99: f("batch_p99_ns")?,
+            single_p50: f("single_p50_ns")?,
+            single_p99: f("single_p99_ns")?,
+            single_p999: f("single_p999_ns")?,
+            single_max: f("single_max_ns")?,
+            ops_per_sec: f("ops_per_sec")?,
+        })
+    }
+
+    fn row(&self, op: &str, place: &str) {
+        println!(
+            "  {op:<4} {place:<7} {:>9.1} {:>9.1} {:>11.0} {:>9.0} {:>9.0} {:>9.0} {:>10.2}",
+            self.batch_p50,
+            self.batch_p99,
+            self.single_p50,
+            self.single_p99,
+            self.single_p999,
+            self.single_max,
+            self.ops_per_sec / 1e6
+        );
+    }
+}
+
+fn print_ops_header() {
+    println!(
+        "  {:<4} {:<7} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9} {:>10}",
+        "op", "where", "batch p50", "batch p99", "single p50", "p99", "p99.9", "max", "Mops/s"
+    );
+    println!("  {:<12} {:>19} {:>41} {:>10}", "", "(ns/op, mean of 64)", "(ns, one op timed, timer included)", "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// Writes `key:NNNNNNN` (at least 7 digits) into `buf` and returns it.
+#[inline]
+fn fmt_key(prefix: &[u8], i: u64, buf: &mut [u8; 32]) -> usize {
+    let p = prefix.len();
+    buf[..p].copy_from_slice(prefix);
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    let mut v = i;
+    while v > 0 || n < 7 {
+        digits[n] = b'0' + (v % 10) as u8;
+        v /= 10;
+        n += 1;
+    }
+    for j in 0..n {
+        buf[p + j] = digits[n - 1 - j];
+    }
+    p + n
+}
+
+fn key_of(i: u64) -> Vec<u8> {
+    let mut b = [0u8; 32];
+    let n = fmt_key(b"key:", i, &mut b);
+    b[..n].to_vec()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in 0..n (n > 0).
+    #[inline]
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+fn seed() -> u64 {
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    t ^ (std::process::id() as u64).rotate_left(40)
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn timer_overhead_ns() -> f64 {
+    let mut v: Vec<f64> = (0..10_001)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(&t);
+            t.elapsed().as_nanos() as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+/// A named segment, unlinked when dropped.
+struct Segment {
+    name: String,
+}
+
+impl Segment {
+    fn name(what: &str) -> String {
+        format!("bench-{}-{what}", std::process::id())
+    }
+
+    fn create(what: &str, capacity: u64) -> Result<(Segment, Store), String> {
+        let name = Self::name(what);
+        // A leftover from an earlier run of the same pid would be attached to, not created.
+        let _ = Arena::unlink(&name);
+        let store = Store::open(StoreConfig {
+            backing: Backing::Named(name.clone()),
+            arena: ArenaConfig { capacity, max_participants: 16 },
+            databases: 1,
+        })
+        .map_err(err("creating the bench segment"))?;
+        Ok((Segment { name }, store))
+    }
+
+    fn resident_bytes(&self) -> Result<u64, String> {
+        let path = Arena::shm_path(&self.name).map_err(err("segment path"))?;
+        let md = std::fs::metadata(&path).map_err(err("stat of the segment"))?;
+        Ok(md.blocks() * 512)
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let _ = Arena::unlink(&self.name);
+    }
+}
+
+/// A child process, killed if still running when dropped.
+struct ChildProc {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl ChildProc {
+    fn spawn(args: &Args, name: &str, mode: &str, extra: &[String]) -> Result<ChildProc, String> {
+        let exe = std::env::current_exe().map_err(err("current_exe"))?;
+        let mut cmd = match (args.no_pin, taskset()) {
+            (false, Some(ts)) => {
+                let mut c = Command::new(ts);
+                c.arg("-c").arg(other_cpu()).arg(exe);
+                c
+            }
+            _ => Command::new(exe),
+        };
+        cmd.arg(SUBCOMMAND).arg("--child-attach").arg(name).arg("--child-mode").arg(mode).args(extra);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).stdin(Stdio::null());
+        let mut child = cmd.spawn().map_err(err("spawning the second process"))?;
+        let stdout = child.stdout.take().ok_or("no child stdout")?;
+        Ok(ChildProc { child, lines: BufReader::new(stdout).lines() })
+    }
+
+    /// The child's JSON result line (it prints exactly one line starting with `{`).
+    fn result(mut self) -> Result<BTreeMap<String, f64>, String> {
+        let mut found = None;
+        for line in self.lines.by_ref() {
+            let line = line.map_err(err("reading the child's output"))?;
+            if line.starts_with('{') {
+                found = Some(line);
+            }
+        }
+        let status = self.child.wait().map_err(err("waiting for the child"))?;
+        if !status.success() {
+            return Err(format!("second process failed: {status}"));
+        }
+        parse_flat_json(&found.ok_or("second process printed no result")?)
+    }
+
+    fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn taskset() -> Option<&'static str> {
+    ["/usr/bin/taskset", "/bin/taskset"].into_iter().find(|p| std::path::Path::new(p).exists())
+}
+
+/// CPUs this process may use, as first seen (before it pins itself to one).
+fn ncpus() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// The core the second process runs on (the parent's hot thread goes on core 0).
+fn other_cpu() -> String {
+    if ncpus() > 1 { "1" } else { "0" }.to_string()
+}
+
+/// Pins (or unpins, with `None`) this whole process; returns the previous affinity list.
+fn pin_self(cpus: Option<&str>) -> Option<String> {
+    let ts = taskset()?;
+    let pid = std::process::id().to_string();
+    let prev = Command::new(ts).args(["-p", "-c", &pid]).stderr(Stdio::null()).output().ok()?;
+    let prev = String::from_utf8_lossy(&prev.stdout).rsplit(':').next()?.trim().to_string();
+    if let Some(c) = cpus {
+        Command::new(ts).args(["-a", "-p", "-c", c, &pid]).stdout(Stdio::null()).stderr(Stdio::null()).status().ok()?;
+    }
+    Some(prev)
+}
+
+fn unpin_self(prev: Option<String>) {
+    if let (Some(prev), Some(ts)) = (prev, taskset()) {
+        let pid = std::process::id().to_string();
+        let _ =
+            Command::new(ts).args(["-a", "-p", "-c", &prev, &pid]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    }
+}
+
+fn preload(h: &mut Handle, from: u64, to: u64, value: &[u8]) -> Result<(), String> {
+    let opt = SetOptions::default();
+    let mut buf = [0u8; 32];
+    for i in from..=to {
+        let n = fmt_key(b"key:", i, &mut buf);
+        h.set(0, &buf[..n], value, &opt).map_err(err("preload set"))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// get / set (local and from a second process)
+
+/// Keys of one timed batch, formatted before the timer starts (a random pick from a
+/// pre-built table would add a cache miss of its own to every op).
+struct BatchKeys {
+    keys: [[u8; 16]; BATCH],
+    lens: [u8; BATCH],
+}
+
+impl BatchKeys {
+    fn new() -> BatchKeys {
+        BatchKeys { keys: [[0; 16]; BATCH], lens: [0; BATCH] }
+    }
+
+    /// Fills the batch with random keys among `key:1..=n`.
+    #[inline]
+    fn fill(&mut self, rng: &mut Rng, n: u64) {
+        let mut buf = [0u8; 32];
+        for j in 0..BATCH {
+            let l = fmt_key(b"key:", 1 + rng.below(n), &mut buf);
+            self.keys[j][..l].copy_from_slice(&buf[..l]);
+            self.lens[j] = l as u8;
+        }
+    }
+
+    #[inline]
+    fn key(&self, j: usize) -> &[u8] {
+        &self.keys[j][..self.lens[j] as usize]
+    }
+}
+
+fn bench_get(h: &Handle, keys: u64, ops: u64) -> Result<OpStats, String> {
+    let mut rng = Rng::new(seed());
+    let mut out = Vec::with_capacity(256);
+    let mut misses = 0u64;
+    let mut b = BatchKeys::new();
+    let batches = (ops as usize / BATCH).max(1);
+    // Warm up.
+    for _ in 0..batches.min(2000) {
+        b.fill(&mut rng, keys);
+        for j in 0..BATCH {
+            out.clear();
+            h.get_into(0, b.key(j), &mut out).map_err(err("get"))?;
+        }
+    }
+    let mut means = Vec::with_capacity(batches);
+    let mut busy = Duration::ZERO;
+    for _ in 0..batches {
+        b.fill(&mut rng, keys);
+        let t = Instant::now();
+        for j in 0..BATCH {
+            out.clear();
+            if h.get_into(0, b.key(j), &mut out).map_err(err("get"))?.is_none() {
+                misses += 1;
+            }
+        }
+        let el = t.elapsed();
+        busy += el;
+        means.push(el.as_nanos() as f64 / BATCH as f64);
+    }
+    let mut hs = hist();
+    for _ in 0..batches {
+        b.fill(&mut rng, keys);
+        for j in 0..BATCH {
+            out.clear();
+            let t = Instant::now();
+            let r = h.get_into(0, b.key(j), &mut out);
+            let ns = t.elapsed().as_nanos() as u64;
+            if r.map_err(err("get"))?.is_none() {
+                misses += 1;
+            }
+            hs.saturating_record(ns.max(1));
+        }
+    }
+    if misses > 0 {
+        return Err(format!("get: {misses} preloaded keys were missing"));
+    }
+    Ok(finish_stats(means, &hs, (batches * BATCH) as f64 / busy.as_secs_f64()))
+}
+
+fn bench_set(h: &mut Handle, keys: u64, ops: u64) -> Result<OpStats, String> {
+    let mut rng = Rng::new(seed());
+    let opt = SetOptions::default();
+    let mut b = BatchKeys::new();
+    let batches = (ops as usize / BATCH).max(1);
+    for _ in 0..batches.min(2000) {
+        b.fill(&mut rng, keys);
+        for j in 0..BATCH {
+            h.set(0, b.key(j), VALUE32, &opt).map_err(err("set"))?;
+        }
+    }
+    let mut means = Vec::with_capacity(batches);
+    let mut busy = Duration::ZERO;
+    for _ in 0..batches {
+        b.fill(&mut rng, keys);
+        let t = Instant::now();
+        for j in 0..BATCH {
+            h.set(0, b.key(j), VALUE32, &opt).map_err(err("set"))?;
+        }
+        let el = t.elapsed();
+        busy += el;
+        means.push(el.as_nanos() as f64 / BATCH as f64);
+    }
+    let mut hs = hist();
+    for _ in 0..batches {
+        b.fill(&mut rng, keys);
+        for j in 0..BATCH {
+            let t = Instant::now();
+            let r = h.set(0, b.key(j), VALUE32, &opt);
+            let ns = t.elapsed().as_nanos() as u64;
+            r.map_err(err("set"))?;
+            hs.saturating_record(ns.max(1));
+        }
+    }
+    Ok(finish_stats(means, &hs, (batches * BATCH) as f64 / busy.as_secs_f64()))
+}
+
+fn finish_stats(mut means: Vec<f64>, hs: &Histogram<u64>, ops_per_sec: f64) -> OpStats {
+    means.sort_by(f64::total_cmp);
+    OpStats {
+        batch_p50: percentile(&means, 0.5),
+        batch_p99: percentile(&means, 0.99),
+        single_p50: hs.value_at_quantile(0.5) as f64,
+        single_p99: hs.value_at_quantile(0.99) as f64,
+        single_p999: hs.value_at_quantile(0.999) as f64,
+        single_max: hs.max() as f64,
+        ops_per_sec,
+    }
+}
+
+fn phase_ops(args: &Args, want: &dyn Fn(&str) -> bool, out: &mut Report) -> Result<(), String> {
+    eprintln!("[ops] preloading {} keys into a named segment", args.keys);
+    let keys = args.keys.max(1);
+    let (seg, store) = Segment::create("ops", 1 << 30)?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    preload(&mut h, 1, keys, VALUE32)?;
+    println!("\nget/set, 32-byte values, {} random keys of {keys}, {} ops each", args.ops, args.ops);
+    print_ops_header();
+    let mut m = BTreeMap::new();
+    let mut local_get = None;
+    let mut local_set = None;
+    if want("get") {
+        eprintln!("[ops] local get");
+        let s = bench_get(&h, keys, args.ops)?;
+        s.row("get", "local");
+        s.put(&mut m, "local.get");
+        local_get = Some(s);
+    }
+    if want("set") {
+        eprintln!("[ops] local set");
+        let s = bench_set(&mut h, keys, args.ops)?;
+        s.row("set", "local");
+        s.put(&mut m, "local.set");
+        local_set = Some(s);
+    }
+    let mut remote = None;
+    if want("remote") {
+        eprintln!("[ops] second process (attach {})", seg.name);
+        let child = ChildProc::spawn(
+            args,
+            &seg.name,
+            "ops",
+            &["--keys".into(), keys.to_string(), "--ops".into(), args.ops.to_string()],
+        )?;
+        let r = child.result()?;
+        let g = OpStats::get(&r, "get")?;
+        let s = OpStats::get(&r, "set")?;
+        g.row("get", "remote");
+        s.row("set", "remote");
+        g.put(&mut m, "remote.get");
+        s.put(&mut m, "remote.set");
+        remote = Some((g, s));
+    }
+    for (k, v) in m {
+        out.num(&k, v);
+    }
+    let verdict = |out: &mut Report, what: &str, s: &OpStats, limit: f64| {
+        out.target(
+            &format!("{what} median < {limit:.0} ns"),
+            s.batch_p50 < limit,
+            format!("{:.1} ns (batch mean median)", s.batch_p50),
+        );
+    };
+    if let Some(s) = &local_get {
+        verdict(out, "get local", s, 100.0);
+    }
+    if let Some(s) = &local_set {
+        verdict(out, "set local", s, 200.0);
+    }
+    if let Some((g, s)) = &remote {
+        verdict(out, "get remote", g, 100.0);
+        verdict(out, "set remote", s, 200.0);
+    }
+    drop(h);
+    drop(store);
+    drop(seg);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The second process
+
+fn child_main(args: &Args, name: &str) -> Result<(), String> {
+    let store = Store::attach(name).map_err(err("attaching"))?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    let mut m = BTreeMap::new();
+    match args.child_mode.as_str() {
+        "ops" => {
+            let keys = args.keys.max(1);
+            bench_get(&h, keys, args.ops)?.put(&mut m, "get");
+            bench_set(&mut h, keys, args.ops)?.put(&mut m, "set");
+        }
+        "reader" => child_reader(&mut h, args.keys.max(1), &mut m)?,
+        other => return Err(format!("unknown child mode {other:?}")),
+    }
+    drop(h);
+    println!("{}", flat_json(&m));
+    Ok(())
+}
+
+/// Random gets of `key:1..=keys` (90%) and of keys that don't exist (10%), every one timed,
+/// until the parent sets `bench:stop`.
+fn child_reader(h: &mut Handle, keys: u64, m: &mut BTreeMap<String, f64>) -> Result<(), String> {
+    let mut rng = Rng::new(seed());
+    let mut hs = hist();
+    let mut out = Vec::with_capacity(256);
+    let mut buf = [0u8; 32];
+    let (mut hits, mut misses, mut lost, mut over_10us, mut over_100us) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    h.set(0, b"bench:ready", b"1", &SetOptions::default()).map_err(err("set ready"))?;
+    let (vol0, invol0) = ctx_switches();
+    let start = Instant::now();
+    'outer: loop {
+        for _ in 0..1024 {
+            let miss = rng.below(10) == 0;
+            let n = if miss {
+                fmt_key(b"nokey:", rng.below(keys), &mut buf)
+            } else {
+                fmt_key(b"key:", 1 + rng.below(keys), &mut buf)
+            };
+            out.clear();
+            let t = Instant::now();
+            let got = h.get_into(0, &buf[..n], &mut out);
+            let ns = t.elapsed().as_nanos() as u64;
+            let got = got.map_err(err("get"))?;
+            hs.saturating_record(ns.max(1));
+            over_10us += (ns > 10_000) as u64;
+            over_100us += (ns > 100_000) as u64;
+            match (miss, got.is_some()) {
+                (false, true) => hits += 1,
+                (false, false) => lost += 1,
+                (true, _) => misses += 1,
+            }
+        }
+        out.clear();
+        if h.get_into(0, b"bench:stop", &mut out).map_err(err("get stop"))?.is_some() {
+            break 'outer;
+        }
+        if start.elapsed() > Duration::from_secs(600) {
+            return Err("reader: no stop signal after 10 minutes".into());
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let (vol1, invol1) = ctx_switches();
+    for (k, v) in [
+        ("voluntary_switches", vol1.saturating_sub(vol0) as f64),
+        ("involuntary_switches", invol1.saturating_sub(invol0) as f64),
+        ("p50_ns", hs.value_at_quantile(0.5) as f64),
+        ("p99_ns", hs.value_at_quantile(0.99) as f64),
+        ("p999_ns", hs.value_at_quantile(0.999) as f64),
+        ("p9999_ns", hs.value_at_quantile(0.9999) as f64),
+        ("max_ns", hs.max() as f64),
+        ("mean_ns", hs.mean()),
+        ("reads", hs.len() as f64),
+        ("hits", hits as f64),
+        ("misses", misses as f64),
+        ("lost", lost as f64),
+        ("over_10us", over_10us as f64),
+        ("over_100us", over_100us as f64),
+        ("secs", secs),
+    ] {
+        m.insert(k.to_string(), v);
+    }
+    Ok(())
+}
+
+/// This process's (voluntary, involuntary) context switches so far, from /proc (0s if absent).
+fn ctx_switches() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field =
+        |name: &str| s.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    (field("voluntary_ctxt_switches:"), field("nonvoluntary_ctxt_switches:"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Growth
+
+fn phase_grow(args: &Args, out: &mut Report) -> Result<(), String> {
+    let n = args.grow_keys.max(GROW_READ_KEYS + 1);
+    println!("\ngrowth: insert {n} keys (32-byte values) from one thread; another process reads meanwhile");
+    let (seg, store) = Segment::create("grow", 4 << 30)?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    preload(&mut h, 1, GROW_READ_KEYS, VALUE32)?;
+    let prev_affinity = if args.no_pin { None } else { pin_self(Some("0")) };
+    let r = grow_inner(args, &seg, &mut h, n, out);
+    unpin_self(prev_affinity);
+    drop(h);
+    drop(store);
+    drop(seg);
+    r
+}
+
+fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Report) -> Result<(), String> {
+    let mut child = ChildProc::spawn(args, &seg.name, "reader", &["--keys".into(), GROW_READ_KEYS.to_string()])?;
+    let t0 = Instant::now();
+    let mut tmp = Vec::new();
+    while h.get_into(0, b"bench:ready", &mut tmp).map_err(err("get ready"))?.is_none() {
+        if child.exited() || t0.elapsed() > Duration::from_secs(30) {
+            return Err("the reader process did not start".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    eprintln!("[grow] reader attached; inserting keys {}..={n}", GROW_READ_KEYS + 1);
+    let opt = SetOptions::default();
+    let window = Duration::from_millis(100);
+    let mut rates: Vec<f64> = Vec::new();
+    let mut buf = [0u8; 32];
+    let start = Instant::now();
+    let mut w_start = start;
+    let mut w_count = 0u64;
+    let mut last_progress = start;
+    for i in GROW_READ_KEYS + 1..=n {
+        let len = fmt_key(b"key:", i, &mut buf);
+        h.set(0, &buf[..len], VALUE32, &opt).map_err(err("grow set"))?;
+        w_count += 1;
+        if w_count & 255 == 0 {
+            let now = Instant::now();
+            let el = now - w_start;
+            if el >= window {
+                rates.push(w_count as f64 / el.as_secs_f64());
+                w_start = now;
+                w_count = 0;
+                if now - last_progress >= Duration::from_secs(2) {
+                    last_progress = now;
+                    eprintln!(
+                        "[grow] {:.1}M keys, {:.2}M inserts/s in the last window",
+                        i as f64 / 1e6,
+                        rates.last().unwrap() / 1e6
+                    );
+                }
+            }
+        }
+    }
+    let total = start.elapsed();
+    h.set(0, b"bench:stop", b"1", &opt).map_err(err("set stop"))?;
+    if args.print_windows {
+        let w: Vec<String> = rates.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
+        println!("  windows (M inserts/s): {}", w.join(" "));
+    }
+    let r = child.result()?;
+    let dbsize = h.dbsize(0).map_err(err("dbsize"))?;
+    let resident = seg.resident_bytes()?;
+
+    let inserted = n - GROW_READ_KEYS;
+    let mut sorted = rates.clone();
+    sorted.sort_by(f64::total_cmp);
+    let med = percentile(&sorted, 0.5);
+    let min = sorted.first().copied().unwrap_or(f64::NAN);
+    let dip = (med - min) / med * 100.0;
+    let below10 = rates.iter().filter(|&&x| x < 0.9 * med).count();
+    let deepest_at = rates.iter().position(|&x| x == min).unwrap_or(0);
+    let g = |k: &str| r.get(k).copied().unwrap_or(f64::NAN);
+
+    println!(
+        "  inserted {inserted} keys in {:.2} s: {:.2}M inserts/s overall",
+        total.as_secs_f64(),
+        inserted as f64 / total.as_secs_f64() / 1e6
+    );
+    println!(
+        "  per 100 ms window ({} windows): median {:.2}M/s, min {:.2}M/s (window {} at ~{:.1} s), deepest dip {:.1}% below median, {} windows >10% below",
+        rates.len(),
+        med / 1e6,
+        min / 1e6,
+        deepest_at,
+        deepest_at as f64 * 0.1,
+        dip,
+        below10
+    );
+    println!(
+        "  reader (other process, {:.2}M gets, 10% misses, each timed): p50 {:.0} ns, p99 {:.0} ns, p99.9 {:.0} ns, p99.99 {:.0} ns, max {:.0} ns; {} over 10 µs, {} over 100 µs, {} lost keys; reader descheduled {} times (+{} voluntary)",
+        g("reads") / 1e6,
+        g("p50_ns"),
+        g("p99_ns"),
+        g("p999_ns"),
+        g("p9999_ns"),
+        g("max_ns"),
+        g("over_10us"),
+        g("over_100us"),
+        g("lost"),
+        g("involuntary_switches"),
+        g("voluntary_switches")
+    );
+    println!(
+        "  final dbsize {dbsize}, segment resident {:.1} MiB ({:.1} B/key)",
+        resident as f64 / 1048576.0,
+        resident as f64 / dbsize as f64
+    );
+
+    out.num("grow.keys", n as f64);
+    out.num("grow.secs", total.as_secs_f64());
+    out.num("grow.inserts_per_sec", inserted as f64 / total.as_secs_f64());
+    out.num("grow.window_median_per_sec", med);
+    out.num("grow.window_min_per_sec", min);
+    out.num("grow.window_deepest_dip_pct", dip);
+    out.num("grow.windows", rates.len() as f64);
+    out.num("grow.windows_over_10pct_below", below10 as f64);
+    out.num("grow.resident_bytes", resident as f64);
+    for (k, v) in &r {
+        out.num(&format!("grow.reader.{k}"), *v);
+    }
+    out.target("grow: reader p99.9 < 10 µs", g("p999_ns") < 10_000.0, format!("{:.0} ns", g("p999_ns")));
+    out.target(
+        "grow: no insert window >10% below median",
+        below10 == 0,
+        format!("deepest dip {dip:.1}%, {below10} of {} windows", rates.len()),
+    );
+    if g("lost") > 0.0 {
+        return Err(format!("the reader missed {} keys that were inserted before it started", g("lost")));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory per key
+
+fn phase_memory(args: &Args, out: &mut Report) -> Result<(), String> {
+    let n = args.memory_keys.max(1);
+    println!("\nmemory: {n} keys key:0000001.. with 32-byte values in a fresh named segment");
+    let (seg, store) = Segment::create("mem", 4 << 30)?;
+    let base = seg.resident_bytes()?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    preload(&mut h, 1, n, VALUE32)?;
+    let _ = h.collect();
+    let resident = seg.resident_bytes()?;
+    let rep = store.check().map_err(err("check"))?;
+    if !rep.ok() {
+        return Err(format!("check found problems: {:?}", rep.problems));
+    }
+    let key_len = key_of(n).len() as u64; // 11 for up to 9,999,999 keys
+    let payload = n * (key_len + 32);
+    let per_key = resident as f64 / n as f64;
+    let overhead = (resident as f64 - payload as f64) / n as f64;
+    println!(
+        "  segment resident {:.1} MiB (empty store {:.1} KiB): {per_key:.1} B/key, overhead {overhead:.1} B/key over {} B of key+value",
+        resident as f64 / 1048576.0,
+        base as f64 / 1024.0,
+        key_len + 32
+    );
+    println!(
+        "  check: keys {}  item_bytes {} ({:.1}/key)  payload_bytes {} ({:.1}/key)  index_bytes {} ({:.1}/key)  pages_bytes {} ({:.1}/key)",
+        rep.keys,
+        rep.item_bytes,
+        rep.item_bytes as f64 / n as f64,
+        rep.payload_bytes,
+        rep.payload_bytes as f64 / n as f64,
+        rep.index_bytes,
+        rep.index_bytes as f64 / n as f64,
+        rep.pages_bytes,
+        rep.pages_bytes as f64 / n as f64,
+    );
+    out.num("memory.keys", n as f64);
+    out.num("memory.resident_bytes", resident as f64);
+    out.num("memory.empty_resident_bytes", base as f64);
+    out.num("memory.bytes_per_key", per_key);
+    out.num("memory.overhead_per_key", overhead);
+    out.num("memory.item_bytes", rep.item_bytes as f64);
+    out.num("memory.payload_bytes", rep.payload_bytes as f64);
+    out.num("memory.index_bytes", rep.index_bytes as f64);
+    out.num("memory.pages_bytes", rep.pages_bytes as f64);
+    out.target(
+        "memory: overhead < 24 B/key",
+        overhead < 24.0,
+        format!("{overhead:.1} B/key ({per_key:.1} B/key resident)"),
+    );
+    drop(h);
+    drop(store);
+    drop(seg);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fragmentation under churn
+
+fn phase_churn(args: &Args, out: &mut Report) -> Result<(), String> {
+    let live = args.churn_keys.max(10);
+    // 80% sets / 20% deletes over 1.25 × live keys keeps ~`live` keys present.
+    let space = live * 5 / 4;
+    println!(
+        "\nchurn: {live} keys, then {:.0} s of random sets (values 10..2000 B) and deletes (80/20) over {space} keys",
+        args.churn_secs
+    );
+    let (seg, store) = Segment::create("churn", 4 << 30)?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    let mut rng = Rng::new(seed());
+    let big = vec![b'x'; 2000];
+    let opt = SetOptions::default();
+    let mut buf = [0u8; 32];
+    for i in 0..live {
+        let n = fmt_key(b"key:", i, &mut buf);
+        let len = 10 + rng.below(1991) as usize;
+        h.set(0, &buf[..n], &big[..len], &opt).map_err(err("churn preload"))?;
+    }
+    let _ = h.collect();
+    let before = store.check().map_err(err("check"))?;
+    let start = Instant::now();
+    let dur = Duration::from_secs_f64(args.churn_secs);
+    let (mut sets, mut dels) = (0u64, 0u64);
+    while start.elapsed() < dur {
+        for _ in 0..1024 {
+            let n = fmt_key(b"key:", rng.below(space), &mut buf);
+            if rng.below(5) == 0 {
+                h.del(0, &[&buf[..n]]).map_err(err("churn del"))?;
+                dels += 1;
+            } else {
+                let len = 10 + rng.below(1991) as usize;
+                h.set(0, &buf[..n], &big[..len], &opt).map_err(err("churn set"))?;
+                sets += 1;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = h.collect();
+    let after = store.check().map_err(err("check"))?;
+    if !after.ok() {
+        return Err(format!("check found problems: {:?}", after.problems));
+    }
+    let resident = seg.resident_bytes()?;
+    let ratio = |r: &larder_engine::Report| {
+        (r.pages_bytes as f64 / r.payload_bytes as f64, r.pages_bytes as f64 / r.item_bytes as f64)
+    };
+    let (b_pay, b_item) = ratio(&before);
+    let (a_pay, a_item) = ratio(&after);
+    println!("  {sets} sets + {dels} deletes in {secs:.1} s ({:.2}M ops/s)", (sets + dels) as f64 / secs / 1e6);
+    println!(
+        "  {:<7} {:>8} {:>12} {:>12} {:>12} {:>12} {:>14} {:>12}",
+        "", "keys", "payload MiB", "items MiB", "pages MiB", "index MiB", "pages/payload", "pages/items"
+    );
+    for (label, r, p, i) in [("before", &before, b_pay, b_item), ("after", &after, a_pay, a_item)] {
+        println!(
+            "  {label:<7} {:>8} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>14.3} {:>12.3}",
+            r.keys,
+            r.payload_bytes as f64 / 1048576.0,
+            r.item_bytes as f64 / 1048576.0,
+            r.pages_bytes as f64 / 1048576.0,
+            r.index_bytes as f64 / 1048576.0,
+            p,
+            i
+        );
+    }
+    println!(
+        "  segment resident {:.1} MiB, {} blocks still on retire lists",
+        resident as f64 / 1048576.0,
+        after.retired_blocks
+    );
+    out.num("churn.sets", sets as f64);
+    out.num("churn.dels", dels as f64);
+    out.num("churn.secs", secs);
+    out.num("churn.keys", after.keys as f64);
+    out.num("churn.payload_bytes", after.payload_bytes as f64);
+    out.num("churn.item_bytes", after.item_bytes as f64);
+    out.num("churn.pages_bytes", after.pages_bytes as f64);
+    out.num("churn.index_bytes", after.index_bytes as f64);
+    out.num("churn.resident_bytes", resident as f64);
+    out.num("churn.pages_over_payload", a_pay);
+    out.num("churn.pages_over_items", a_item);
+    out.num("churn.before.pages_over_payload", b_pay);
+    out.num("churn.before.pages_over_items", b_item);
+    drop(h);
+    drop(store);
+    drop(seg);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_json() {
+        assert_eq!(key_of(1), b"key:0000001");
+        assert_eq!(key_of(1_000_000), b"key:1000000");
+        assert_eq!(key_of(10_000_000), b"key:10000000");
+        let mut m = BTreeMap::new();
+        m.insert("a.b".to_string(), 1.5);
+        m.insert("c".to_string(), 7.0);
+        assert_eq!(parse_flat_json(&flat_json(&m)).unwrap(), m);
+    }
+}

@@ -278,6 +278,15 @@ impl Participant {
             return self.free_large(off);
         }
         let c = class_of(size);
+        if size >= 16 * 1024 {
+            // Big blocks (index segments) give their whole OS pages back; the first page
+            // keeps the free-list link.
+            let first = (off + 8).div_ceil(4096) * 4096;
+            let end = (off + size) / 4096 * 4096;
+            if end > first {
+                a.map.discard(first, end - first)?;
+            }
+        }
         let head = self.cache(c, C_FREE_HEAD)?;
         a.u32(off)?.store(head.load(Ordering::Relaxed), Ordering::Relaxed);
         head.store(Arena::to_units(off), Ordering::Relaxed);

@@ -85,6 +85,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
             r.index_bytes += a.block_size(*seg)?;
             let mut n = 0u32;
             let mut keys_here: HashSet<Vec<u8>> = HashSet::new();
+            let mut displaced = vec![0u32; NB as usize];
             for b in 0..NB {
                 let bucket = index::bucket_off(*seg, b);
                 let lw = index::bucket_lock_word(a, *seg, b)?;
@@ -122,8 +123,11 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                         r.problems.push(format!("db {db}: key {:?} is in a segment of another prefix", String::from_utf8_lossy(&key)));
                     }
                     let home = index::bucket_of(h, depth);
-                    if b != home && b != (home + 1) % NB {
+                    let dist = (b + NB - home) % NB;
+                    if dist >= index::WINDOW {
                         r.problems.push(format!("db {db}: key {:?} in bucket {b}, home {home}", String::from_utf8_lossy(&key)));
+                    } else if dist > 0 {
+                        displaced[home as usize] += 1;
                     }
                     if index::tag_at(a, bucket, i)? != index::expected_tag(h) {
                         r.problems.push(format!("db {db}: key {:?} has a wrong tag", String::from_utf8_lossy(&key)));
@@ -138,6 +142,12 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                     if it.val_off + if it.is_int() { 0 } else { it.vlen } > off + size {
                         r.problems.push(format!("db {db}: item {off:#x} overruns its block"));
                     }
+                }
+            }
+            for (b, &d) in displaced.iter().enumerate() {
+                let o = index::overflow_of(a, *seg, b as u64)? as u32;
+                if o != d {
+                    r.problems.push(format!("db {db} segment {seg:#x} bucket {b}: overflow {o} but {d} displaced keys"));
                 }
             }
             if n != count {

@@ -31,7 +31,7 @@
 //! Home buckets cover contiguous hash ranges, so a SCAN cursor is simply the next hash value
 //! to visit: splits and merges never make it skip a key.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use larder_arena::{Arena, Participant, ROOT_OFF, ROOT_SIZE};
 
@@ -40,7 +40,11 @@ use crate::Error;
 
 pub(crate) const NB: u64 = 256;
 pub(crate) const SLOTS: u64 = 12;
-const SEG_HDR: u64 = 64;
+/// A key lives in its home bucket or, displaced, in one of the next `WINDOW - 1`.
+pub(crate) const WINDOW: u64 = 4;
+/// Segment header, then one overflow byte per bucket (keys homed there but displaced).
+const G_OVERFLOW: u64 = 64;
+const SEG_HDR: u64 = 64 + NB;
 pub(crate) const SEG_SIZE: u64 = SEG_HDR + NB * 64;
 
 const G_DEPTH: u64 = 0;
@@ -229,56 +233,149 @@ fn lock_word(a: &Arena, seg: u64, b: u64) -> Result<&AtomicU32, Error> {
     Ok(a.u32(bucket_off(seg, b) + B_LOCK)?)
 }
 
-/// Finds `key` (hash `h`) among the two candidate buckets of `loc`. Lock-free for readers;
-/// also used by writers under the locks.
+#[inline]
+fn overflow(a: &Arena, seg: u64, b: u64) -> Result<&AtomicU8, Error> {
+    Ok(a.u8(seg + G_OVERFLOW + b % NB)?)
+}
+
+/// Overflow count of a bucket (for the checker).
+pub(crate) fn overflow_of(a: &Arena, seg: u64, b: u64) -> Result<u8, Error> {
+    Ok(overflow(a, seg, b)?.load(Ordering::Acquire))
+}
+
+fn find_in(a: &Arena, bucket: u64, t: u8, key: &[u8]) -> Result<Option<(u64, ItemView)>, Error> {
+    let tg = tags(a, bucket)?;
+    for i in 0..SLOTS {
+        if tg[i as usize] != t {
+            continue;
+        }
+        let units = slot(a, bucket, i)?.load(Ordering::Acquire);
+        if units == 0 {
+            continue;
+        }
+        let item = ItemView::read(a, Arena::from_units(units))?;
+        if item.key_is(a, key)? {
+            return Ok(Some((i, item)));
+        }
+    }
+    Ok(None)
+}
+
+/// Finds `key` (hash `h`): its home bucket, then, only if keys homed there were displaced,
+/// the rest of its window. Lock-free for readers; also used by writers under the lock.
 #[inline]
 pub(crate) fn find(a: &Arena, loc: &Loc, h: u64, key: &[u8]) -> Result<Option<Found>, Error> {
     let t = tag_of(h);
-    for b in [loc.b, (loc.b + 1) % NB] {
-        let bucket = bucket_off(loc.seg, b);
-        let tg = tags(a, bucket)?;
-        for i in 0..SLOTS {
-            if tg[i as usize] != t {
-                continue;
-            }
-            let units = slot(a, bucket, i)?.load(Ordering::Acquire);
-            if units == 0 {
-                continue;
-            }
-            let item = ItemView::read(a, Arena::from_units(units))?;
-            if item.key_is(a, key)? {
-                return Ok(Some(Found { bucket, slot: i, item }));
-            }
+    let home = bucket_off(loc.seg, loc.b);
+    if let Some((slot, item)) = find_in(a, home, t, key)? {
+        return Ok(Some(Found { bucket: home, slot, item }));
+    }
+    // A displaced key is published after the overflow count is raised, so a count of zero
+    // means no key of this home is elsewhere (as of this read).
+    if overflow(a, loc.seg, loc.b)?.load(Ordering::Acquire) == 0 {
+        return Ok(None);
+    }
+    for d in 1..WINDOW {
+        let bucket = bucket_off(loc.seg, loc.b + d);
+        if let Some((slot, item)) = find_in(a, bucket, t, key)? {
+            return Ok(Some(Found { bucket, slot, item }));
         }
     }
     Ok(None)
 }
 
-/// A free slot in the candidate buckets, skipping `taken` (slots reserved by a multi-key
-/// write that are not yet filled).
-fn free_slot(a: &Arena, loc: &Loc, taken: &[(u64, u64)]) -> Result<Option<(u64, u64)>, Error> {
-    for b in [loc.b, (loc.b + 1) % NB] {
-        let bucket = bucket_off(loc.seg, b);
-        for i in 0..SLOTS {
-            if slot(a, bucket, i)?.load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {
-                return Ok(Some((bucket, i)));
-            }
+fn empty_slot(a: &Arena, bucket: u64, taken: &[(u64, u64)]) -> Result<Option<u64>, Error> {
+    for i in 0..SLOTS {
+        if slot(a, bucket, i)?.load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {
+            return Ok(Some(i));
         }
     }
     Ok(None)
 }
 
-/// Publishes `item` into an empty slot (tag first, then the offset with Release).
-pub(crate) fn fill(a: &Arena, seg: u64, bucket: u64, i: u64, h: u64, item: u64) -> Result<(), Error> {
-    a.u8(bucket + i)?.store(tag_of(h), Ordering::Relaxed);
-    slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
-    a.u32(seg + G_COUNT)?.fetch_add(1, Ordering::Relaxed);
+/// An empty slot held for a new key: in its home bucket (covered by the home lock) or
+/// displaced into a later bucket of its window, whose lock is then held too.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reserved {
+    pub bucket: u64,
+    pub slot: u64,
+    /// The window bucket (index) locked for this reservation, to unlock after filling.
+    pub locked: Option<u64>,
+}
+
+pub(crate) enum Room {
+    Slot(Reserved),
+    /// Every bucket of the window is full: the segment must split.
+    Full,
+    /// A window bucket with room is locked by someone else right now: retry.
+    Busy,
+}
+
+/// Finds room for a new key homed at `loc.b`, whose home lock the caller holds. Slots only
+/// go from empty to used under their own bucket's lock, so a displaced slot is claimed by
+/// *trying* that bucket's lock (never waiting while holding the home lock: no deadlock).
+/// `held` are bucket-lock words the caller already holds (multi-key writes).
+pub(crate) fn reserve_slot(p: &Participant, loc: &Loc, taken: &[(u64, u64)], held: &[u64]) -> Result<Room, Error> {
+    let a = &**p.arena();
+    let home = bucket_off(loc.seg, loc.b);
+    if let Some(i) = empty_slot(a, home, taken)? {
+        return Ok(Room::Slot(Reserved { bucket: home, slot: i, locked: None }));
+    }
+    let mut busy = false;
+    for d in 1..WINDOW {
+        let b = (loc.b + d) % NB;
+        let bucket = bucket_off(loc.seg, b);
+        let word_off = bucket + B_LOCK;
+        let already = held.contains(&word_off);
+        if !already && !p.try_lock(a.u32(word_off)?) {
+            busy |= empty_slot(a, bucket, taken)?.is_some();
+            continue;
+        }
+        if let Some(i) = empty_slot(a, bucket, taken)? {
+            return Ok(Room::Slot(Reserved { bucket, slot: i, locked: if already { None } else { Some(b) } }));
+        }
+        if !already {
+            p.unlock(a.u32(word_off)?);
+        }
+    }
+    Ok(if busy { Room::Busy } else { Room::Full })
+}
+
+/// Gives up a reservation without filling it.
+pub(crate) fn release(p: &Participant, loc: &Loc, r: &Reserved) -> Result<(), Error> {
+    if let Some(b) = r.locked {
+        p.unlock(lock_word(p.arena(), loc.seg, b)?);
+    }
     Ok(())
 }
 
-pub(crate) fn clear(a: &Arena, seg: u64, bucket: u64, i: u64) -> Result<(), Error> {
-    slot(a, bucket, i)?.store(0, Ordering::Release);
-    a.u32(seg + G_COUNT)?.fetch_sub(1, Ordering::Relaxed);
+/// Publishes `item` into a reserved slot (tag first, then the offset with Release; for a
+/// displaced slot the home's overflow count goes up first) and releases the reservation.
+pub(crate) fn fill(p: &Participant, loc: &Loc, r: &Reserved, h: u64, item: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    place(a, loc, r.bucket, r.slot, h, item)?;
+    release(p, loc, r)
+}
+
+fn place(a: &Arena, loc: &Loc, bucket: u64, i: u64, h: u64, item: u64) -> Result<(), Error> {
+    if bucket != bucket_off(loc.seg, loc.b) {
+        let o = overflow(a, loc.seg, loc.b)?;
+        o.store(o.load(Ordering::Relaxed).saturating_add(1), Ordering::Release);
+    }
+    a.u8(bucket + i)?.store(tag_of(h), Ordering::Relaxed);
+    slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
+    a.u32(loc.seg + G_COUNT)?.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Removes a found key (under its home lock).
+pub(crate) fn remove(a: &Arena, loc: &Loc, f: &Found) -> Result<(), Error> {
+    slot(a, f.bucket, f.slot)?.store(0, Ordering::Release);
+    if f.bucket != bucket_off(loc.seg, loc.b) {
+        let o = overflow(a, loc.seg, loc.b)?;
+        o.store(o.load(Ordering::Relaxed).saturating_sub(1), Ordering::Release);
+    }
+    a.u32(loc.seg + G_COUNT)?.fetch_sub(1, Ordering::Relaxed);
     Ok(())
 }
 
@@ -291,35 +388,24 @@ pub(crate) fn seg_count(a: &Arena, seg: u64) -> Result<u32, Error> {
     Ok(a.u32(seg + G_COUNT)?.load(Ordering::Relaxed))
 }
 
+
 fn retired(a: &Arena, seg: u64) -> Result<bool, Error> {
     Ok(a.u32(seg + G_RETIRED)?.load(Ordering::Acquire) != 0)
 }
 
-/// The two bucket locks of a home bucket, lower index first.
-fn pair(b: u64) -> [u64; 2] {
-    let n = (b + 1) % NB;
-    if b < n {
-        [b, n]
-    } else {
-        [n, b]
-    }
-}
-
-/// Locks the candidate buckets of hash `h` in a segment that is current (not retired), and
-/// returns where they are. The caller unlocks with [`unlock_pair`].
-pub(crate) fn lock_pair(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> {
+/// Locks the home bucket of hash `h` in a segment that is current (not retired), and
+/// returns where it is. Every write to a key holds its home bucket's lock.
+pub(crate) fn lock_home(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> {
     let a = &**p.arena();
     // A segment is retired only while its replacement is being published, so a retry sees
     // the new one; a corrupt arena could make this loop forever, hence the bound.
     for _ in 0..RETRIES {
         let loc = locate(a, db, h)?;
-        for b in pair(loc.b) {
-            p.lock(lock_word(a, loc.seg, b)?);
-        }
+        p.lock(lock_word(a, loc.seg, loc.b)?);
         if !retired(a, loc.seg)? {
             return Ok(loc);
         }
-        unlock_pair(p, &loc)?;
+        p.unlock(lock_word(a, loc.seg, loc.b)?);
         std::thread::yield_now();
     }
     Err(Error::Corrupt("directory keeps pointing at a retired segment"))
@@ -328,23 +414,26 @@ pub(crate) fn lock_pair(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
 /// Bound on retries that can only go on forever in a corrupt arena.
 pub(crate) const RETRIES: u32 = 100_000;
 
-pub(crate) fn unlock_pair(p: &Participant, loc: &Loc) -> Result<(), Error> {
-    let a = &**p.arena();
-    for b in pair(loc.b) {
-        p.unlock(lock_word(a, loc.seg, b)?);
-    }
+pub(crate) fn unlock_home(p: &Participant, loc: &Loc) -> Result<(), Error> {
+    p.unlock(lock_word(p.arena(), loc.seg, loc.b)?);
     Ok(())
 }
 
-/// Inserts `item` (hash `h`) under the pair lock, or reports that both buckets are full.
-pub(crate) fn insert_locked(a: &Arena, loc: &Loc, h: u64, item: u64) -> Result<bool, Error> {
-    match free_slot(a, loc, &[])? {
-        Some((bucket, i)) => {
-            fill(a, loc.seg, bucket, i, h, item)?;
-            Ok(true)
+/// The lock word offset of a home bucket (for callers that lock several keys in order).
+pub(crate) fn home_lock_off(loc: &Loc) -> u64 {
+    bucket_off(loc.seg, loc.b) + B_LOCK
+}
+
+/// Places `item` in a segment nobody else can write (being built, or fully locked).
+fn place_unlocked(a: &Arena, loc: &Loc, h: u64, item: u64) -> Result<bool, Error> {
+    for d in 0..WINDOW {
+        let bucket = bucket_off(loc.seg, loc.b + d);
+        if let Some(i) = empty_slot(a, bucket, &[])? {
+            place(a, loc, bucket, i, h, item)?;
+            return Ok(true);
         }
-        None => Ok(false),
     }
+    Ok(false)
 }
 
 fn lock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
@@ -367,23 +456,35 @@ fn unlock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
 /// `keep` selects. Fails if a bucket pair overflows.
 fn copy_slots(a: &Arena, from: u64, to: u64, keep: impl Fn(u64) -> bool, key: &mut Vec<u8>) -> Result<bool, Error> {
     let depth = a.u32(to + G_DEPTH)?.load(Ordering::Relaxed);
+    let mut items = Vec::with_capacity((NB * SLOTS) as usize);
     for b in 0..NB {
         let bucket = bucket_off(from, b);
         for i in 0..SLOTS {
             let units = slot(a, bucket, i)?.load(Ordering::Acquire);
-            if units == 0 {
-                continue;
+            if units != 0 {
+                items.push(Arena::from_units(units));
             }
-            let item = ItemView::read(a, Arena::from_units(units))?;
-            item.key(a, key)?;
-            let h = hash(a.seed(), key);
-            if !keep(h) {
-                continue;
-            }
-            let loc = Loc { seg: to, depth, b: bucket_of(h, depth) };
-            if !insert_locked(a, &loc, h, Arena::from_units(units))? {
-                return Ok(false);
-            }
+        }
+    }
+    // Rehashing reads every item's key: a cache miss each. Fetching a few items ahead keeps
+    // several misses in flight instead of one, which is most of a split's cost.
+    const AHEAD: usize = 16;
+    for &off in items.iter().take(AHEAD) {
+        a.prefetch(off);
+    }
+    for (n, &off) in items.iter().enumerate() {
+        if let Some(&next) = items.get(n + AHEAD) {
+            a.prefetch(next);
+        }
+        let item = ItemView::read(a, off)?;
+        item.key(a, key)?;
+        let h = hash(a.seed(), key);
+        if !keep(h) {
+            continue;
+        }
+        let loc = Loc { seg: to, depth, b: bucket_of(h, depth) };
+        if !place_unlocked(a, &loc, h, off)? {
+            return Ok(false);
         }
     }
     Ok(true)
@@ -589,22 +690,18 @@ pub(crate) struct Placement {
     /// The slot holding the key's current item, if any.
     pub found: Option<Found>,
     /// The slot reserved for it if it is new.
-    pub free: Option<(u64, u64)>,
+    pub free: Option<Reserved>,
     pub item: u64,
 }
 
-/// Locks every candidate bucket of `hashes` (sorted by address, no duplicates) in current
-/// segments. Returns the locations, or the location of a segment that must split first.
+/// Locks the home buckets of `hashes` (sorted by address, no duplicates) in current
+/// segments. Returns the locations; `locked` holds the lock words taken.
 pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut Vec<u64>) -> Result<Vec<Loc>, Error> {
     let a = &**p.arena();
     for _ in 0..RETRIES {
         let locs: Vec<Loc> = hashes.iter().map(|&h| locate(a, db, h)).collect::<Result<_, _>>()?;
         locked.clear();
-        for l in &locs {
-            for b in pair(l.b) {
-                locked.push(bucket_off(l.seg, b) + B_LOCK);
-            }
-        }
+        locked.extend(locs.iter().map(home_lock_off));
         locked.sort_unstable();
         locked.dedup();
         for &w in locked.iter() {
@@ -634,48 +731,69 @@ pub(crate) fn unlock_many(p: &Participant, locked: &[u64]) -> Result<(), Error> 
     Ok(())
 }
 
-/// Reserves a slot for each new key (deterministically, in order, so a reaper's redo makes
-/// the same choices). Returns the index of a key that does not fit, if any.
-pub(crate) fn reserve(a: &Arena, places: &mut [Placement]) -> Result<Option<usize>, Error> {
+/// Reserves a slot for each new key. On `Full` or `Busy` for key k, every reservation made
+/// so far is released and (k, room) returned.
+pub(crate) fn reserve_many(p: &Participant, places: &mut [Placement], held: &[u64]) -> Result<Option<(usize, Room)>, Error> {
     let mut taken: Vec<(u64, u64)> = Vec::new();
-    for (k, pl) in places.iter_mut().enumerate() {
-        if pl.found.is_some() {
+    for k in 0..places.len() {
+        if places[k].found.is_some() {
             continue;
         }
-        match free_slot(a, &pl.loc, &taken)? {
-            Some(s) => {
-                taken.push(s);
-                pl.free = Some(s);
+        match reserve_slot(p, &places[k].loc, &taken, held)? {
+            Room::Slot(r) => {
+                taken.push((r.bucket, r.slot));
+                places[k].free = Some(r);
             }
-            None => return Ok(Some(k)),
+            other => {
+                for pl in places.iter_mut() {
+                    if let Some(r) = pl.free.take() {
+                        release(p, &pl.loc, &r)?;
+                    }
+                }
+                return Ok(Some((k, other)));
+            }
         }
     }
     Ok(None)
 }
 
-/// Records an intent for a multi-key set (the item offsets, in order) and publishes them.
+/// Records an intent for a multi-key set (each item with the slot it replaces or fills) and
+/// publishes it; releases the reservations.
 pub(crate) fn publish_many(p: &Participant, db: u32, places: &[Placement]) -> Result<(), Error> {
     let a = &**p.arena();
-    let intent = p.alloc(16 + 8 * places.len() as u64)?;
+    let intent = p.alloc(16 + 32 * places.len() as u64)?;
     a.u32(intent)?.store(K_MSET, Ordering::Relaxed);
     a.u32(intent + 4)?.store(db, Ordering::Relaxed);
     a.u64(intent + 8)?.store(places.len() as u64, Ordering::Relaxed);
     for (i, pl) in places.iter().enumerate() {
-        a.u64(intent + 16 + 8 * i as u64)?.store(pl.item, Ordering::Relaxed);
+        let e = intent + 16 + 32 * i as u64;
+        let (bucket, slot, fresh) = match (&pl.found, &pl.free) {
+            (Some(f), _) => (f.bucket, f.slot, 0),
+            (None, Some(r)) => (r.bucket, r.slot, 1),
+            (None, None) => return Err(Error::Corrupt("new key without a reserved slot")),
+        };
+        a.u64(e)?.store(pl.item, Ordering::Relaxed);
+        a.u64(e + 8)?.store(bucket, Ordering::Relaxed);
+        a.u64(e + 16)?.store(slot | fresh << 32, Ordering::Relaxed);
+        a.u64(e + 24)?.store(pl.loc.seg | (pl.loc.b << 48), Ordering::Relaxed);
     }
     p.set_intent(intent)?;
     redo_mset(a, intent)?;
     p.clear_intent()?;
+    for pl in places {
+        if let Some(r) = &pl.free {
+            release(p, &pl.loc, r)?;
+        }
+    }
     p.free(intent)?;
     Ok(())
 }
 
-/// Publishes each item of a multi-key set intent by its own key: replace the slot holding
-/// the key, or fill the first free slot. Repeating it is harmless.
+/// Publishes each item of a multi-key set intent into its recorded slot. Repeating it is
+/// harmless: a slot already holding the item is left alone.
 fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
-    let db = a.u32(intent + 4)?.load(Ordering::Relaxed);
     let n = a.u64(intent + 8)?.load(Ordering::Relaxed);
-    if n > (a.capacity() / 8) {
+    if n > (a.capacity() / 32) {
         return Err(Error::Corrupt("intent length out of range"));
     }
     let mut key = Vec::new();
@@ -683,19 +801,26 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
         if i == n / 2 {
             failpoint("mset-publish");
         }
-        let item = a.u64(intent + 16 + 8 * i)?.load(Ordering::Relaxed);
-        let view = ItemView::read(a, item)?;
-        view.key(a, &mut key)?;
-        let h = hash(a.seed(), &key);
-        let loc = locate(a, db, h)?;
-        match find(a, &loc, h, &key)? {
-            Some(f) if f.item.off == item => {}
-            Some(f) => replace(a, f.bucket, f.slot, item)?,
-            None => {
-                if !insert_locked(a, &loc, h, item)? {
-                    return Err(Error::Corrupt("no room to redo a multi-key set"));
-                }
-            }
+        let e = intent + 16 + 32 * i;
+        let item = a.u64(e)?.load(Ordering::Relaxed);
+        let bucket = a.u64(e + 8)?.load(Ordering::Relaxed);
+        let w = a.u64(e + 16)?.load(Ordering::Relaxed);
+        let (slot_i, fresh) = (w & 0xffff_ffff, w >> 32 == 1);
+        let segb = a.u64(e + 24)?.load(Ordering::Relaxed);
+        let loc = Loc { seg: segb & ((1 << 48) - 1), depth: 0, b: segb >> 48 };
+        if slot_i >= SLOTS || loc.b >= NB {
+            return Err(Error::Corrupt("intent slot out of range"));
+        }
+        let cur = slot(a, bucket, slot_i)?.load(Ordering::Acquire);
+        if cur == Arena::to_units(item) {
+            continue;
+        }
+        if fresh {
+            let view = ItemView::read(a, item)?;
+            view.key(a, &mut key)?;
+            place(a, &loc, bucket, slot_i, hash(a.seed(), &key), item)?;
+        } else {
+            replace(a, bucket, slot_i, item)?;
         }
     }
     Ok(())

@@ -8,7 +8,7 @@
 
 use larder_arena::{Arena, Participant};
 
-use crate::index::{self, Loc};
+use crate::index::{self, Loc, Room};
 use crate::item::{self, ItemView, Meta, NewItem, Type, Value};
 use crate::{now_ms, Error, Record, Store};
 
@@ -128,96 +128,110 @@ impl Handle {
         let h = self.hash(key);
         let _g = self.p.pin();
         let p = &self.p;
-        // Each retry follows a split; a key needs a handful at most unless hashes collide
-        // on purpose, which the bound turns into an error instead of a spin.
-        for _ in 0..64 {
-            let loc = index::lock_pair(p, db, h)?;
-            let r = self.write_locked(db, key, h, &loc);
-            match r {
-                Ok(Some(found)) => {
-                    let res = f(p, found.as_ref().map(|f| &f.item));
-                    let out = match res {
-                        Ok((action, r)) => self.apply(db, key, h, &loc, found, action).map(|_| r),
-                        Err(e) => Err(e),
-                    };
-                    index::unlock_pair(p, &loc)?;
-                    return out;
-                }
-                Ok(None) => {
-                    // New key and no free slot: split the segment, then retry.
-                    index::unlock_pair(p, &loc)?;
-                    index::split(p, db, &loc)?;
-                }
+        // Each retry follows a split (a key needs a handful at most unless hashes collide on
+        // purpose, which the bound turns into an error) or a busy neighbour bucket.
+        let mut splits = 0;
+        for _ in 0..index::RETRIES {
+            let loc = index::lock_home(p, db, h)?;
+            let (found, room) = match self.write_locked(db, key, h, &loc) {
+                Ok(x) => x,
                 Err(e) => {
-                    index::unlock_pair(p, &loc)?;
+                    index::unlock_home(p, &loc)?;
                     return Err(e);
                 }
-            }
+            };
+            let reserved = match room {
+                None => None,
+                Some(Room::Slot(r)) => Some(r),
+                Some(Room::Full) => {
+                    index::unlock_home(p, &loc)?;
+                    splits += 1;
+                    if splits > 64 {
+                        return Err(Error::IndexFull);
+                    }
+                    index::split(p, db, &loc)?;
+                    continue;
+                }
+                Some(Room::Busy) => {
+                    index::unlock_home(p, &loc)?;
+                    std::thread::yield_now();
+                    continue;
+                }
+            };
+            let out = match f(p, found.as_ref().map(|f| &f.item)) {
+                Ok((action, r)) => self.apply(db, key, &loc, found, reserved, action).map(|_| r),
+                Err(e) => {
+                    if let Some(r) = &reserved {
+                        index::release(p, &loc, r)?;
+                    }
+                    Err(e)
+                }
+            };
+            index::unlock_home(p, &loc)?;
+            return out;
         }
         Err(Error::IndexFull)
     }
 
-    /// Under the pair lock: the key's live item, with an expired one removed first. Returns
-    /// `None` when the key is absent and there is no room to add it.
-    #[allow(clippy::type_complexity)]
-    fn write_locked(&self, db: u32, key: &[u8], h: u64, loc: &Loc) -> Result<Option<Option<index::Found>>, Error> {
+    /// Under the home lock: the key's live item, with an expired one removed first, and for
+    /// an absent key, room to add it.
+    fn write_locked(&self, db: u32, key: &[u8], h: u64, loc: &Loc) -> Result<(Option<index::Found>, Option<Room>), Error> {
         let a = self.arena();
         let mut found = index::find(a, loc, h, key)?;
         if let Some(f) = &found {
             if f.item.expire_off.is_some() && f.item.expired(a, now_ms())? {
-                index::clear(a, loc.seg, f.bucket, f.slot)?;
+                index::remove(a, loc, f)?;
                 self.journal_del(db, key);
                 self.p.retire(f.item.off)?;
                 found = None;
             }
         }
-        if found.is_none() && !has_room(a, loc)? {
-            return Ok(None);
-        }
-        Ok(Some(found))
+        let room = if found.is_none() { Some(index::reserve_slot(&self.p, loc, &[], &[])?) } else { None };
+        Ok((found, room))
     }
 
-    fn apply(&self, db: u32, key: &[u8], h: u64, loc: &Loc, found: Option<index::Found>, action: Action) -> Result<(), Error> {
+    fn apply(
+        &self,
+        db: u32,
+        key: &[u8],
+        loc: &Loc,
+        found: Option<index::Found>,
+        reserved: Option<index::Reserved>,
+        action: Action,
+    ) -> Result<(), Error> {
         let a = self.arena();
-        match action {
-            Action::Keep => Ok(()),
-            Action::InPlace => {
-                if let Some(f) = found {
-                    self.journal_item(db, f.item.off);
-                }
-                Ok(())
+        let p = &self.p;
+        match (action, found, reserved) {
+            (Action::Put(item), Some(f), _) => {
+                index::replace(a, f.bucket, f.slot, item)?;
+                self.journal_item(db, item);
+                p.retire(f.item.off)?;
             }
-            Action::Put(item) => {
-                match found {
-                    Some(f) => {
-                        index::replace(a, f.bucket, f.slot, item)?;
-                        self.journal_item(db, item);
-                        self.p.retire(f.item.off)?;
-                    }
-                    None => {
-                        if !index::insert_locked(a, loc, h, item)? {
-                            // write_locked checked for room under the same locks.
-                            self.p.free(item)?;
-                            return Err(Error::Corrupt("bucket filled while locked"));
-                        }
-                        self.journal_item(db, item);
-                    }
-                }
-                Ok(())
+            (Action::Put(item), None, Some(r)) => {
+                index::fill(p, loc, &r, self.hash(key), item)?;
+                self.journal_item(db, item);
             }
-            Action::Delete => {
-                if let Some(f) = found {
-                    index::clear(a, loc.seg, f.bucket, f.slot)?;
-                    self.journal_del(db, key);
-                    self.p.retire(f.item.off)?;
-                    if index::seg_count(a, loc.seg)? < index::MERGE_BELOW / 4 && loc.depth > 0 {
-                        // Shrink opportunistically; needs no locks of ours (we release after).
-                        self.maybe_merge.set(true);
-                    }
+            (Action::Put(item), None, None) => {
+                p.free(item)?;
+                return Err(Error::Corrupt("new key without a reserved slot"));
+            }
+            (Action::InPlace, Some(f), _) => self.journal_item(db, f.item.off),
+            (Action::Delete, Some(f), _) => {
+                index::remove(a, loc, &f)?;
+                self.journal_del(db, key);
+                p.retire(f.item.off)?;
+                if index::seg_count(a, loc.seg)? < index::MERGE_BELOW / 4 && loc.depth > 0 {
+                    // Shrink opportunistically, once the locks are released.
+                    self.maybe_merge.set(true);
                 }
-                Ok(())
+            }
+            (_, _, reserved) => {
+                if let Some(r) = reserved {
+                    index::release(p, loc, &r)?;
+                }
             }
         }
+        Ok(())
     }
 
     pub(crate) fn journal_item(&self, db: u32, item: u64) {
@@ -398,12 +412,7 @@ impl Handle {
             // bucket address still gives one global order.
             let ls = index::locate(a, db, hs)?;
             let ld = index::locate(a, dst_db, hd)?;
-            let mut words = Vec::with_capacity(4);
-            for (loc, _) in [(ls, 0), (ld, 1)] {
-                for b in [loc.b, (loc.b + 1) % index::NB] {
-                    words.push(index::bucket_off(loc.seg, b) + 12);
-                }
-            }
+            let mut words = vec![index::home_lock_off(&ls), index::home_lock_off(&ld)];
             words.sort_unstable();
             words.dedup();
             for &w in &words {
@@ -418,7 +427,7 @@ impl Handle {
                 index::unlock_many(p, &locked)?;
                 continue;
             }
-            let r = (|| -> Result<Result<bool, Loc>, Error> {
+            let r = (|| -> Result<Result<bool, Option<Loc>>, Error> {
                 let live = |f: Option<index::Found>| -> Result<Option<index::Found>, Error> {
                     Ok(match f {
                         Some(f) if f.item.expired(a, now)? => None,
@@ -430,38 +439,47 @@ impl Handle {
                 if d.is_some() && !replace {
                     return Ok(Ok(false));
                 }
-                // Any expired item in the destination slot is simply replaced below.
+                // An expired item in the destination is simply replaced below.
                 let d_raw = index::find(a, &ld, hd, dst)?;
-                if d_raw.is_none() && !has_room(a, &ld)? {
-                    return Ok(Err(ld));
-                }
+                let reserved = match d_raw {
+                    Some(_) => None,
+                    None => match index::reserve_slot(p, &ld, &[], &locked)? {
+                        Room::Slot(r) => Some(r),
+                        Room::Full => return Ok(Err(Some(ld))),
+                        Room::Busy => return Ok(Err(None)),
+                    },
+                };
                 let mut val = Vec::new();
                 s.item.value(a, &mut val)?;
-                let expire_at = s.item.expire_at(a)?;
-                let new = item::build(
+                let built = item::build(
                     p,
                     &NewItem {
                         key: dst,
                         value: if s.item.is_int() { Value::of(&val) } else { Value::Raw(&val) },
-                        expire_at,
+                        expire_at: s.item.expire_at(a)?,
                         cflags: s.item.cflags,
                         version: p.next_version()?,
                     },
-                )?;
-                match d_raw {
-                    Some(f) => {
+                );
+                let new = match built {
+                    Ok(n) => n,
+                    Err(e) => {
+                        if let Some(r) = &reserved {
+                            index::release(p, &ld, r)?;
+                        }
+                        return Err(e);
+                    }
+                };
+                match (d_raw, reserved) {
+                    (Some(f), _) => {
                         index::replace(a, f.bucket, f.slot, new)?;
                         p.retire(f.item.off)?;
                     }
-                    None => {
-                        if !index::insert_locked(a, &ld, hd, new)? {
-                            p.free(new)?;
-                            return Err(Error::Corrupt("bucket filled while locked"));
-                        }
-                    }
+                    (None, Some(r)) => index::fill(p, &ld, &r, hd, new)?,
+                    (None, None) => return Err(Error::Corrupt("new key without a reserved slot")),
                 }
                 if delete_src {
-                    index::clear(a, ls.seg, s.bucket, s.slot)?;
+                    index::remove(a, &ls, &s)?;
                     self.journal_del(db, src);
                     p.retire(s.item.off)?;
                 }
@@ -471,7 +489,8 @@ impl Handle {
             index::unlock_many(p, &locked)?;
             match r? {
                 Ok(done) => return Ok(done),
-                Err(full) => index::split(p, dst_db, &full)?,
+                Err(Some(full)) => index::split(p, dst_db, &full)?,
+                Err(None) => std::thread::yield_now(),
             }
         }
         Err(Error::IndexFull)
@@ -565,7 +584,7 @@ impl Handle {
         let mut seen = 0usize;
         loop {
             let loc = index::locate(a, db, cur)?;
-            for b in [loc.b, (loc.b + 1) % index::NB] {
+            for b in (0..index::WINDOW).map(|d| loc.b + d) {
                 let bucket = index::bucket_off(loc.seg, b);
                 for i in 0..index::SLOTS {
                     let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
@@ -705,16 +724,4 @@ impl Handle {
 fn same_home(h: u64, cur: u64, l: u32) -> bool {
     let shift = 56 - l;
     h >> shift == cur >> shift
-}
-
-fn has_room(a: &Arena, loc: &Loc) -> Result<bool, Error> {
-    for b in [loc.b, (loc.b + 1) % index::NB] {
-        let bucket = index::bucket_off(loc.seg, b);
-        for i in 0..index::SLOTS {
-            if index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
 }

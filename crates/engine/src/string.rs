@@ -148,9 +148,8 @@ impl Handle {
     pub fn set(&mut self, db: u32, key: &[u8], value: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
         check_len(value.len())?;
         check_len(key.len())?;
-        let now = now_ms();
         if let Expiry::At(at) = opt.expiry {
-            if at <= now && opt.cas.is_none() {
+            if at <= now_ms() && opt.cas.is_none() {
                 // An expiry in the past: the write happens and the key is gone at once.
                 return self.set_expired(db, key, opt);
             }
@@ -479,9 +478,9 @@ impl Handle {
         let hashes: Vec<u64> = uniq.iter().map(|u| u.2).collect();
         let mut locked = Vec::new();
         let now = now_ms();
-        for _ in 0..64 {
+        for _ in 0..index::RETRIES {
             let locs = index::lock_many(p, db, &hashes, &mut locked)?;
-            let r = (|| -> Result<Result<bool, usize>, Error> {
+            let r = (|| -> Result<Result<bool, (usize, index::Room)>, Error> {
                 let mut places = Vec::with_capacity(uniq.len());
                 for (i, &(k, _, h)) in uniq.iter().enumerate() {
                     let found = index::find(a, &locs[i], h, k)?;
@@ -494,7 +493,7 @@ impl Handle {
                     }
                     places.push(Placement { loc: locs[i], found, free: None, item: items[i] });
                 }
-                if let Some(k) = index::reserve(a, &mut places)? {
+                if let Some(k) = index::reserve_many(p, &mut places, &locked)? {
                     return Ok(Err(k));
                 }
                 index::publish_many(p, db, &places)?;
@@ -516,7 +515,8 @@ impl Handle {
                     }
                     return Ok(done);
                 }
-                Ok(Err(k)) => index::split(p, db, &locs[k])?,
+                Ok(Err((k, index::Room::Full))) => index::split(p, db, &locs[k])?,
+                Ok(Err(_)) => std::thread::yield_now(),
                 Err(e) => {
                     for &off in &items {
                         let _ = p.free(off);

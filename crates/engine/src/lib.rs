@@ -31,6 +31,7 @@ mod string;
 use std::sync::Arc;
 
 pub use check::Report;
+pub use index::MAX_DBS;
 pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{ExpireCond, Handle, Ttl};
 pub use larder_arena::{Arena, Backing, Config as ArenaConfig};

@@ -1,6 +1,6 @@
 //! `larder`: the one binary.
 //!
-//! - `larder server`: the network server (arrives with the server issue; for now it says so)
+//! - `larder server`: the network server (RESP and memcached on one keyspace)
 //! - `larder segment create|info|check|unlink NAME`: manage named shared-memory segments
 //! - `larder bench-engine`: engine figures (ns per get/set, growth, memory per key)
 //! - `larder stress-worker`: a writer or reader process for the multi-process crash tests
@@ -21,8 +21,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the server (RESP on 6379, memcached on 11211). Not built yet: see README.
-    Server,
+    /// Run the server: RESP on 127.0.0.1:6379 and memcached on 127.0.0.1:11211, an anonymous
+    /// in-memory arena, one worker thread per core.
+    Server(larder_server::Args),
     /// Create, inspect, check or remove a named shared-memory segment (/dev/shm/larder-NAME).
     Segment {
         #[command(subcommand)]
@@ -59,13 +60,7 @@ enum SegmentOp {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Server => {
-            eprintln!(
-                "larder server: the network server is not built yet (it arrives with the server issue).\n\
-                 Today Larder is the engine: use `larder segment create NAME` and the larder-engine crate."
-            );
-            return ExitCode::from(2);
-        }
+        Cmd::Server(args) => larder_server::run(&args),
         Cmd::Segment { op } => segment(op),
         Cmd::BenchEngine(args) => engine_bench::run(&args),
         Cmd::StressWorker(args) => stress::run(&args),

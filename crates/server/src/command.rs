@@ -1,0 +1,368 @@
+//! The command table (data, as Redis's JSON specs are) and the dispatcher that checks arity
+//! once, times the call, and turns errors into replies.
+//!
+//! Each family file (`families/*.rs`) exports a `COMMANDS: &[Spec]` list; [`table`] joins
+//! them. A handler gets a [`Ctx`]: the arguments, a RESP writer over the connection's output
+//! buffer, the engine handle, the connection's state and the shared server.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use larder_engine::Handle;
+use larder_resp::{Args, Protocol, Writer};
+
+use crate::Shared;
+
+// Command flags, as COMMAND INFO names them.
+pub const WRITE: u32 = 1;
+pub const READONLY: u32 = 1 << 1;
+pub const DENYOOM: u32 = 1 << 2;
+pub const ADMIN: u32 = 1 << 3;
+pub const PUBSUB: u32 = 1 << 4;
+pub const NOSCRIPT: u32 = 1 << 5;
+pub const BLOCKING: u32 = 1 << 6;
+pub const LOADING: u32 = 1 << 7;
+pub const STALE: u32 = 1 << 8;
+pub const FAST: u32 = 1 << 9;
+pub const NO_AUTH: u32 = 1 << 10;
+pub const ALLOW_BUSY: u32 = 1 << 11;
+
+pub const FLAG_NAMES: &[(u32, &str)] = &[
+    (WRITE, "write"),
+    (READONLY, "readonly"),
+    (DENYOOM, "denyoom"),
+    (ADMIN, "admin"),
+    (PUBSUB, "pubsub"),
+    (NOSCRIPT, "noscript"),
+    (BLOCKING, "blocking"),
+    (LOADING, "loading"),
+    (STALE, "stale"),
+    (FAST, "fast"),
+    (NO_AUTH, "no_auth"),
+    (ALLOW_BUSY, "allow_busy"),
+];
+
+pub type Handler = fn(&mut Ctx<'_>) -> Result<(), CmdError>;
+
+/// One command: name, arity (negative = at least), flags, key positions, group, handler.
+pub struct Spec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+/// An error reply, with its full text (`ERR syntax error`, `WRONGTYPE ...`).
+#[derive(Debug)]
+pub struct CmdError(pub String);
+
+impl CmdError {
+    pub fn new(s: impl Into<String>) -> CmdError {
+        CmdError(s.into())
+    }
+    pub fn syntax() -> CmdError {
+        CmdError::new("ERR syntax error")
+    }
+    pub fn not_integer() -> CmdError {
+        CmdError::new("ERR value is not an integer or out of range")
+    }
+    pub fn not_float() -> CmdError {
+        CmdError::new("ERR value is not a valid float")
+    }
+}
+
+impl From<larder_engine::Error> for CmdError {
+    fn from(e: larder_engine::Error) -> CmdError {
+        if e.is_oom() {
+            return CmdError::new("OOM command not allowed when used memory > 'maxmemory'.");
+        }
+        CmdError(e.to_string())
+    }
+}
+
+/// The reply mode set by CLIENT REPLY.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    SkipNext,
+    Skipping,
+}
+
+/// Per-connection state commands may change.
+#[derive(Debug)]
+pub struct ConnState {
+    pub id: u64,
+    pub db: u32,
+    pub proto: Protocol,
+    pub reply: ReplyMode,
+    /// Close the connection once the pending replies are written (QUIT, protocol errors).
+    pub close: bool,
+    pub info: std::sync::Arc<crate::ClientInfo>,
+}
+
+/// The arguments of one request, borrowed from the connection's read buffer.
+#[derive(Clone, Copy)]
+pub struct Argv<'a> {
+    pub args: &'a Args,
+    pub buf: &'a [u8],
+}
+
+impl<'a> Argv<'a> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.args.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.args.is_empty()
+    }
+    /// Argument `i` (empty if out of range; arity is checked before handlers run).
+    #[inline]
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        self.args.get(self.buf, i).unwrap_or(b"")
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let (args, buf) = (self.args, self.buf);
+        (0..args.len()).map(move |i| args.get(buf, i).unwrap_or(b""))
+    }
+}
+
+pub struct Ctx<'a> {
+    pub argv: Argv<'a>,
+    pub out: Writer<'a>,
+    pub h: &'a mut Handle,
+    pub conn: &'a mut ConnState,
+    pub shared: &'a Shared,
+    pub worker: usize,
+}
+
+impl<'a> Ctx<'a> {
+    #[inline]
+    pub fn arg(&self, i: usize) -> &'a [u8] {
+        self.argv.get(i)
+    }
+    #[inline]
+    pub fn argc(&self) -> usize {
+        self.argv.len()
+    }
+    /// Argument `i` as an i64, or Redis's "not an integer" error.
+    pub fn int(&self, i: usize) -> Result<i64, CmdError> {
+        parse_i64(self.arg(i)).ok_or_else(CmdError::not_integer)
+    }
+    /// Argument `i` as a float, or Redis's "not a valid float" error.
+    pub fn float(&self, i: usize) -> Result<f64, CmdError> {
+        parse_f64(self.arg(i)).ok_or_else(CmdError::not_float)
+    }
+    pub fn stats(&self) -> &crate::stats::WorkerStats {
+        self.shared.stats.worker(self.worker)
+    }
+}
+
+/// Redis's `string2ll`: optional sign, digits, no spaces, fits in i64 ("+1" is rejected,
+/// "-0" accepted).
+pub fn parse_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    if let Some(v) = larder_engine::parse_canonical_i64(b) {
+        return Some(v);
+    }
+    // string2ll also accepts "-0"; nothing else non-canonical.
+    (b == b"-0").then_some(0)
+}
+
+/// Redis's float parsing for arguments (`strtold` without spaces; "inf" allowed, NaN not).
+pub fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let v = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => s.parse::<f64>().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+pub struct Table {
+    pub specs: Vec<&'static Spec>,
+    by_name: HashMap<&'static str, usize>,
+}
+
+impl Table {
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+    /// Looks a command up by name, case-insensitively, without allocating for short names.
+    pub fn lookup(&self, name: &[u8]) -> Option<usize> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        for (d, s) in buf.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
+        self.by_name.get(lower).copied()
+    }
+}
+
+/// The command table: every family's commands.
+pub fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut specs: Vec<&'static Spec> = Vec::new();
+        for family in crate::families::ALL {
+            specs.extend(family.iter());
+        }
+        let by_name = specs.iter().enumerate().map(|(i, s)| (s.name, i)).collect();
+        Table { specs, by_name }
+    })
+}
+
+fn quote_arg(out: &mut String, a: &[u8]) {
+    out.push('\'');
+    for &c in a.iter().take(128) {
+        if c == b'\r' || c == b'\n' {
+            out.push(' ');
+        } else {
+            out.push(c as char);
+        }
+    }
+    out.push('\'');
+}
+
+/// Runs one request: lookup, arity, handler, stats, slow log. Writes exactly one reply
+/// (or none, under CLIENT REPLY OFF/SKIP).
+pub fn dispatch(ctx: &mut Ctx<'_>) {
+    let t = table();
+    let name = ctx.arg(0);
+    let mark = ctx.out.buf().len();
+    let skipping = match ctx.conn.reply {
+        ReplyMode::SkipNext => {
+            ctx.conn.reply = ReplyMode::Skipping;
+            true
+        }
+        ReplyMode::Off => true,
+        _ => false,
+    };
+    let Some(i) = t.lookup(name) else {
+        let mut msg = String::from("ERR unknown command ");
+        quote_arg(&mut msg, name);
+        msg.push_str(", with args beginning with: ");
+        for a in ctx.argv.iter().skip(1) {
+            quote_arg(&mut msg, a);
+            msg.push(' ');
+        }
+        reply_error(ctx, &CmdError(msg), None);
+        finish_reply(ctx, mark, skipping);
+        return;
+    };
+    let spec = t.specs[i];
+    let argc = ctx.argc() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
+        reply_error(ctx, &CmdError(msg), Some((i, true)));
+        finish_reply(ctx, mark, skipping);
+        return;
+    }
+    ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+    let start = Instant::now();
+    let r = (spec.handler)(ctx);
+    let usec = start.elapsed().as_micros() as u64;
+    let ws = ctx.shared.stats.worker(ctx.worker);
+    ws.commands.fetch_add(1, Ordering::Relaxed);
+    if let Some(c) = ws.cmd.get(i) {
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        c.usec.fetch_add(usec, Ordering::Relaxed);
+    }
+    if let Err(e) = r {
+        reply_error(ctx, &e, Some((i, false)));
+    }
+    let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
+    if usec >= slower {
+        slowlog_add(ctx, usec);
+    }
+    finish_reply(ctx, mark, skipping);
+}
+
+fn finish_reply(ctx: &mut Ctx<'_>, mark: usize, skipping: bool) {
+    if skipping {
+        ctx.out.buf().truncate(mark);
+    }
+    if ctx.conn.reply == ReplyMode::Skipping && skipping {
+        ctx.conn.reply = ReplyMode::On;
+    }
+}
+
+/// Writes an error reply and counts it (errorstats; failed or rejected calls).
+pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) {
+    let ws = ctx.shared.stats.worker(ctx.worker);
+    ws.total_errors.fetch_add(1, Ordering::Relaxed);
+    let prefix = e.0.split(' ').next().unwrap_or("ERR").to_string();
+    *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry(prefix).or_default() += 1;
+    if let Some((i, rejected)) = cmd {
+        if let Some(c) = ws.cmd.get(i) {
+            if rejected {
+                c.rejected.fetch_add(1, Ordering::Relaxed);
+            } else {
+                c.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    let mut line = Vec::with_capacity(e.0.len() + 1);
+    line.push(b'-');
+    line.extend_from_slice(e.0.as_bytes());
+    ctx.out.error(&line);
+}
+
+fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
+    let max = ctx.shared.config.slowlog_max_len.load(Ordering::Relaxed);
+    let mut log = ctx.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
+    let id = log.next_id;
+    log.next_id += 1;
+    // As Redis: at most 32 arguments, each at most 128 bytes, with a note of what was cut.
+    let argc = ctx.argc();
+    let mut args: Vec<Vec<u8>> = ctx
+        .argv
+        .iter()
+        .take(if argc > 32 { 31 } else { 32 })
+        .map(|a| {
+            if a.len() > 128 {
+                let mut v = a[..128].to_vec();
+                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                v
+            } else {
+                a.to_vec()
+            }
+        })
+        .collect();
+    if argc > 32 {
+        args.push(format!("... ({} more arguments)", argc - 31).into_bytes());
+    }
+    let entry = crate::stats::SlowEntry {
+        id,
+        time: larder_engine::now_ms() / 1000,
+        usec,
+        args,
+        addr: ctx.conn.info.addr.clone(),
+        name: ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+    };
+    log.entries.push_front(entry);
+    while log.entries.len() > max {
+        log.entries.pop_back();
+    }
+}

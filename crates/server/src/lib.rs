@@ -1,0 +1,236 @@
+//! `larder server`: the engine's keyspace served over RESP2/RESP3 and the memcached text and
+//! meta protocols.
+//!
+//! ```text
+//!   N worker threads, each:  mio Poll ── its own SO_REUSEPORT listeners (RESP, memcached)
+//!                               └─ its connections: read buffer → parse every complete
+//!                                  request → dispatch (command table) → families → engine
+//!                                  → replies appended to the write buffer → one write
+//!   1 background thread:     active expiry, every 100 ms
+//!   Shared (Arc):            the Store, config, stats, client registry, slowlog
+//! ```
+//!
+//! A command runs inline on the thread that read it, against the shared engine: no global
+//! lock, no hop to another thread. The kernel spreads new connections over the workers'
+//! listeners (SO_REUSEPORT).
+
+pub mod command;
+pub mod config;
+pub mod families;
+pub mod stats;
+mod worker;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use larder_engine::{ArenaConfig, Backing, Store, StoreConfig};
+
+pub use config::{Args, Config};
+use stats::{Slowlog, Stats};
+
+/// Which protocol a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Resp,
+    Memcache,
+}
+
+/// What the server knows about one client, shared so CLIENT LIST / KILL can see clients of
+/// every worker.
+#[derive(Debug)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub proto: Proto,
+    pub worker: usize,
+    pub created: Instant,
+    pub name: Mutex<Vec<u8>>,
+    pub lib_name: Mutex<Vec<u8>>,
+    pub lib_ver: Mutex<Vec<u8>>,
+    pub db: AtomicU32,
+    pub resp: AtomicU8,
+    /// Index of the last command in the command table (u32::MAX: none yet).
+    pub last_cmd: AtomicU32,
+    /// Milliseconds since server start of the last interaction.
+    pub last_ms: AtomicU64,
+    pub qbuf: AtomicU64,
+    pub obuf: AtomicU64,
+    pub killed: AtomicBool,
+    pub no_evict: AtomicBool,
+}
+
+/// Everything the workers share.
+pub struct Shared {
+    pub store: Store,
+    pub config: Config,
+    pub stats: Stats,
+    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub next_client_id: AtomicU64,
+    pub connected: AtomicU64,
+    pub slowlog: Mutex<Slowlog>,
+    pub started: Instant,
+    pub run_id: String,
+    pub shutdown: AtomicBool,
+    /// Wakers of the worker event loops (to act on CLIENT KILL and SHUTDOWN at once).
+    pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    pub tcp_ports: OnceLock<(u16, u16)>,
+}
+
+impl Shared {
+    /// Milliseconds since the server started.
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Wakes every worker (after marking clients killed, or on shutdown).
+    pub fn wake_all(&self) {
+        if let Some(w) = self.wakers.get() {
+            for w in w {
+                let _ = w.wake();
+            }
+        }
+    }
+}
+
+/// A running server.
+pub struct Server {
+    pub shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Opens the store, binds the listeners and starts the workers. Returns once every
+    /// listener is bound (so a caller can connect right away).
+    pub fn start(config: Config) -> Result<Server, String> {
+        let mut arena = ArenaConfig::default();
+        if let Some(c) = config.capacity {
+            arena.capacity = c / larder_arena_page() * larder_arena_page();
+        }
+        arena.max_participants = (config.threads as u32 + 64).min(1023);
+        let backing = match &config.shm {
+            Some(name) => Backing::Named(name.clone()),
+            None => Backing::Anonymous,
+        };
+        let store = Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
+        let run_id = {
+            let mut b = [0u8; 20];
+            let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        };
+        let threads = config.threads;
+        let shared = Arc::new(Shared {
+            store,
+            stats: Stats::new(threads + 1),
+            config,
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            connected: AtomicU64::new(0),
+            slowlog: Mutex::new(Slowlog::default()),
+            started: Instant::now(),
+            run_id,
+            shutdown: AtomicBool::new(false),
+            wakers: OnceLock::new(),
+            tcp_ports: OnceLock::new(),
+        });
+        let (workers, wakers, ports) = worker::spawn_all(&shared)?;
+        let _ = shared.wakers.set(wakers);
+        let _ = shared.tcp_ports.set(ports);
+        let mut handles = workers;
+        let bg = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name("larder-expire".into())
+                .spawn(move || background(bg))
+                .map_err(|e| e.to_string())?,
+        );
+        Ok(Server { shared, threads: handles })
+    }
+
+    /// The RESP and memcached ports actually bound (useful with port 0... which turns a
+    /// protocol off, so tests pick free ports themselves).
+    pub fn ports(&self) -> (u16, u16) {
+        *self.shared.tcp_ports.get().unwrap_or(&(0, 0))
+    }
+
+    /// Asks every thread to stop.
+    pub fn stop(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.wake_all();
+    }
+
+    /// Waits for every thread to finish.
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn larder_arena_page() -> u64 {
+    64 * 1024
+}
+
+/// Active expiry, as Redis's `activeExpireCycle`: every 100 ms sample each database and
+/// keep going while more than a quarter of the sampled keys with a TTL had expired (at most
+/// 25 ms a round).
+fn background(shared: Arc<Shared>) {
+    let Ok(mut h) = shared.store.handle() else { return };
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        for db in 0..shared.store.databases() {
+            loop {
+                match h.expire_cycle(db, 20) {
+                    Ok((examined, deleted)) => {
+                        shared.stats.worker(shared.config.threads).expired_keys.fetch_add(deleted as u64, Ordering::Relaxed);
+                        if examined == 0 || deleted * 4 <= examined || start.elapsed() > Duration::from_millis(25) {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let _ = h.collect();
+    }
+}
+
+/// `larder server`: runs until SIGTERM / SIGINT or SHUTDOWN.
+pub fn run(args: &Args) -> Result<(), String> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_target(false)
+        .try_init();
+    let config = Config::load(args)?;
+    let server = Server::start(config)?;
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone()).map_err(|e| e.to_string())?;
+    }
+    let (rp, mp) = server.ports();
+    tracing::info!(
+        resp = rp,
+        memcache = mp,
+        threads = server.shared.config.threads,
+        "Ready to accept connections (RESP on {}, memcached on {})",
+        if rp == 0 { "off".to_string() } else { format!("{}:{rp}", server.shared.config.bind) },
+        if mp == 0 { "off".to_string() } else { format!("{}:{mp}", server.shared.config.bind) },
+    );
+    while !term.load(Ordering::Relaxed) && !server.shared.shutdown.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("shutting down");
+    server.stop();
+    server.join();
+    if let Some(name) = &server_shm_name(args) {
+        tracing::info!("segment {name} stays in /dev/shm for local processes");
+    }
+    Ok(())
+}
+
+fn server_shm_name(args: &Args) -> Option<String> {
+    args.shm.clone()
+}

@@ -1,0 +1,413 @@
+//! A worker thread: one mio event loop owning its listeners and connections.
+//!
+//! Per readable connection: read everything available, execute every complete request in
+//! the buffer (pipelining), then write all replies at once. Limits: the query buffer
+//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`) and
+//! `maxclients`; a client over a limit is disconnected, as in Redis.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use larder_engine::Handle;
+use larder_resp::{Args, Limits, Protocol, Writer};
+
+use crate::command::{dispatch, ConnState, Ctx, ReplyMode};
+use crate::{ClientInfo, Proto, Shared};
+
+const RESP_LISTENER: Token = Token(0);
+const MC_LISTENER: Token = Token(1);
+const WAKER: Token = Token(2);
+const FIRST_CONN: usize = 3;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+struct Conn {
+    stream: TcpStream,
+    proto: Proto,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    args: Args,
+    state: ConnState,
+    writing: bool,
+}
+
+fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    // Every worker binds its own listener to the same port; the kernel spreads connections.
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+fn resolve(bind: &str, port: u16) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let host = if bind.contains(':') && !bind.starts_with('[') { format!("[{bind}]") } else { bind.to_string() };
+    format!("{host}:{port}")
+        .to_socket_addrs()
+        .map_err(|e| format!("bind {bind}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("bind {bind}: no address"))
+}
+
+/// Binds every worker's listeners and starts the workers.
+#[allow(clippy::type_complexity)]
+pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHandle<()>>, Vec<Arc<Waker>>, (u16, u16)), String> {
+    let c = &shared.config;
+    let mut handles = Vec::new();
+    let mut wakers = Vec::new();
+    let mut ports = (c.port, c.memcache_port);
+    for i in 0..c.threads {
+        let poll = Poll::new().map_err(|e| e.to_string())?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?);
+        let mut resp = None;
+        let mut mc = None;
+        if c.port != 0 {
+            let l = listener(resolve(&c.bind, ports.0)?).map_err(|e| format!("RESP port {}: {e}", ports.0))?;
+            let mut l = TcpListener::from_std(l);
+            poll.registry().register(&mut l, RESP_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+            resp = Some(l);
+        }
+        if c.memcache_port != 0 {
+            let l = listener(resolve(&c.bind, ports.1)?).map_err(|e| format!("memcached port {}: {e}", ports.1))?;
+            let mut l = TcpListener::from_std(l);
+            poll.registry().register(&mut l, MC_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+            mc = Some(l);
+        }
+        if i == 0 {
+            ports = (
+                resp.as_ref().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port()),
+                mc.as_ref().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port()),
+            );
+        }
+        let h = shared.store.handle().map_err(|e| e.to_string())?;
+        let shared = shared.clone();
+        let mut w = Worker { id: i, poll, resp, mc, conns: Vec::new(), free: Vec::new(), h, shared };
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("larder-worker-{i}"))
+                .spawn(move || w.run())
+                .map_err(|e| e.to_string())?,
+        );
+        wakers.push(waker);
+    }
+    Ok((handles, wakers, ports))
+}
+
+struct Worker {
+    id: usize,
+    poll: Poll,
+    resp: Option<TcpListener>,
+    mc: Option<TcpListener>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    h: Handle,
+    shared: Arc<Shared>,
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        while !self.shared.shutdown.load(Ordering::Relaxed) {
+            if let Err(e) = self.poll.poll(&mut events, Some(Duration::from_millis(100))) {
+                if e.kind() != ErrorKind::Interrupted {
+                    tracing::error!("poll: {e}");
+                    return;
+                }
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    RESP_LISTENER => self.accept(Proto::Resp),
+                    MC_LISTENER => self.accept(Proto::Memcache),
+                    WAKER => self.sweep_killed(),
+                    Token(t) => {
+                        let i = t - FIRST_CONN;
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.on_readable(i);
+                        }
+                        if ev.is_writable() {
+                            self.flush(i);
+                        }
+                    }
+                }
+            }
+            // Let idle periods return memory: reclaim what readers no longer see.
+            if events.is_empty() {
+                let _ = self.h.collect();
+                self.sweep_killed();
+                self.sweep_idle();
+            }
+        }
+        // Shutting down: close every connection.
+        for i in 0..self.conns.len() {
+            self.close(i);
+        }
+    }
+
+    fn accept(&mut self, proto: Proto) {
+        loop {
+            let l = match proto {
+                Proto::Resp => self.resp.as_ref(),
+                Proto::Memcache => self.mc.as_ref(),
+            };
+            let Some(l) = l else { return };
+            let (mut stream, addr) = match l.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    return;
+                }
+            };
+            let ws = self.shared.stats.worker(self.id);
+            let max = self.shared.config.maxclients.load(Ordering::Relaxed);
+            if self.shared.connected.load(Ordering::Relaxed) >= max {
+                ws.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                let msg: &[u8] = match proto {
+                    Proto::Resp => b"-ERR max number of clients reached\r\n",
+                    Proto::Memcache => b"SERVER_ERROR Too many open connections\r\n",
+                };
+                let _ = stream.write(msg);
+                continue;
+            }
+            ws.connections.fetch_add(1, Ordering::Relaxed);
+            self.shared.connected.fetch_add(1, Ordering::Relaxed);
+            let _ = stream.set_nodelay(true);
+            let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+            let info = Arc::new(ClientInfo {
+                id,
+                addr: addr.to_string(),
+                laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+                proto,
+                worker: self.id,
+                created: std::time::Instant::now(),
+                name: Default::default(),
+                lib_name: Default::default(),
+                lib_ver: Default::default(),
+                db: Default::default(),
+                resp: std::sync::atomic::AtomicU8::new(2),
+                last_cmd: std::sync::atomic::AtomicU32::new(u32::MAX),
+                last_ms: std::sync::atomic::AtomicU64::new(self.shared.uptime_ms()),
+                qbuf: Default::default(),
+                obuf: Default::default(),
+                killed: Default::default(),
+                no_evict: Default::default(),
+            });
+            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            if self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE).is_err() {
+                self.free.push(slot);
+                self.forget(&info);
+                continue;
+            }
+            self.conns[slot] = Some(Conn {
+                stream,
+                proto,
+                rbuf: Vec::new(),
+                wbuf: Vec::new(),
+                args: Args::new(),
+                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info },
+                writing: false,
+            });
+        }
+    }
+
+    fn forget(&self, info: &ClientInfo) {
+        self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&info.id);
+        self.shared.connected.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some(Some(mut c)) = self.conns.get_mut(i).map(|c| c.take()) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.forget(&c.state.info);
+            self.free.push(i);
+        }
+    }
+
+    fn on_readable(&mut self, i: usize) {
+        let limit = self.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
+        let ws = self.shared.stats.worker(self.id);
+        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        let mut eof = false;
+        loop {
+            let len = c.rbuf.len();
+            if c.rbuf.capacity() - len < READ_CHUNK {
+                c.rbuf.reserve(READ_CHUNK);
+            }
+            let cap = c.rbuf.capacity();
+            c.rbuf.resize(cap, 0);
+            match c.stream.read(&mut c.rbuf[len..]) {
+                Ok(0) => {
+                    c.rbuf.truncate(len);
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.rbuf.truncate(len + n);
+                    ws.net_input.fetch_add(n as u64, Ordering::Relaxed);
+                    if c.rbuf.len() > limit {
+                        tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
+                        self.close(i);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.rbuf.truncate(len);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => c.rbuf.truncate(len),
+                Err(_) => {
+                    self.close(i);
+                    return;
+                }
+            }
+        }
+        self.process(i);
+        if eof {
+            // Replies to what the peer sent before closing still go out if they can.
+            self.flush(i);
+            self.close(i);
+            return;
+        }
+        self.flush(i);
+    }
+
+    /// Executes every complete request in the read buffer.
+    fn process(&mut self, i: usize) {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        c.state.info.last_ms.store(self.shared.uptime_ms(), Ordering::Relaxed);
+        let mut pos = 0;
+        match c.proto {
+            Proto::Resp => {
+                let limits = Limits {
+                    proto_max_bulk_len: self.shared.config.proto_max_bulk_len.load(Ordering::Relaxed),
+                    ..Limits::DEFAULT
+                };
+                while pos < c.rbuf.len() && !c.state.close {
+                    let buf = &c.rbuf[pos..];
+                    match larder_resp::parse_command_into(buf, &limits, &mut c.args) {
+                        Ok(Some(n)) => {
+                            if !c.args.is_empty() {
+                                let mut ctx = Ctx {
+                                    argv: crate::command::Argv { args: &c.args, buf },
+                                    out: Writer::new(&mut c.wbuf, c.state.proto),
+                                    h: &mut self.h,
+                                    conn: &mut c.state,
+                                    shared: &self.shared,
+                                    worker: self.id,
+                                };
+                                dispatch(&mut ctx);
+                            }
+                            pos += n;
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            // Redis replies with the protocol error and closes.
+                            let ws = self.shared.stats.worker(self.id);
+                            ws.total_errors.fetch_add(1, Ordering::Relaxed);
+                            *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
+                            e.write_reply(&mut c.wbuf);
+                            c.state.close = true;
+                            pos = c.rbuf.len();
+                        }
+                    }
+                }
+            }
+            Proto::Memcache => {
+                pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
+            }
+        }
+        c.rbuf.drain(..pos.min(c.rbuf.len()));
+        c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);
+        if c.state.info.killed.load(Ordering::Relaxed) {
+            c.state.close = true;
+        }
+    }
+
+    fn flush(&mut self, i: usize) {
+        let ws = self.shared.stats.worker(self.id);
+        let obuf_limit = self.shared.config.client_output_buffer_limit.load(Ordering::Relaxed) as usize;
+        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        let mut written = 0;
+        while written < c.wbuf.len() {
+            match c.stream.write(&c.wbuf[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.close(i);
+                    return;
+                }
+            }
+        }
+        ws.net_output.fetch_add(written as u64, Ordering::Relaxed);
+        c.wbuf.drain(..written);
+        c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
+        if obuf_limit > 0 && c.wbuf.len() > obuf_limit {
+            tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
+            self.close(i);
+            return;
+        }
+        if c.wbuf.is_empty() {
+            if c.state.close {
+                self.close(i);
+                return;
+            }
+            if c.writing {
+                c.writing = false;
+                let _ = self.poll.registry().reregister(&mut c.stream, Token(i + FIRST_CONN), Interest::READABLE);
+            }
+        } else if !c.writing {
+            c.writing = true;
+            let _ =
+                self.poll.registry().reregister(&mut c.stream, Token(i + FIRST_CONN), Interest::READABLE | Interest::WRITABLE);
+        }
+        if c.wbuf.capacity() > 1 << 20 && c.wbuf.is_empty() {
+            c.wbuf = Vec::new();
+        }
+        if c.rbuf.capacity() > 1 << 20 && c.rbuf.is_empty() {
+            c.rbuf = Vec::new();
+        }
+    }
+
+    /// Closes connections that CLIENT KILL marked.
+    fn sweep_killed(&mut self) {
+        for i in 0..self.conns.len() {
+            let killed = matches!(&self.conns[i], Some(c) if c.state.info.killed.load(Ordering::Relaxed));
+            if killed {
+                self.close(i);
+            }
+        }
+    }
+
+    /// Closes clients idle longer than `timeout` seconds (0 = never).
+    fn sweep_idle(&mut self) {
+        let timeout = self.shared.config.timeout.load(Ordering::Relaxed);
+        if timeout == 0 {
+            return;
+        }
+        let now = self.shared.uptime_ms();
+        for i in 0..self.conns.len() {
+            let idle = matches!(&self.conns[i], Some(c) if now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
+            if idle {
+                self.close(i);
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The server over real sockets: raw bytes in, exact bytes out.
+mod common;
+use common::*;
+
+#[test]
+fn ping_set_get_pipelined_and_errors() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(b"PING\r\n", b"+PONG\r\n");
+    let mut req = cmd(&[b"SET", b"k", b"abc"]);
+    req.extend(cmd(&[b"GET", b"k"]));
+    req.extend(cmd(&[b"GET", b"missing"]));
+    c.check(&req, b"+OK\r\n$3\r\nabc\r\n$-1\r\n");
+    c.check(b"FOO a b\r\n", b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
+    c.check(b"GET\r\n", b"-ERR wrong number of arguments for 'get' command\r\n");
+    c.check(b"SELECT 99\r\n", b"-ERR DB index is out of range\r\n");
+    c.check(b"*1\r\n$x\r\n", b"-ERR Protocol error: invalid bulk length\r\n");
+    assert!(c.closed());
+}
+
+#[test]
+fn quit_closes_after_ok() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(b"QUIT\r\n", b"+OK\r\n");
+    assert!(c.closed());
+}

@@ -1,0 +1,116 @@
+//! Starts a real server on free loopback ports for a test, and talks raw bytes to it.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use larder_server::{Args, Config, Server};
+
+pub struct TestServer {
+    pub server: Option<Server>,
+    pub resp: u16,
+    pub mc: u16,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+            s.join();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server with 2 workers, both protocols, a small anonymous arena.
+pub fn start() -> TestServer {
+    start_with(|_| {})
+}
+
+pub fn start_with(f: impl Fn(&mut Args)) -> TestServer {
+    for _ in 0..20 {
+        let mut args = Args {
+            config: None,
+            bind: Some("127.0.0.1".into()),
+            port: Some(free_port()),
+            memcache_port: Some(free_port()),
+            threads: Some(2),
+            shm: None,
+            maxclients: None,
+            databases: None,
+            proto_max_bulk_len: None,
+            client_output_buffer_limit: None,
+            item_size_max: None,
+            capacity: Some(256 << 20),
+        };
+        f(&mut args);
+        let config = Config::load(&args).unwrap();
+        if let Ok(server) = Server::start(config) {
+            let (resp, mc) = server.ports();
+            return TestServer { server: Some(server), resp, mc };
+        }
+    }
+    panic!("could not start a server");
+}
+
+/// A raw connection: send bytes, read exactly the expected bytes back.
+pub struct Raw {
+    pub s: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw { s }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// Reads until `n` bytes have arrived (or the peer closes / 5 s pass).
+    pub fn read_n(&mut self, n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while out.len() < n && Instant::now() < deadline {
+            match self.s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// Sends `req` and asserts the exact reply bytes.
+    pub fn check(&mut self, req: &[u8], want: &[u8]) {
+        self.send(req);
+        let got = self.read_n(want.len());
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want), "request {:?}", String::from_utf8_lossy(req));
+    }
+
+    /// Whether the server closed the connection (reads EOF within a second).
+    pub fn closed(&mut self) -> bool {
+        self.s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut b = [0u8; 1];
+        matches!(self.s.read(&mut b), Ok(0))
+    }
+}
+
+/// Encodes a command as a RESP multibulk.
+pub fn cmd(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}

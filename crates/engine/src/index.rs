@@ -74,6 +74,7 @@ pub(crate) const MERGE_BELOW: u32 = (NB * SLOTS / 4) as u32;
 const K_SPLIT: u32 = 1;
 const K_MERGE: u32 = 2;
 const K_MSET: u32 = 3;
+const K_SWAP: u32 = 4;
 
 /// A crash hook for the multi-process tests: when the environment variable
 /// `LARDER_FAILPOINT` names this point, the process aborts right here (no destructors, no
@@ -833,6 +834,7 @@ pub(crate) fn recover(a: &Arena, intent: u64) -> Result<(), larder_arena::Error>
         K_SPLIT => redo_split(a, intent),
         K_MERGE => redo_merge(a, intent),
         K_MSET => redo_mset(a, intent),
+        K_SWAP => redo_swap(a, intent),
         _ => Err(Error::Corrupt("unknown intent")),
     };
     r.map_err(|e| match e {
@@ -924,4 +926,195 @@ pub(crate) fn drain_segment(p: &Participant, seg: u64) -> Result<Vec<u64>, Error
     }
     unlock_segment(p, seg)?;
     Ok(items)
+}
+
+/// Swaps the indexes of two databases (SWAPDB), atomically for readers and writers.
+///
+/// Exchanging the two directory words alone is not enough: a writer (or a splitter) that
+/// located its segment through db `d1` just before the exchange would lock it afterwards,
+/// find it current, and write into what is by then `d2`. So every segment of both databases
+/// is fenced the way a split fences one: with all their buckets locked (in address order,
+/// like every multi-bucket writer) and both directory locks held (in index order, after the
+/// bucket locks, like split and merge), each segment is cloned (slots only: the items are
+/// shared), the clones are published under the other database's directory word, and the
+/// originals are marked retired. A writer waiting on an old bucket then sees it retired and
+/// relocates through the new directory; readers keep reading the frozen originals until
+/// their epoch ends. Cost: one 16 KiB copy per segment, no key is rehashed.
+pub(crate) fn swap_dbs(p: &Participant, d1: u32, d2: u32) -> Result<(), Error> {
+    let a = &**p.arena();
+    if d1 == d2 {
+        return Ok(());
+    }
+    let (lo, hi) = if d1 < d2 { (d1, d2) } else { (d2, d1) };
+    for _ in 0..RETRIES {
+        let seg_lo = segments(a, lo)?;
+        let seg_hi = segments(a, hi)?;
+        let mut segs: Vec<u64> = seg_lo.iter().chain(seg_hi.iter()).map(|&(s, _)| s).collect();
+        segs.sort_unstable();
+        for &s in &segs {
+            lock_segment(p, s)?;
+        }
+        let unlock_segs = |segs: &[u64]| -> Result<(), Error> {
+            for &s in segs.iter().rev() {
+                unlock_segment(p, s)?;
+            }
+            Ok(())
+        };
+        // A retired segment was split, merged or flushed before we got its locks: start
+        // again from the current directories.
+        let mut stale = false;
+        for &s in &segs {
+            stale |= retired(a, s)?;
+        }
+        if stale {
+            unlock_segs(&segs)?;
+            std::thread::yield_now();
+            continue;
+        }
+        let (lock_lo, lock_hi) = (a.u32(db_root(lo) + R_LOCK)?, a.u32(db_root(hi) + R_LOCK)?);
+        p.lock(lock_lo);
+        p.lock(lock_hi);
+        // FLUSHDB replaces a directory before it retires the old segments: check the
+        // directories still name exactly the segments we hold.
+        let r = if segments(a, lo)? != seg_lo || segments(a, hi)? != seg_hi {
+            Ok(None)
+        } else {
+            swap_locked(p, lo, hi).map(Some)
+        };
+        p.unlock(lock_hi);
+        p.unlock(lock_lo);
+        unlock_segs(&segs)?;
+        match r? {
+            None => {
+                std::thread::yield_now();
+                continue;
+            }
+            Some((intent, old_dirs)) => {
+                p.free(intent)?;
+                for s in segs {
+                    p.retire(s)?;
+                }
+                for d in old_dirs {
+                    p.retire(d)?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    Err(Error::Corrupt("directory keeps changing under SWAPDB"))
+}
+
+/// With every segment of both databases and both directory locks held: builds the clones
+/// and publishes them crosswise. Returns the intent block and the old directories, for the
+/// caller to reclaim once the locks are released.
+fn swap_locked(p: &Participant, lo: u32, hi: u32) -> Result<(u64, [u64; 2]), Error> {
+    let a = &**p.arena();
+    let mut built: Vec<u64> = Vec::new();
+    let prepared = (|| -> Result<(u64, u64, u64), Error> {
+        let (new_lo, old_lo) = clone_index(p, lo, &mut built)?;
+        let (new_hi, old_hi) = clone_index(p, hi, &mut built)?;
+        let intent = p.alloc(64)?;
+        built.push(intent);
+        a.u32(intent)?.store(K_SWAP, Ordering::Relaxed);
+        a.u32(intent + 4)?.store(lo, Ordering::Relaxed);
+        a.u64(intent + 8)?.store(hi as u64, Ordering::Relaxed);
+        // lo gets hi's index and hi gets lo's.
+        for (i, v) in [new_hi, new_lo, old_lo, old_hi].into_iter().enumerate() {
+            a.u64(intent + 16 + i as u64 * 8)?.store(v, Ordering::Relaxed);
+        }
+        Ok((intent, old_lo, old_hi))
+    })();
+    let (intent, old_lo, old_hi) = match prepared {
+        Ok(x) => x,
+        Err(e) => {
+            // Nothing is published yet: give every block back.
+            for off in built {
+                p.free(off)?;
+            }
+            return Err(e);
+        }
+    };
+    p.set_intent(intent)?;
+    redo_swap(a, intent)?;
+    p.clear_intent()?;
+    let dir = |w: u64| Arena::from_units(w as u32);
+    Ok((intent, [dir(old_lo), dir(old_hi)]))
+}
+
+/// A copy of a database's directory over copies of its segments (not yet published).
+/// Returns (new directory word, current directory word); `built` collects every block
+/// allocated, so a failure can free them.
+fn clone_index(p: &Participant, db: u32, built: &mut Vec<u64>) -> Result<(u64, u64), Error> {
+    let a = &**p.arena();
+    let old_word = a.u64(db_root(db) + R_DIR)?.load(Ordering::Acquire);
+    let (dir, g) = dir_word(a, db)?;
+    let nd = p.alloc(8 << g)?;
+    built.push(nd);
+    let mut i = 0u64;
+    while i < (1u64 << g) {
+        let (seg, l) = entry(a, dir, i)?;
+        if l > g {
+            return Err(Error::Corrupt("segment deeper than its directory"));
+        }
+        let copy = clone_segment(p, seg)?;
+        built.push(copy);
+        let span = 1u64 << (g - l);
+        for j in i..i + span {
+            a.u64(nd + j * 8)?.store(make_entry(copy, l), Ordering::Relaxed);
+        }
+        i += span;
+    }
+    Ok(((g as u64) << 32 | Arena::to_units(nd) as u64, old_word))
+}
+
+/// A copy of a fully locked segment: header, overflow counts, tags and slots; lock words
+/// start free and the copy is current.
+fn clone_segment(p: &Participant, seg: u64) -> Result<u64, Error> {
+    let a = &**p.arena();
+    let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
+    let prefix = a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed);
+    let copy = new_segment(p, depth, prefix)?;
+    a.u32(copy + G_COUNT)?.store(seg_count(a, seg)?, Ordering::Relaxed);
+    for b in 0..NB {
+        overflow(a, copy, b)?.store(overflow(a, seg, b)?.load(Ordering::Acquire), Ordering::Relaxed);
+        let (from, to) = (bucket_off(seg, b), bucket_off(copy, b));
+        a.u64(to)?.store(a.u64(from)?.load(Ordering::Acquire), Ordering::Relaxed);
+        a.u32(to + 8)?.store(a.u32(from + 8)?.load(Ordering::Acquire), Ordering::Relaxed);
+        for i in 0..SLOTS {
+            slot(a, to, i)?.store(slot(a, from, i)?.load(Ordering::Acquire), Ordering::Relaxed);
+        }
+    }
+    Ok(copy)
+}
+
+/// The stores of a SWAPDB: both directory words, then every old segment marked retired.
+/// Idempotent, so a reaper can repeat it.
+fn redo_swap(a: &Arena, intent: u64) -> Result<(), Error> {
+    let lo = a.u32(intent + 4)?.load(Ordering::Relaxed);
+    let hi = a.u64(intent + 8)?.load(Ordering::Relaxed);
+    let f = |i: u64| a.u64(intent + 16 + i * 8).map(|w| w.load(Ordering::Relaxed));
+    let (new_lo, new_hi, old_lo, old_hi) = (f(0)?, f(1)?, f(2)?, f(3)?);
+    let ndb = ndb(a)?.unwrap_or(0);
+    if lo >= ndb || hi >= ndb as u64 {
+        return Err(Error::Corrupt("swap intent names a database out of range"));
+    }
+    a.u64(db_root(lo) + R_DIR)?.store(new_lo, Ordering::Release);
+    failpoint("swap-publish");
+    a.u64(db_root(hi as u32) + R_DIR)?.store(new_hi, Ordering::Release);
+    for w in [old_lo, old_hi] {
+        let (dir, g) = (Arena::from_units(w as u32), (w >> 32) as u32);
+        if g > MAX_DEPTH {
+            return Err(Error::Corrupt("directory depth out of range"));
+        }
+        let mut i = 0u64;
+        while i < (1u64 << g) {
+            let (seg, l) = entry(a, dir, i)?;
+            if l > g {
+                return Err(Error::Corrupt("segment deeper than its directory"));
+            }
+            a.u32(seg + G_RETIRED)?.store(1, Ordering::Release);
+            i += 1u64 << (g - l);
+        }
+    }
+    Ok(())
 }

@@ -85,6 +85,8 @@ pub enum Record<'a> {
     FlushDb { db: u32 },
     /// Every database was emptied.
     FlushAll,
+    /// The contents of two databases were exchanged.
+    SwapDb { a: u32, b: u32 },
 }
 
 /// Where mutations go after they are published (persistence plugs in here).

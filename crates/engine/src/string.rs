@@ -115,8 +115,13 @@ impl Handle {
     #[inline]
     pub fn get_into(&self, db: u32, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Meta>, Error> {
         self.read(db, key, |a, it| {
+            // Version before value: an in-place INCR stores the value, then the version, so
+            // a reader that sees the new version also sees the new value. (The other order
+            // could pair an old value with a new CAS version, and a memcached `cas` built on
+            // it would overwrite an update it never saw.)
+            let meta = it.meta(a)?;
             it.value(a, out)?;
-            it.meta(a)
+            Ok(meta)
         })
     }
 

@@ -28,6 +28,14 @@ pub const STALE: u32 = 1 << 8;
 pub const FAST: u32 = 1 << 9;
 pub const NO_AUTH: u32 = 1 << 10;
 pub const ALLOW_BUSY: u32 = 1 << 11;
+pub const NO_ASYNC_LOADING: u32 = 1 << 12;
+pub const NO_MULTI: u32 = 1 << 13;
+/// Key positions depend on the arguments (ZUNIONSTORE's numkeys, SORT's STORE, EVAL).
+pub const MOVABLEKEYS: u32 = 1 << 14;
+/// The command may be called with no key at all (COMMAND GETKEYS answers `[]`).
+pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
+/// Never entered in the slow log (EXEC logs its commands instead).
+pub const SKIP_SLOWLOG: u32 = 1 << 16;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -39,8 +47,13 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (BLOCKING, "blocking"),
     (LOADING, "loading"),
     (STALE, "stale"),
+    (SKIP_SLOWLOG, "skip_slowlog"),
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
+    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (NO_ASYNC_LOADING, "no_async_loading"),
+    (NO_MULTI, "no_multi"),
+    (MOVABLEKEYS, "movablekeys"),
     (ALLOW_BUSY, "allow_busy"),
 ];
 
@@ -92,8 +105,9 @@ impl From<larder_engine::Error> for CmdError {
 pub enum ReplyMode {
     On,
     Off,
-    /// Skip the reply of the next command only.
+    /// Skip the reply of the next command only (set by CLIENT REPLY SKIP).
     SkipNext,
+    /// The command running now is the one whose reply is skipped.
     Skipping,
 }
 
@@ -107,6 +121,9 @@ pub struct ConnState {
     /// Close the connection once the pending replies are written (QUIT, protocol errors).
     pub close: bool,
     pub info: std::sync::Arc<crate::ClientInfo>,
+    /// memcached: bytes of a rejected data block still to discard as they arrive
+    /// (`conn_swallow`), since the block may be larger than what is buffered.
+    pub mc_swallow: u64,
 }
 
 /// The arguments of one request, borrowed from the connection's read buffer.
@@ -167,17 +184,10 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Redis's `string2ll`: optional sign, digits, no spaces, fits in i64 ("+1" is rejected,
-/// "-0" accepted).
+/// Redis's `string2ll`: optional `-`, digits without leading zeros, no spaces, fits in i64
+/// ("+1", "01" and "-0" are rejected: Redis 7 replies "not an integer" to `INCRBY k -0`).
 pub fn parse_i64(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
-    }
-    if let Some(v) = larder_engine::parse_canonical_i64(b) {
-        return Some(v);
-    }
-    // string2ll also accepts "-0"; nothing else non-canonical.
-    (b == b"-0").then_some(0)
+    larder_engine::parse_canonical_i64(b)
 }
 
 /// Redis's float parsing for arguments (`strtold` without spaces; "inf" allowed, NaN not).
@@ -195,11 +205,16 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
 }
 
 pub struct Table {
+    /// Every command, then every subcommand of the container commands (named
+    /// `parent|sub`, as Redis names them in COMMAND, CLIENT LIST and INFO commandstats).
     pub specs: Vec<&'static Spec>,
     by_name: HashMap<&'static str, usize>,
+    by_full_name: HashMap<&'static str, usize>,
+    children: Vec<Vec<usize>>,
 }
 
 impl Table {
+    /// Commands and subcommands (the size of per-command statistics).
     pub fn len(&self) -> usize {
         self.specs.len()
     }
@@ -207,6 +222,7 @@ impl Table {
         self.specs.is_empty()
     }
     /// Looks a command up by name, case-insensitively, without allocating for short names.
+    /// Subcommands are not found this way (`client|list` is not a command name on the wire).
     pub fn lookup(&self, name: &[u8]) -> Option<usize> {
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
@@ -218,9 +234,41 @@ impl Table {
         let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
         self.by_name.get(lower).copied()
     }
+    /// A subcommand of command `parent` by its name on the wire (`LIST` of `CLIENT LIST`).
+    pub fn lookup_sub(&self, parent: usize, sub: &[u8]) -> Option<usize> {
+        if self.children[parent].is_empty() {
+            return None;
+        }
+        let mut full = String::with_capacity(self.specs[parent].name.len() + 1 + sub.len());
+        full.push_str(self.specs[parent].name);
+        full.push('|');
+        full.push_str(&std::str::from_utf8(sub).ok()?.to_ascii_lowercase());
+        self.by_full_name.get(full.as_str()).copied()
+    }
+    /// A command or subcommand by its full lowercase name (`get`, `config|get`).
+    pub fn lookup_full(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).or_else(|| self.by_full_name.get(name)).copied()
+    }
+    /// The subcommands of a container command (empty for other commands).
+    pub fn subcommands(&self, i: usize) -> &[usize] {
+        &self.children[i]
+    }
+    /// Whether entry `i` is a subcommand.
+    pub fn is_subcommand(&self, i: usize) -> bool {
+        self.specs[i].name.contains('|')
+    }
+    /// The top-level commands, in table order (COMMAND, COMMAND COUNT).
+    pub fn commands(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.specs.len()).filter(|&i| !self.is_subcommand(i))
+    }
 }
 
-/// The command table: every family's commands.
+/// Subcommand tables, each `Spec` named `parent|sub`. The parent must be in a family's
+/// `COMMANDS`; the dispatcher routes `PARENT SUB ...` to the subcommand's own arity check
+/// and handler, as Redis 7 does for its container commands.
+const SUBCOMMANDS: &[&[Spec]] = &[crate::families::connection::SUBCOMMANDS, crate::families::server::SUBCOMMANDS];
+
+/// The command table: every family's commands, then the subcommands.
 pub fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
@@ -228,8 +276,19 @@ pub fn table() -> &'static Table {
         for family in crate::families::ALL {
             specs.extend(family.iter());
         }
-        let by_name = specs.iter().enumerate().map(|(i, s)| (s.name, i)).collect();
-        Table { specs, by_name }
+        let by_name: HashMap<&'static str, usize> = specs.iter().enumerate().map(|(i, s)| (s.name, i)).collect();
+        let mut children = vec![Vec::new(); specs.len()];
+        let mut by_full_name = HashMap::new();
+        for sub in SUBCOMMANDS.iter().flat_map(|t| t.iter()) {
+            let parent = sub.name.split('|').next().unwrap_or("");
+            let Some(&p) = by_name.get(parent) else { continue };
+            let i = specs.len();
+            specs.push(sub);
+            children.push(Vec::new());
+            children[p].push(i);
+            by_full_name.insert(sub.name, i);
+        }
+        Table { specs, by_name, by_full_name, children }
     })
 }
 
@@ -245,21 +304,29 @@ fn quote_arg(out: &mut String, a: &[u8]) {
     out.push('\'');
 }
 
-/// Runs one request: lookup, arity, handler, stats, slow log. Writes exactly one reply
-/// (or none, under CLIENT REPLY OFF/SKIP).
+/// Runs one request: lookup (and subcommand lookup), arity, handler, stats, slow log.
+/// Writes exactly one reply, or none under CLIENT REPLY OFF/SKIP.
 pub fn dispatch(ctx: &mut Ctx<'_>) {
+    let mark = ctx.out.buf().len();
+    // CLIENT REPLY SKIP asked to skip the reply of this command (Redis's SKIP_NEXT -> SKIP).
+    if ctx.conn.reply == ReplyMode::SkipNext {
+        ctx.conn.reply = ReplyMode::Skipping;
+    }
+    execute(ctx);
+    // Whether the reply goes out is decided after the command ran, as Redis checks the flags
+    // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not.
+    if matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping) {
+        ctx.out.buf().truncate(mark);
+    }
+    if ctx.conn.reply == ReplyMode::Skipping {
+        ctx.conn.reply = ReplyMode::On;
+    }
+}
+
+fn execute(ctx: &mut Ctx<'_>) {
     let t = table();
     let name = ctx.arg(0);
-    let mark = ctx.out.buf().len();
-    let skipping = match ctx.conn.reply {
-        ReplyMode::SkipNext => {
-            ctx.conn.reply = ReplyMode::Skipping;
-            true
-        }
-        ReplyMode::Off => true,
-        _ => false,
-    };
-    let Some(i) = t.lookup(name) else {
+    let Some(mut i) = t.lookup(name) else {
         let mut msg = String::from("ERR unknown command ");
         quote_arg(&mut msg, name);
         msg.push_str(", with args beginning with: ");
@@ -268,15 +335,25 @@ pub fn dispatch(ctx: &mut Ctx<'_>) {
             msg.push(' ');
         }
         reply_error(ctx, &CmdError(msg), None);
-        finish_reply(ctx, mark, skipping);
         return;
     };
+    if ctx.argc() >= 2 && !t.subcommands(i).is_empty() {
+        match t.lookup_sub(i, ctx.arg(1)) {
+            Some(sub) => i = sub,
+            None => {
+                let mut msg = String::from("ERR unknown subcommand ");
+                quote_arg(&mut msg, ctx.arg(1));
+                msg.push_str(&format!(". Try {} HELP.", String::from_utf8_lossy(name).to_ascii_uppercase()));
+                reply_error(ctx, &CmdError(msg), None);
+                return;
+            }
+        }
+    }
     let spec = t.specs[i];
     let argc = ctx.argc() as i32;
     if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
         let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
         reply_error(ctx, &CmdError(msg), Some((i, true)));
-        finish_reply(ctx, mark, skipping);
         return;
     }
     ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
@@ -289,22 +366,16 @@ pub fn dispatch(ctx: &mut Ctx<'_>) {
         c.calls.fetch_add(1, Ordering::Relaxed);
         c.usec.fetch_add(usec, Ordering::Relaxed);
     }
-    if let Err(e) = r {
-        reply_error(ctx, &e, Some((i, false)));
+    match r {
+        Ok(()) if spec.flags & WRITE != 0 => {
+            ws.dirty.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(()) => {}
+        Err(e) => reply_error(ctx, &e, Some((i, false))),
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
-    if usec >= slower {
+    if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {
         slowlog_add(ctx, usec);
-    }
-    finish_reply(ctx, mark, skipping);
-}
-
-fn finish_reply(ctx: &mut Ctx<'_>, mark: usize, skipping: bool) {
-    if skipping {
-        ctx.out.buf().truncate(mark);
-    }
-    if ctx.conn.reply == ReplyMode::Skipping && skipping {
-        ctx.conn.reply = ReplyMode::On;
     }
 }
 

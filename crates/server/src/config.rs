@@ -1,6 +1,11 @@
 //! Server configuration: command-line flags, the same names in a redis.conf-style file
 //! (`--config FILE`: one `name value` per line, `#` comments), and the runtime view that
-//! `CONFIG GET` / `CONFIG SET` read and change.
+//! `CONFIG GET` / `CONFIG SET` / `CONFIG REWRITE` read and change.
+//!
+//! Every parameter is a row of [`PARAMS`] (name, kind, default, mutability), so validation
+//! and the error texts follow Redis's `config.c` in one place. Parameters the server acts on
+//! live in atomics; the others are kept as their canonical text in `passive`, so tools that
+//! set them (test suites, client libraries) keep working until the feature behind them lands.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -68,38 +73,348 @@ pub struct Config {
     pub slowlog_log_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
     pub timeout: AtomicU64,
-    /// Parameters Larder accepts and reports but that change nothing (save, appendonly, …
-    /// until persistence exists), so tools that set them keep working.
+    /// Canonical values of the parameters Larder accepts and reports but does not act on yet
+    /// (save, appendonly, … until persistence exists). Absent = the default of [`PARAMS`].
     pub passive: RwLock<Vec<(String, String)>>,
     /// The config file, for CONFIG REWRITE.
     pub file: Option<PathBuf>,
 }
 
-fn parse_size(v: &str) -> Result<u64, String> {
-    let l = v.to_ascii_lowercase();
-    let (num, mul) = if let Some(n) = l.strip_suffix("gb") {
-        (n, 1u64 << 30)
-    } else if let Some(n) = l.strip_suffix("mb") {
-        (n, 1 << 20)
-    } else if let Some(n) = l.strip_suffix("kb") {
-        (n, 1 << 10)
-    } else if let Some(n) = l.strip_suffix('g') {
-        (n, 1_000_000_000)
-    } else if let Some(n) = l.strip_suffix('m') {
-        (n, 1_000_000)
-    } else if let Some(n) = l.strip_suffix('k') {
-        (n, 1000)
-    } else {
-        (l.as_str(), 1)
+/// How a parameter's value is parsed, checked and printed (Redis's config types).
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// A decimal integer within bounds (`string2ll`, no units).
+    Int(i64, i64),
+    /// Bytes, with an optional unit (`k`=1000, `kb`=1024, `m`, `mb`, `g`, `gb`), within bounds.
+    Mem(u64, u64),
+    /// Bytes as [`Kind::Mem`], or a share of memory as `N%` (0..=100).
+    MemPercent,
+    /// `yes` / `no`.
+    Bool,
+    /// One of a fixed set of words (case-insensitive; stored lowercase).
+    Enum(&'static [&'static str]),
+    /// Any text.
+    Str,
+    /// `save`: pairs of `<seconds> <changes>`, or empty.
+    Save,
+    /// `client-output-buffer-limit`: `<class> <hard> <soft> <soft-seconds>` groups.
+    OutputLimit,
+    /// `hz`: an integer clamped to 1..=500.
+    Hz,
+    /// `notify-keyspace-events`: a set of event class characters.
+    Events,
+}
+
+/// One configuration parameter.
+#[derive(Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The default as CONFIG GET prints it (for live parameters, only used by REWRITE).
+    pub default: &'static str,
+    pub mode: Mode,
+}
+
+/// Whether CONFIG SET may change a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Mutable,
+    /// Immutable in Redis too: `can't set immutable config`, whatever the value.
+    Immutable,
+    /// Changeable in Redis, fixed once Larder runs (its listeners are bound per worker at
+    /// startup): setting the current value again is accepted as a no-op, as Redis accepts
+    /// it; another value is refused as immutable.
+    Fixed,
+}
+
+const I64MAX: i64 = i64::MAX;
+const INTMAX: i64 = i32::MAX as i64;
+const LONGMAX: u64 = i64::MAX as u64;
+
+const fn p(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param { name, kind, default, mode: Mode::Mutable }
+}
+const fn immutable(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param { name, kind, default, mode: Mode::Immutable }
+}
+const fn fixed(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param { name, kind, default, mode: Mode::Fixed }
+}
+
+const POLICIES: &[&str] =
+    &["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"];
+
+/// Every parameter, in the order `CONFIG GET *` lists them.
+pub const PARAMS: &[Param] = &[
+    fixed("bind", Kind::Str, "127.0.0.1"),
+    fixed("port", Kind::Int(0, 65535), "6379"),
+    fixed("memcache-port", Kind::Int(0, 65535), "11211"),
+    // No replication: a master, and only that.
+    fixed("replicaof", Kind::Str, ""),
+    immutable("io-threads", Kind::Int(1, 1024), "0"),
+    immutable("databases", Kind::Int(1, 1 << 20), "16"),
+    immutable("daemonize", Kind::Bool, "no"),
+    immutable("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "yes"),
+    immutable("appendfilename", Kind::Str, "appendonly.aof"),
+    p("maxclients", Kind::Int(1, u32::MAX as i64), "10000"),
+    p("proto-max-bulk-len", Kind::Mem(1 << 20, LONGMAX), "536870912"),
+    p("client-query-buffer-limit", Kind::Mem(1 << 20, LONGMAX), "1073741824"),
+    p("item-size-max", Kind::Mem(1024, 1 << 30), "1048576"),
+    p("client-output-buffer-limit", Kind::OutputLimit, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+    p("slowlog-log-slower-than", Kind::Int(-1, I64MAX), "10000"),
+    p("slowlog-max-len", Kind::Int(0, I64MAX), "128"),
+    p("timeout", Kind::Int(0, INTMAX), "0"),
+    p("save", Kind::Save, ""),
+    p("appendonly", Kind::Bool, "no"),
+    p("appendfsync", Kind::Enum(&["always", "everysec", "no"]), "everysec"),
+    p("maxmemory", Kind::Mem(0, LONGMAX), "0"),
+    p("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),
+    p("maxmemory-samples", Kind::Int(1, 64), "5"),
+    p("maxmemory-clients", Kind::MemPercent, "0"),
+    p("repl-backlog-size", Kind::Mem(16 * 1024, LONGMAX), "1048576"),
+    p("hz", Kind::Hz, "10"),
+    p("lazyfree-lazy-eviction", Kind::Bool, "no"),
+    p("lazyfree-lazy-expire", Kind::Bool, "no"),
+    p("lazyfree-lazy-server-del", Kind::Bool, "no"),
+    p("lazyfree-lazy-user-del", Kind::Bool, "no"),
+    p("lazyfree-lazy-user-flush", Kind::Bool, "no"),
+    p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
+    p("dir", Kind::Str, "."),
+    p("dbfilename", Kind::Str, "dump.rdb"),
+    p("rdbcompression", Kind::Bool, "yes"),
+    p("rdbchecksum", Kind::Bool, "yes"),
+    p("stop-writes-on-bgsave-error", Kind::Bool, "yes"),
+    p("activerehashing", Kind::Bool, "yes"),
+    p("latency-tracking", Kind::Bool, "yes"),
+    p("latency-monitor-threshold", Kind::Int(0, I64MAX), "0"),
+    p("notify-keyspace-events", Kind::Events, ""),
+    p("list-max-listpack-size", Kind::Int(i32::MIN as i64, INTMAX), "-2"),
+    p("list-compress-depth", Kind::Int(0, INTMAX), "0"),
+    p("hash-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
+    p("hash-max-listpack-value", Kind::Int(0, I64MAX), "64"),
+    p("set-max-intset-entries", Kind::Int(0, I64MAX), "512"),
+    p("set-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
+    p("set-max-listpack-value", Kind::Int(0, I64MAX), "64"),
+    p("zset-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
+    p("zset-max-listpack-value", Kind::Int(0, I64MAX), "64"),
+    p("stream-node-max-bytes", Kind::Mem(0, LONGMAX), "4096"),
+    p("stream-node-max-entries", Kind::Int(0, I64MAX), "100"),
+    p("busy-reply-threshold", Kind::Int(0, I64MAX), "5000"),
+    p("active-expire-effort", Kind::Int(1, 10), "1"),
+    p("lfu-log-factor", Kind::Int(0, INTMAX), "10"),
+    p("lfu-decay-time", Kind::Int(0, INTMAX), "1"),
+    p("tcp-keepalive", Kind::Int(0, INTMAX), "300"),
+    p("close-on-oom", Kind::Bool, "no"),
+];
+
+/// Old names Redis still accepts; CONFIG GET answers under the name asked for.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("slaveof", "replicaof"),
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("lua-time-limit", "busy-reply-threshold"),
+];
+
+/// Why a CONFIG SET was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SetError {
+    /// No such parameter: `Unknown option or number of arguments for CONFIG SET - 'x'`.
+    Unknown,
+    /// `can't set immutable config`.
+    Immutable,
+    /// The value is wrong; the text follows `CONFIG SET failed (...) - `.
+    Invalid(String),
+}
+
+/// Larder's own names for Redis parameters (its command-line flags); found by name only,
+/// not listed by CONFIG GET patterns.
+const FLAG_ALIASES: &[(&str, &str)] = &[("threads", "io-threads")];
+
+/// Looks a parameter up by name or alias, case-insensitively.
+pub fn param(name: &str) -> Option<&'static Param> {
+    let lower = name.to_ascii_lowercase();
+    let real =
+        ALIASES.iter().chain(FLAG_ALIASES).find(|(a, _)| *a == lower).map_or(lower.as_str(), |(_, r)| *r);
+    PARAMS.iter().find(|p| p.name == real)
+}
+
+/// Redis's `memtoull`: digits, then an optional unit.
+fn parse_mem(v: &str) -> Option<u64> {
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let mul: u64 = match v[digits..].to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
     };
-    num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| format!("argument must be a memory value"))
+    v[..digits].parse::<u64>().ok()?.checked_mul(mul)
+}
+
+fn bounds_error(min: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
+    format!("argument must be between {min} and {max} inclusive")
+}
+
+/// The event classes of `notify-keyspace-events`, in the order Redis prints them.
+const EVENT_CLASSES: &str = "g$lshzxetdn";
+/// What `A` stands for (every class but `n`ew-key events).
+const EVENT_ALL: &str = "g$lshzxetd";
+
+/// Parses and checks a value; returns its canonical text (what CONFIG GET will print).
+fn normalize(kind: Kind, value: &str) -> Result<String, String> {
+    match kind {
+        Kind::Int(min, max) => {
+            let v = crate::command::parse_i64(value.as_bytes()).ok_or("argument couldn't be parsed into an integer")?;
+            if v < min || v > max {
+                return Err(bounds_error(min, max));
+            }
+            Ok(v.to_string())
+        }
+        Kind::Hz => {
+            let v = crate::command::parse_i64(value.as_bytes()).ok_or("argument couldn't be parsed into an integer")?;
+            if !(0..=INTMAX).contains(&v) {
+                return Err(bounds_error(0, INTMAX));
+            }
+            Ok(v.clamp(1, 500).to_string())
+        }
+        Kind::Mem(min, max) => {
+            let v = parse_mem(value).ok_or("argument must be a memory value")?;
+            if v < min || v > max {
+                return Err(bounds_error(min, max));
+            }
+            Ok(v.to_string())
+        }
+        Kind::MemPercent => {
+            if let Some(pct) = value.strip_suffix('%') {
+                let v = crate::command::parse_i64(pct.as_bytes()).ok_or("argument must be a memory or percent value")?;
+                if !(0..=100).contains(&v) {
+                    return Err("percentage argument must be less or equal to 100".into());
+                }
+                return Ok(format!("{v}%"));
+            }
+            let v = parse_mem(value).ok_or("argument must be a memory or percent value")?;
+            Ok(v.to_string())
+        }
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(words) => {
+            let l = value.to_ascii_lowercase();
+            if words.contains(&l.as_str()) {
+                Ok(l)
+            } else {
+                Err(format!("argument(s) must be one of the following: {}", words.join(", ")))
+            }
+        }
+        Kind::Str => Ok(value.to_string()),
+        Kind::Save => {
+            if value.is_empty() {
+                return Ok(String::new());
+            }
+            let parts: Vec<&str> = value.split(' ').collect();
+            let ok = parts.chunks(2).all(|pair| pair.len() == 2)
+                && parts.iter().enumerate().all(|(i, s)| {
+                    crate::command::parse_i64(s.as_bytes()).is_some_and(|v| if i % 2 == 0 { v >= 1 } else { v >= 0 })
+                });
+            if !ok {
+                return Err("Invalid save parameters".into());
+            }
+            Ok(parts.join(" "))
+        }
+        Kind::OutputLimit => {
+            let parts: Vec<&str> = value.split_whitespace().collect();
+            if parts.len() == 1 {
+                // Larder shorthand (the --client-output-buffer-limit flag): the normal class's
+                // hard limit alone.
+                let hard = parse_mem(parts[0]).ok_or("argument must be a memory value")?;
+                return Ok(format!("normal {hard} 0 0"));
+            }
+            if parts.is_empty() || parts.chunks(4).any(|c| c.len() != 4) {
+                return Err("Wrong number of arguments in buffer limit configuration.".into());
+            }
+            let mut out = Vec::new();
+            for c in parts.chunks(4) {
+                let class = match c[0].to_ascii_lowercase().as_str() {
+                    "normal" => "normal",
+                    "slave" | "replica" => "slave",
+                    "pubsub" => "pubsub",
+                    _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+                };
+                let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.".to_string();
+                let hard = parse_mem(c[1]).ok_or_else(bad)?;
+                let soft = parse_mem(c[2]).ok_or_else(bad)?;
+                let secs = crate::command::parse_i64(c[3].as_bytes()).filter(|s| *s >= 0).ok_or_else(bad)?;
+                out.push((class, format!("{hard} {soft} {secs}")));
+            }
+            Ok(out.iter().map(|(c, v)| format!("{c} {v}")).collect::<Vec<_>>().join(" "))
+        }
+        Kind::Events => {
+            let mut set = String::new();
+            let mut keyspace = false;
+            let mut keyevent = false;
+            let mut miss = false;
+            for ch in value.chars() {
+                match ch {
+                    'A' => set.push_str(EVENT_ALL),
+                    'K' => keyspace = true,
+                    'E' => keyevent = true,
+                    'm' => miss = true,
+                    c if EVENT_CLASSES.contains(c) => set.push(c),
+                    _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+                }
+            }
+            let mut out = if EVENT_ALL.chars().all(|c| set.contains(c)) {
+                let mut s = String::from("A");
+                if set.contains('n') {
+                    s.push('n');
+                }
+                s
+            } else {
+                EVENT_CLASSES.chars().filter(|c| set.contains(*c)).collect()
+            };
+            for (on, c) in [(keyspace, 'K'), (keyevent, 'E'), (miss, 'm')] {
+                if on {
+                    out.push(c);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Merges a class's triple into an output-limit value, keeping the other classes.
+fn merge_output_limits(current: &str, new: &str) -> String {
+    let mut classes: Vec<(String, String)> = Vec::new();
+    for src in [current, new] {
+        let parts: Vec<&str> = src.split_whitespace().collect();
+        for c in parts.chunks(4).filter(|c| c.len() == 4) {
+            let v = format!("{} {} {}", c[1], c[2], c[3]);
+            match classes.iter_mut().find(|(n, _)| n == c[0]) {
+                Some(e) => e.1 = v,
+                None => classes.push((c[0].to_string(), v)),
+            }
+        }
+    }
+    classes.iter().map(|(c, v)| format!("{c} {v}")).collect::<Vec<_>>().join(" ")
 }
 
 impl Config {
-    /// Builds the configuration: defaults, then the file, then the flags.
-    pub fn load(args: &Args) -> Result<Config, String> {
+    /// Every setting at its default.
+    pub fn defaults(file: Option<PathBuf>) -> Config {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let mut c = Config {
+        let dir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| ".".into());
+        Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             memcache_port: 11211,
@@ -115,9 +430,14 @@ impl Config {
             slowlog_log_slower_than: AtomicU64::new(10_000),
             slowlog_max_len: AtomicUsize::new(128),
             timeout: AtomicU64::new(0),
-            passive: RwLock::new(Vec::new()),
-            file: args.config.clone(),
-        };
+            passive: RwLock::new(vec![("dir".into(), dir)]),
+            file,
+        }
+    }
+
+    /// Builds the configuration: defaults, then the file, then the flags.
+    pub fn load(args: &Args) -> Result<Config, String> {
+        let mut c = Config::defaults(args.config.clone());
         if let Some(path) = &args.config {
             let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
             for (n, line) in text.lines().enumerate() {
@@ -126,8 +446,8 @@ impl Config {
                     continue;
                 }
                 let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-                let value = value.trim().trim_matches('"');
-                c.set_startup(name, value).map_err(|e| format!("{}:{}: {name}: {e}", path.display(), n + 1))?;
+                let value = unquote(value.trim());
+                c.set_startup(name, &value).map_err(|e| format!("{}:{}: {name}: {e}", path.display(), n + 1))?;
             }
         }
         if let Some(v) = &args.bind {
@@ -176,166 +496,231 @@ impl Config {
             "threads" | "io-threads" => self.threads = num(value)?.max(1) as usize,
             "shm" => self.shm = Some(value.to_string()),
             "databases" => self.databases = num(value)? as u32,
-            "capacity" => self.capacity = Some(parse_size(value)?),
+            "capacity" => self.capacity = Some(parse_mem(value).ok_or("argument must be a memory value")?),
+            // Fixed at startup and nothing to change: accepted so a redis.conf loads.
+            "daemonize" | "enable-debug-command" | "appendfilename" => {
+                let p = param(name).ok_or("unknown")?;
+                let v = normalize(p.kind, value)?;
+                self.store_passive(p.name, v);
+            }
             other => self.set(other, value)?,
         }
         Ok(())
     }
 
-    /// CONFIG SET one parameter. Errors are the text after `ERR CONFIG SET failed (possibly
-    /// related to argument '<name>') - `.
-    pub fn set(&self, name: &str, value: &str) -> Result<(), String> {
-        let name = name.to_ascii_lowercase();
-        let mem = |a: &AtomicU64| -> Result<(), String> {
-            a.store(parse_size(value)?, Ordering::Relaxed);
-            Ok(())
-        };
-        let int = |a: &AtomicU64| -> Result<(), String> {
-            let v: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-            a.store(v.max(0) as u64, Ordering::Relaxed);
-            Ok(())
-        };
-        match name.as_str() {
-            "maxclients" => int(&self.maxclients),
-            "proto-max-bulk-len" => mem(&self.proto_max_bulk_len),
-            "client-query-buffer-limit" => mem(&self.client_query_buffer_limit),
-            "item-size-max" => mem(&self.item_size_max),
-            "client-output-buffer-limit" => {
-                // Redis form: "normal 0 0 0 replica ... pubsub ..."; we keep the normal class's hard limit.
-                let parts: Vec<&str> = value.split_whitespace().collect();
-                if parts.len() % 4 != 0 && parts.len() != 1 {
-                    return Err("Wrong number of arguments in buffer limit configuration.".into());
-                }
-                if parts.len() == 1 {
-                    return mem(&self.client_output_buffer_limit);
-                }
-                for chunk in parts.chunks(4) {
-                    if chunk[0].eq_ignore_ascii_case("normal") {
-                        self.client_output_buffer_limit.store(parse_size(chunk[1])?, Ordering::Relaxed);
-                    } else if !["replica", "slave", "pubsub"].contains(&chunk[0].to_ascii_lowercase().as_str()) {
-                        return Err("Invalid client class specified in buffer limit configuration.".into());
-                    }
-                }
-                Ok(())
-            }
+    /// Validates one CONFIG SET pair without changing anything; returns the parameter and
+    /// the canonical value to [`apply`](Config::apply).
+    pub fn check(&self, name: &str, value: &str) -> Result<(&'static Param, String), SetError> {
+        let p = param(name).ok_or(SetError::Unknown)?;
+        match p.mode {
+            Mode::Immutable => return Err(SetError::Immutable),
+            Mode::Fixed if normalize(p.kind, value).ok() != self.get(p.name) => return Err(SetError::Immutable),
+            _ => {}
+        }
+        let v = normalize(p.kind, value).map_err(SetError::Invalid)?;
+        Ok((p, v))
+    }
+
+    /// Stores a value that [`check`](Config::check) accepted.
+    pub fn apply(&self, p: &Param, v: &str) {
+        if p.mode != Mode::Mutable {
+            // A fixed parameter set to its current value: nothing to do.
+            return;
+        }
+        let num = || v.parse::<i64>().unwrap_or(0);
+        match p.name {
+            "maxclients" => self.maxclients.store(num() as u64, Ordering::Relaxed),
+            "proto-max-bulk-len" => self.proto_max_bulk_len.store(num() as u64, Ordering::Relaxed),
+            "client-query-buffer-limit" => self.client_query_buffer_limit.store(num() as u64, Ordering::Relaxed),
+            "item-size-max" => self.item_size_max.store(num() as u64, Ordering::Relaxed),
             "slowlog-log-slower-than" => {
-                let v: i64 = value.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-                self.slowlog_log_slower_than.store(if v < 0 { u64::MAX } else { v as u64 }, Ordering::Relaxed);
-                Ok(())
+                let n = num();
+                self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed)
             }
-            "slowlog-max-len" => {
-                let v: usize = value.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
-                self.slowlog_max_len.store(v, Ordering::Relaxed);
-                Ok(())
+            "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
+            "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
+            "client-output-buffer-limit" => {
+                let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
+                let hard = merged.split_whitespace().collect::<Vec<_>>().chunks(4).find(|c| c[0] == "normal").and_then(|c| c[1].parse().ok());
+                self.client_output_buffer_limit.store(hard.unwrap_or(0), Ordering::Relaxed);
+                self.store_passive(p.name, merged);
             }
-            "timeout" => int(&self.timeout),
-            _ if PASSIVE.contains(&name.as_str()) => {
-                let mut p = self.passive.write().unwrap_or_else(|e| e.into_inner());
-                match p.iter_mut().find(|(n, _)| *n == name) {
-                    Some(e) => e.1 = value.to_string(),
-                    None => p.push((name.clone(), value.to_string())),
-                }
-                Ok(())
-            }
-            _ => Err("Unknown option or number of arguments for CONFIG SET".into()),
+            _ => self.store_passive(p.name, v.to_string()),
         }
     }
 
-    /// Every parameter with its current value, for CONFIG GET.
-    pub fn all(&self) -> Vec<(String, String)> {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-        let slower = self.slowlog_log_slower_than.load(Ordering::Relaxed);
-        let mut v = vec![
-            ("bind".to_string(), self.bind.clone()),
-            ("port".into(), self.port.to_string()),
-            ("memcache-port".into(), self.memcache_port.to_string()),
-            ("io-threads".into(), self.threads.to_string()),
-            ("threads".into(), self.threads.to_string()),
-            ("databases".into(), self.databases.to_string()),
-            ("maxclients".into(), l(&self.maxclients)),
-            ("proto-max-bulk-len".into(), l(&self.proto_max_bulk_len)),
-            ("client-query-buffer-limit".into(), l(&self.client_query_buffer_limit)),
-            ("item-size-max".into(), l(&self.item_size_max)),
-            (
-                "client-output-buffer-limit".into(),
-                format!("normal {} 0 0 replica 268435456 67108864 60 pubsub 33554432 8388608 60", l(&self.client_output_buffer_limit)),
-            ),
-            ("slowlog-log-slower-than".into(), if slower == u64::MAX { "-1".into() } else { slower.to_string() }),
-            ("slowlog-max-len".into(), self.slowlog_max_len.load(Ordering::Relaxed).to_string()),
-            ("timeout".into(), l(&self.timeout)),
-        ];
-        let p = self.passive.read().unwrap_or_else(|e| e.into_inner());
-        for name in PASSIVE {
-            let val = p.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_else(|| passive_default(name).to_string());
-            v.push((name.to_string(), val));
+    fn store_passive(&self, name: &str, v: String) {
+        let mut pv = self.passive.write().unwrap_or_else(|e| e.into_inner());
+        match pv.iter_mut().find(|(n, _)| n == name) {
+            Some(e) => e.1 = v,
+            None => pv.push((name.to_string(), v)),
         }
-        v
+    }
+
+    /// CONFIG SET one parameter. Errors are the text after `ERR CONFIG SET failed (possibly
+    /// related to argument '<name>') - ` (or the unknown-option text).
+    pub fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        match self.check(name, value) {
+            Ok((p, v)) => {
+                self.apply(p, &v);
+                Ok(())
+            }
+            Err(SetError::Unknown) => Err("Unknown option or number of arguments for CONFIG SET".into()),
+            Err(SetError::Immutable) => Err("can't set immutable config".into()),
+            Err(SetError::Invalid(e)) => Err(e),
+        }
+    }
+
+    /// The current value of a parameter (by name or alias), as CONFIG GET prints it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let p = param(name)?;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+        Some(match p.name {
+            "bind" => self.bind.clone(),
+            "port" => self.port.to_string(),
+            "memcache-port" => self.memcache_port.to_string(),
+            "io-threads" => self.threads.to_string(),
+            "databases" => self.databases.to_string(),
+            "maxclients" => l(&self.maxclients),
+            "proto-max-bulk-len" => l(&self.proto_max_bulk_len),
+            "client-query-buffer-limit" => l(&self.client_query_buffer_limit),
+            "item-size-max" => l(&self.item_size_max),
+            "slowlog-log-slower-than" => {
+                let v = self.slowlog_log_slower_than.load(Ordering::Relaxed);
+                if v == u64::MAX {
+                    "-1".into()
+                } else {
+                    v.to_string()
+                }
+            }
+            "slowlog-max-len" => self.slowlog_max_len.load(Ordering::Relaxed).to_string(),
+            "timeout" => l(&self.timeout),
+            "client-output-buffer-limit" => {
+                // The normal class's hard limit may have come from the flag.
+                let stored = self.passive_value(p);
+                let hard = l(&self.client_output_buffer_limit);
+                let parts: Vec<&str> = stored.split_whitespace().collect();
+                let mut out = Vec::new();
+                for c in parts.chunks(4).filter(|c| c.len() == 4) {
+                    let h = if c[0] == "normal" { hard.as_str() } else { c[1] };
+                    out.push(format!("{} {h} {} {}", c[0], c[2], c[3]));
+                }
+                out.join(" ")
+            }
+            _ => self.passive_value(p),
+        })
+    }
+
+    fn passive_value(&self, p: &Param) -> String {
+        let pv = self.passive.read().unwrap_or_else(|e| e.into_inner());
+        pv.iter().find(|(n, _)| n == p.name).map_or_else(|| p.default.to_string(), |(_, v)| v.clone())
+    }
+
+    /// Every parameter with its current value, in [`PARAMS`] order, for CONFIG GET.
+    pub fn all(&self) -> Vec<(String, String)> {
+        PARAMS.iter().map(|p| (p.name.to_string(), self.get(p.name).unwrap_or_default())).collect()
+    }
+
+    /// CONFIG REWRITE: rewrites the `--config` file with the current values, as Redis does:
+    /// lines of known parameters get the current value (later duplicates are dropped),
+    /// comments and unknown lines stay, and parameters that differ from their default but
+    /// were not in the file are appended.
+    pub fn rewrite(&self) -> Result<(), String> {
+        let Some(path) = &self.file else { return Err("The server is running without a config file".into()) };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut seen: Vec<&'static str> = Vec::new();
+        for line in text.lines() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                if t != "# Generated by CONFIG REWRITE" {
+                    out.push(line.to_string());
+                }
+                continue;
+            }
+            let name = t.split_whitespace().next().unwrap_or("");
+            match param(name) {
+                Some(p) if !seen.contains(&p.name) => {
+                    seen.push(p.name);
+                    out.push(format!("{} {}", p.name, quote(&self.get(p.name).unwrap_or_default())));
+                }
+                Some(_) => {}
+                // Larder's startup-only names that are not Redis parameters (shm, capacity).
+                None => out.push(line.to_string()),
+            }
+        }
+        let defaults = Config::defaults(None);
+        let mut header = false;
+        for p in PARAMS {
+            if seen.contains(&p.name) || p.name == "dir" {
+                continue;
+            }
+            let (cur, def) = (self.get(p.name).unwrap_or_default(), defaults.get(p.name).unwrap_or_default());
+            if cur != def {
+                if !header {
+                    out.push("# Generated by CONFIG REWRITE".into());
+                    header = true;
+                }
+                out.push(format!("{} {}", p.name, quote(&cur)));
+            }
+        }
+        let mut body = out.join("\n");
+        body.push('\n');
+        // Write a temporary file and rename it over the old one, so a crash never leaves a
+        // half-written configuration.
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::write(&tmp, body)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("Rewriting config file: {e}"))
     }
 }
 
-/// Parameters accepted and echoed back but not acted on yet.
-const PASSIVE: &[&str] = &[
-    "save",
-    "appendonly",
-    "appendfsync",
-    "maxmemory",
-    "maxmemory-policy",
-    "hz",
-    "lazyfree-lazy-user-del",
-    "lazyfree-lazy-user-flush",
-    "loglevel",
-    "dir",
-    "dbfilename",
-    "appendfilename",
-    "activerehashing",
-    "latency-tracking",
-    "notify-keyspace-events",
-    "list-max-listpack-size",
-    "hash-max-listpack-entries",
-    "hash-max-listpack-value",
-    "set-max-intset-entries",
-    "set-max-listpack-entries",
-    "set-max-listpack-value",
-    "zset-max-listpack-entries",
-    "zset-max-listpack-value",
-    "lua-time-limit",
-    "busy-reply-threshold",
-    "active-expire-effort",
-    "lfu-log-factor",
-    "lfu-decay-time",
-    "maxmemory-samples",
-    "tcp-keepalive",
-    "close-on-oom",
-];
+fn unquote(v: &str) -> String {
+    if v.len() >= 2 && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\''))) {
+        v[1..v.len() - 1].to_string()
+    } else {
+        v.to_string()
+    }
+}
 
-fn passive_default(name: &str) -> &'static str {
-    match name {
-        "save" => "",
-        "appendonly" => "no",
-        "appendfsync" => "everysec",
-        "maxmemory" => "0",
-        "maxmemory-policy" => "noeviction",
-        "hz" => "10",
-        "loglevel" => "notice",
-        "dir" => ".",
-        "dbfilename" => "dump.rdb",
-        "appendfilename" => "appendonly.aof",
-        "activerehashing" => "yes",
-        "latency-tracking" => "yes",
-        "list-max-listpack-size" => "-2",
-        "hash-max-listpack-entries" => "128",
-        "hash-max-listpack-value" => "64",
-        "set-max-intset-entries" => "512",
-        "set-max-listpack-entries" => "128",
-        "set-max-listpack-value" => "64",
-        "zset-max-listpack-entries" => "128",
-        "zset-max-listpack-value" => "64",
-        "lua-time-limit" | "busy-reply-threshold" => "5000",
-        "active-expire-effort" => "1",
-        "lfu-log-factor" => "10",
-        "lfu-decay-time" => "1",
-        "maxmemory-samples" => "5",
-        "tcp-keepalive" => "300",
-        _ => "no",
+fn quote(v: &str) -> String {
+    if v.is_empty() || v.contains(char::is_whitespace) {
+        format!("\"{v}\"")
+    } else {
+        v.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_and_normalized_as_redis_does() {
+        assert_eq!(parse_mem("10K"), Some(10_000));
+        assert_eq!(parse_mem("1gb"), Some(1 << 30));
+        assert_eq!(parse_mem("1.5gb"), None);
+        assert_eq!(parse_mem("-1"), None);
+        let c = Config::defaults(None);
+        assert_eq!(c.check("maxclients", "abc").unwrap_err(), SetError::Invalid("argument couldn't be parsed into an integer".into()));
+        assert_eq!(
+            c.check("maxclients", "0").unwrap_err(),
+            SetError::Invalid("argument must be between 1 and 4294967295 inclusive".into())
+        );
+        assert_eq!(c.check("port", "1").unwrap_err(), SetError::Immutable);
+        assert!(c.check("port", "6379").is_ok());
+        assert_eq!(c.check("daemonize", "no").unwrap_err(), SetError::Immutable);
+        assert_eq!(c.check("maxmemory-clients", "5%").unwrap().1, "5%");
+        assert_eq!(c.check("nosuch", "1").unwrap_err(), SetError::Unknown);
+        assert_eq!(c.check("hz", "1000").unwrap().1, "500");
+        assert_eq!(c.check("appendonly", "YES").unwrap().1, "yes");
+        assert_eq!(c.check("save", "3600 1 300 100").unwrap().1, "3600 1 300 100");
+        assert!(c.check("save", " 100 10").is_err());
+        assert_eq!(c.check("notify-keyspace-events", "KEA").unwrap().1, "AKE");
+        assert_eq!(c.check("notify-keyspace-events", "Ex").unwrap().1, "xE");
+        c.set("client-output-buffer-limit", "normal 1mb 2 3").unwrap();
+        assert_eq!(c.get("client-output-buffer-limit").unwrap(), "normal 1048576 2 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60");
+        assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
+        assert_eq!(c.get("HASH-MAX-ZIPLIST-ENTRIES").unwrap(), "128");
     }
 }

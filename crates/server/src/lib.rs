@@ -21,7 +21,7 @@ pub mod stats;
 mod worker;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,10 @@ use larder_engine::{ArenaConfig, Backing, Store, StoreConfig};
 
 pub use config::{Args, Config};
 use stats::{Slowlog, Stats};
+
+/// The Redis version Larder reports (HELLO, INFO `redis_version`): the release whose
+/// commands and replies it follows. Clients pick features by it.
+pub const REDIS_VERSION: &str = "7.2.0";
 
 /// Which protocol a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +64,61 @@ pub struct ClientInfo {
     pub obuf: AtomicU64,
     pub killed: AtomicBool,
     pub no_evict: AtomicBool,
+    /// The socket's file descriptor (CLIENT LIST `fd`).
+    pub fd: i32,
+    /// Subscriptions (channels, patterns, shard channels), kept by the pub/sub family for
+    /// CLIENT LIST and `TYPE pubsub`.
+    pub sub: AtomicU64,
+    pub psub: AtomicU64,
+    pub ssub: AtomicU64,
+    /// Commands queued in MULTI, or -1 outside a transaction (CLIENT LIST `multi`).
+    pub multi: AtomicI64,
+    /// Blocked in a blocking command (CLIENT LIST flag `b`).
+    pub blocked: AtomicBool,
+    /// Read buffer capacity and its peak fill (CLIENT LIST `rbs`, `rbp`).
+    pub rbuf_cap: AtomicU64,
+    pub rbuf_peak: AtomicU64,
+    /// Bytes held by the connection's buffers (CLIENT LIST `tot-mem`).
+    pub mem: AtomicU64,
+}
+
+impl ClientInfo {
+    /// A client that just connected.
+    pub fn new(id: u64, addr: String, laddr: String, proto: Proto, worker: usize, fd: i32, now_ms: u64) -> ClientInfo {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            proto,
+            worker,
+            created: Instant::now(),
+            name: Default::default(),
+            lib_name: Default::default(),
+            lib_ver: Default::default(),
+            db: AtomicU32::new(0),
+            resp: AtomicU8::new(2),
+            last_cmd: AtomicU32::new(u32::MAX),
+            last_ms: AtomicU64::new(now_ms),
+            qbuf: Default::default(),
+            obuf: Default::default(),
+            killed: Default::default(),
+            no_evict: Default::default(),
+            fd,
+            sub: Default::default(),
+            psub: Default::default(),
+            ssub: Default::default(),
+            multi: AtomicI64::new(-1),
+            blocked: Default::default(),
+            rbuf_cap: Default::default(),
+            rbuf_peak: Default::default(),
+            mem: Default::default(),
+        }
+    }
+
+    /// Marks the client to be closed by its worker (CLIENT KILL); the caller wakes workers.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Everything the workers share.
@@ -77,6 +136,13 @@ pub struct Shared {
     /// Wakers of the worker event loops (to act on CLIENT KILL and SHUTDOWN at once).
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
     pub tcp_ports: OnceLock<(u16, u16)>,
+    /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 pauses it, as tests of lazy expiry need).
+    pub active_expire: AtomicBool,
+    /// Clients blocked in BLPOP & co. (INFO `blocked_clients`), kept by the blocking families.
+    pub blocked_clients: AtomicU64,
+    /// Unix time (seconds) the server started: LASTSAVE and `rdb_last_save_time` until
+    /// persistence exists.
+    pub started_unix: u64,
 }
 
 impl Shared {
@@ -134,6 +200,9 @@ impl Server {
             shutdown: AtomicBool::new(false),
             wakers: OnceLock::new(),
             tcp_ports: OnceLock::new(),
+            active_expire: AtomicBool::new(true),
+            blocked_clients: AtomicU64::new(0),
+            started_unix: larder_engine::now_ms() / 1000,
         });
         let (workers, wakers, ports) = worker::spawn_all(&shared)?;
         let _ = shared.wakers.set(wakers);
@@ -173,15 +242,21 @@ fn larder_arena_page() -> u64 {
     64 * 1024
 }
 
-/// Active expiry, as Redis's `activeExpireCycle`: every 100 ms sample each database and
-/// keep going while more than a quarter of the sampled keys with a TTL had expired (at most
-/// 25 ms a round).
+/// Every 100 ms: active expiry, as Redis's `activeExpireCycle` (sample each database and
+/// keep going while more than a quarter of the sampled keys with a TTL had expired, at most
+/// 25 ms a round), then the instantaneous rates and the memory peak for INFO.
 fn background(shared: Arc<Shared>) {
     let Ok(mut h) = shared.store.handle() else { return };
+    let mut sampler = stats::Sampler::default();
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        sampler.sample(&shared.stats);
+        let used = shared.store.arena().pages_in_use_bytes();
+        shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
         let start = Instant::now();
-        for db in 0..shared.store.databases() {
+        // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only.
+        let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
+        for db in 0..databases {
             loop {
                 match h.expire_cycle(db, 20) {
                     Ok((examined, deleted)) => {

@@ -27,6 +27,9 @@ pub struct WorkerStats {
     pub keyspace_misses: AtomicU64,
     pub expired_keys: AtomicU64,
     pub total_errors: AtomicU64,
+    /// Write commands that succeeded (INFO `rdb_changes_since_last_save`; one per command,
+    /// where Redis counts changed keys).
+    pub dirty: AtomicU64,
     /// Error replies by their first word (`ERR`, `WRONGTYPE`, …).
     pub errors: Mutex<HashMap<String, u64>>,
     pub cmd: Vec<CmdStats>,
@@ -34,6 +37,46 @@ pub struct WorkerStats {
 
 pub struct Stats {
     workers: Vec<Box<WorkerStats>>,
+    /// Commands per second over the last 1.6 s (Redis `instantaneous_ops_per_sec`).
+    pub inst_ops: AtomicU64,
+    /// KiB/s in and out over the last 1.6 s, as f64 bits.
+    pub inst_in_kbps: AtomicU64,
+    pub inst_out_kbps: AtomicU64,
+    /// Highest arena footprint seen (INFO `used_memory_peak`).
+    pub peak_memory: AtomicU64,
+}
+
+/// Redis's `trackInstantaneousMetric`: every 100 ms the background thread records how far
+/// the totals moved; the rates are the mean of the last 16 samples.
+#[derive(Default)]
+pub struct Sampler {
+    last: Option<(std::time::Instant, [u64; 3])>,
+    samples: VecDeque<[f64; 3]>,
+}
+
+impl Sampler {
+    pub fn sample(&mut self, stats: &Stats) {
+        let now = std::time::Instant::now();
+        let totals = [
+            stats.sum(|w| &w.commands),
+            stats.sum(|w| &w.net_input),
+            stats.sum(|w| &w.net_output),
+        ];
+        if let Some((t, prev)) = self.last {
+            let secs = now.duration_since(t).as_secs_f64().max(1e-6);
+            let rate: [f64; 3] = std::array::from_fn(|i| totals[i].saturating_sub(prev[i]) as f64 / secs);
+            self.samples.push_back(rate);
+            if self.samples.len() > 16 {
+                self.samples.pop_front();
+            }
+            let n = self.samples.len() as f64;
+            let mean = |i: usize| self.samples.iter().map(|s| s[i]).sum::<f64>() / n;
+            stats.inst_ops.store(mean(0).round() as u64, Ordering::Relaxed);
+            stats.inst_in_kbps.store((mean(1) / 1024.0).to_bits(), Ordering::Relaxed);
+            stats.inst_out_kbps.store((mean(2) / 1024.0).to_bits(), Ordering::Relaxed);
+        }
+        self.last = Some((now, totals));
+    }
 }
 
 impl Stats {
@@ -43,6 +86,10 @@ impl Stats {
             workers: (0..n)
                 .map(|_| Box::new(WorkerStats { cmd: (0..ncmd).map(|_| CmdStats::default()).collect(), ..Default::default() }))
                 .collect(),
+            inst_ops: AtomicU64::new(0),
+            inst_in_kbps: AtomicU64::new(0),
+            inst_out_kbps: AtomicU64::new(0),
+            peak_memory: AtomicU64::new(0),
         }
     }
 
@@ -84,6 +131,7 @@ impl Stats {
 
     /// CONFIG RESETSTAT.
     pub fn reset(&self) {
+        self.peak_memory.store(0, Ordering::Relaxed);
         for w in &self.workers {
             for a in [
                 &w.commands,

@@ -182,25 +182,9 @@ impl Worker {
             self.shared.connected.fetch_add(1, Ordering::Relaxed);
             let _ = stream.set_nodelay(true);
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-            let info = Arc::new(ClientInfo {
-                id,
-                addr: addr.to_string(),
-                laddr: stream.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-                proto,
-                worker: self.id,
-                created: std::time::Instant::now(),
-                name: Default::default(),
-                lib_name: Default::default(),
-                lib_ver: Default::default(),
-                db: Default::default(),
-                resp: std::sync::atomic::AtomicU8::new(2),
-                last_cmd: std::sync::atomic::AtomicU32::new(u32::MAX),
-                last_ms: std::sync::atomic::AtomicU64::new(self.shared.uptime_ms()),
-                qbuf: Default::default(),
-                obuf: Default::default(),
-                killed: Default::default(),
-                no_evict: Default::default(),
-            });
+            let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            let info = Arc::new(ClientInfo::new(id, addr.to_string(), laddr, proto, self.id, fd, self.shared.uptime_ms()));
             self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             let slot = match self.free.pop() {
                 Some(s) => s,
@@ -220,7 +204,7 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 args: Args::new(),
-                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info },
+                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0 },
                 writing: false,
             });
         }
@@ -277,6 +261,8 @@ impl Worker {
                 }
             }
         }
+        c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
+        c.state.info.rbuf_peak.fetch_max(c.rbuf.len() as u64, Ordering::Relaxed);
         self.process(i);
         if eof {
             // Replies to what the peer sent before closing still go out if they can.
@@ -303,6 +289,9 @@ impl Worker {
                     match larder_resp::parse_command_into(buf, &limits, &mut c.args) {
                         Ok(Some(n)) => {
                             if !c.args.is_empty() {
+                                // CLIENT LIST's qbuf counts the request being executed, as
+                                // Redis's query buffer still holds it.
+                                c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
                                 let mut ctx = Ctx {
                                     argv: crate::command::Argv { args: &c.args, buf },
                                     out: Writer::new(&mut c.wbuf, c.state.proto),
@@ -359,6 +348,7 @@ impl Worker {
         ws.net_output.fetch_add(written as u64, Ordering::Relaxed);
         c.wbuf.drain(..written);
         c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
+        c.state.info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
         if obuf_limit > 0 && c.wbuf.len() > obuf_limit {
             tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
             self.close(i);

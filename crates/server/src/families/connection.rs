@@ -1,27 +1,91 @@
-//! Connection commands: PING ECHO QUIT SELECT (HELLO, CLIENT, RESET arrive with the server
-//! family).
+//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET and CLIENT with its
+//! subcommands.
+//!
+//! Per-connection state lives in [`ConnState`](crate::command::ConnState) (what only the
+//! owning worker touches: protocol, db, reply mode) and in the shared
+//! [`ClientInfo`](crate::ClientInfo) (what CLIENT LIST / KILL on any worker must see).
+//! CLIENT KILL of a client on another worker marks it and wakes the workers; its owner
+//! closes it.
 
-use crate::command::{CmdError, Ctx, Spec, FAST, LOADING, STALE};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use larder_resp::Protocol;
+
+use crate::command::{
+    table, CmdError, Ctx, Handler, ReplyMode, Spec, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_AUTH, STALE,
+};
+use crate::families::server::reply_help;
+use crate::{ClientInfo, Shared};
+
+const fn spec(name: &'static str, arity: i32, flags: u32, summary: &'static str, handler: Handler) -> Spec {
+    Spec { name, arity, flags, first_key: 0, last_key: 0, step: 0, group: "connection", summary, handler }
+}
 
 pub const COMMANDS: &[Spec] = &[
-    Spec { name: "ping", arity: -1, flags: FAST | STALE, first_key: 0, last_key: 0, step: 0, group: "connection", summary: "Returns the server's liveliness response.", handler: cmd_ping },
-    Spec { name: "echo", arity: 2, flags: FAST | LOADING | STALE, first_key: 0, last_key: 0, step: 0, group: "connection", summary: "Returns the given string.", handler: cmd_echo },
-    Spec { name: "quit", arity: -1, flags: FAST | LOADING | STALE, first_key: 0, last_key: 0, step: 0, group: "connection", summary: "Closes the connection.", handler: cmd_quit },
-    Spec { name: "select", arity: 2, flags: FAST | LOADING | STALE, first_key: 0, last_key: 0, step: 0, group: "connection", summary: "Changes the selected database.", handler: cmd_select },
+    spec("ping", -1, FAST, "Returns the server's liveliness response.", cmd_ping),
+    spec("echo", 2, FAST | LOADING | STALE, "Returns the given string.", cmd_echo),
+    spec("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Closes the connection.", cmd_quit),
+    spec("select", 2, FAST | LOADING | STALE, "Changes the selected database.", cmd_select),
+    spec(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        "Handshakes with the Redis server.",
+        cmd_hello,
+    ),
+    spec(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        "Authenticates the connection.",
+        cmd_auth,
+    ),
+    spec("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Resets the connection.", cmd_reset),
+    // A container: `CLIENT <sub>` runs one of SUBCOMMANDS (the dispatcher routes it).
+    spec("client", -2, 0, "A container for client connection commands.", cmd_container),
 ];
 
+const CS: u32 = NOSCRIPT | LOADING | STALE;
+
+pub const SUBCOMMANDS: &[Spec] = &[
+    spec("client|id", 2, CS, "Returns the unique client ID of the connection.", cmd_client_id),
+    spec("client|setname", 3, CS, "Sets the connection name.", cmd_client_setname),
+    spec("client|getname", 2, CS, "Returns the name of the connection.", cmd_client_getname),
+    spec("client|list", -2, ADMIN | CS, "Lists open connections.", cmd_client_list),
+    spec("client|info", 2, CS, "Returns information about the connection.", cmd_client_info),
+    spec("client|kill", -3, ADMIN | CS, "Terminates open connections.", cmd_client_kill),
+    spec("client|reply", 3, CS, "Instructs the server whether to reply to commands.", cmd_client_reply),
+    spec("client|no-evict", 3, ADMIN | CS, "Sets the client eviction mode of the connection.", cmd_client_no_evict),
+    spec("client|setinfo", 4, CS, "Sets information specific to the client or connection.", cmd_client_setinfo),
+    spec("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", cmd_client_help),
+];
+
+/// The handler of a container command called without a subcommand. The dispatcher only
+/// gets here for an arity the container allows, which none of these does.
+pub(crate) fn cmd_container(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let name = String::from_utf8_lossy(ctx.arg(0)).to_ascii_uppercase();
+    Err(CmdError::new(format!("ERR unknown subcommand ''. Try {name} HELP.")))
+}
+
 /// # Format
-/// `PING [message]` → `+PONG` or the message as a bulk string.
+/// `PING [message]` → `+PONG` or the message as a bulk string; a subscribed RESP2 client
+/// gets `["pong", message]`, as Redis answers inside pub/sub.
 fn cmd_ping(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    match ctx.argc() {
-        1 => {
-            ctx.out.simple(b"PONG");
-        }
-        2 => {
-            let m = ctx.arg(1);
-            ctx.out.bulk(m);
-        }
-        _ => return Err(CmdError::new("ERR wrong number of arguments for 'ping' command")),
+    if ctx.argc() > 2 {
+        return Err(CmdError::new("ERR wrong number of arguments for 'ping' command"));
+    }
+    let info = &ctx.conn.info;
+    let subscribed =
+        info.sub.load(Ordering::Relaxed) + info.psub.load(Ordering::Relaxed) + info.ssub.load(Ordering::Relaxed) > 0;
+    if subscribed && ctx.conn.proto == Protocol::Resp2 {
+        let m = if ctx.argc() == 2 { ctx.arg(1) } else { b"" };
+        ctx.out.array(2).bulk(b"pong").bulk(m);
+    } else if ctx.argc() == 1 {
+        ctx.out.simple(b"PONG");
+    } else {
+        let m = ctx.arg(1);
+        ctx.out.bulk(m);
     }
     Ok(())
 }
@@ -50,7 +114,492 @@ fn cmd_select(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::new("ERR DB index is out of range"));
     }
     ctx.conn.db = db as u32;
-    ctx.conn.info.db.store(db as u32, std::sync::atomic::Ordering::Relaxed);
+    ctx.conn.info.db.store(db as u32, Ordering::Relaxed);
     ctx.out.ok();
+    Ok(())
+}
+
+/// Larder has one user, `default`, with no password (Redis's default ACL): any password
+/// is accepted for it, and every other user name is refused.
+fn authenticate(user: &[u8]) -> Result<(), CmdError> {
+    if user == b"default" {
+        Ok(())
+    } else {
+        Err(CmdError::new("WRONGPASS invalid username-password pair or user is disabled."))
+    }
+}
+
+/// # Format
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]` → a map (RESP3) or flat
+/// array (RESP2) of server, version, proto, id, mode, role, modules. The reply is already in
+/// the new protocol, and so is every later reply on the connection.
+fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut proto = None;
+    let mut next = 1;
+    if ctx.argc() >= 2 {
+        let v = crate::command::parse_i64(ctx.arg(1))
+            .ok_or_else(|| CmdError::new("ERR Protocol version is not an integer or out of range"))?;
+        proto = Some(Protocol::from_version(v).ok_or_else(|| CmdError::new("NOPROTO unsupported protocol version"))?);
+        next = 2;
+    }
+    let mut auth = None;
+    let mut name = None;
+    let mut j = next;
+    while j < ctx.argc() {
+        let more = ctx.argc() - 1 - j;
+        let opt = ctx.arg(j);
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            auth = Some(ctx.arg(j + 1));
+            j += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            name = Some(ctx.arg(j + 1));
+            j += 2;
+        } else {
+            return Err(CmdError::new(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(opt))));
+        }
+    }
+    if let Some(user) = auth {
+        authenticate(user)?;
+    }
+    if let Some(n) = name {
+        set_name(&ctx.conn.info, n)?;
+    }
+    if let Some(p) = proto {
+        ctx.conn.proto = p;
+        ctx.out.set_protocol(p);
+        ctx.conn.info.resp.store(p.version(), Ordering::Relaxed);
+    }
+    let id = ctx.conn.id as i64;
+    let version = ctx.conn.proto.version() as i64;
+    ctx.out.map(7);
+    ctx.out.bulk(b"server").bulk(b"redis");
+    ctx.out.bulk(b"version").bulk(crate::REDIS_VERSION.as_bytes());
+    ctx.out.bulk(b"proto").integer(version);
+    ctx.out.bulk(b"id").integer(id);
+    ctx.out.bulk(b"mode").bulk(b"standalone");
+    ctx.out.bulk(b"role").bulk(b"master");
+    ctx.out.bulk(b"modules").array(0);
+    Ok(())
+}
+
+/// # Format
+/// `AUTH [username] password` → `+OK`, or the error Redis gives with no password set.
+fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    match ctx.argc() {
+        2 => Err(CmdError::new(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+        3 => {
+            authenticate(ctx.arg(1))?;
+            ctx.out.ok();
+            Ok(())
+        }
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+/// # Format
+/// `RESET` → `+RESET`: database 0, RESP2, replies on, no name, no-evict off, as a new
+/// connection (the library name and version stay, as in Redis).
+fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    ctx.conn.db = 0;
+    ctx.conn.info.db.store(0, Ordering::Relaxed);
+    ctx.conn.proto = Protocol::Resp2;
+    ctx.out.set_protocol(Protocol::Resp2);
+    ctx.conn.info.resp.store(2, Ordering::Relaxed);
+    // Redis clears OFF and SKIP_NEXT but not the skip of the command running now.
+    if ctx.conn.reply != ReplyMode::Skipping {
+        ctx.conn.reply = ReplyMode::On;
+    }
+    ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
+    ctx.out.simple(b"RESET");
+    Ok(())
+}
+
+/// Redis's `validateClientAttr`: printable ASCII without spaces.
+fn valid_attr(v: &[u8]) -> bool {
+    v.iter().all(|c| (b'!'..=b'~').contains(c))
+}
+
+fn set_name(info: &ClientInfo, name: &[u8]) -> Result<(), CmdError> {
+    if !valid_attr(name) {
+        return Err(CmdError::new("ERR Client names cannot contain spaces, newlines or special characters."));
+    }
+    *info.name.lock().unwrap_or_else(|e| e.into_inner()) = name.to_vec();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT ID` → the connection's id.
+fn cmd_client_id(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let id = ctx.conn.id as i64;
+    ctx.out.integer(id);
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT SETNAME name` → `+OK` (an empty name clears it).
+fn cmd_client_setname(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    set_name(&ctx.conn.info, ctx.arg(2))?;
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT GETNAME` → the name, or null.
+fn cmd_client_getname(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let name = ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if name.is_empty() {
+        ctx.out.null();
+    } else {
+        ctx.out.bulk(&name);
+    }
+    Ok(())
+}
+
+/// Client classes of CLIENT LIST TYPE / CLIENT KILL TYPE.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    Master,
+    Pubsub,
+}
+
+fn client_type(name: &[u8]) -> Result<ClientType, CmdError> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"normal" => Ok(ClientType::Normal),
+        b"replica" | b"slave" => Ok(ClientType::Replica),
+        b"master" => Ok(ClientType::Master),
+        b"pubsub" => Ok(ClientType::Pubsub),
+        _ => Err(CmdError::new(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(name)))),
+    }
+}
+
+fn subscriptions(c: &ClientInfo) -> u64 {
+    c.sub.load(Ordering::Relaxed) + c.psub.load(Ordering::Relaxed) + c.ssub.load(Ordering::Relaxed)
+}
+
+/// A client's class: Larder has no replication, so every client is normal or pub/sub.
+fn type_of(c: &ClientInfo) -> ClientType {
+    if subscriptions(c) > 0 {
+        ClientType::Pubsub
+    } else {
+        ClientType::Normal
+    }
+}
+
+/// Every client, oldest first (CLIENT LIST's order).
+fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
+    let mut v: Vec<_> = shared.clients.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+    v.sort_by_key(|c| c.id);
+    v
+}
+
+/// One CLIENT LIST line, in Redis 7.2's field order (without the newline).
+pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
+    let now = shared.uptime_ms();
+    let mut flags = String::new();
+    if subscriptions(c) > 0 {
+        flags.push('P');
+    }
+    let multi = c.multi.load(Ordering::Relaxed);
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if c.blocked.load(Ordering::Relaxed) {
+        flags.push('b');
+    }
+    if c.killed.load(Ordering::Relaxed) {
+        flags.push('A');
+    }
+    if c.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let qbuf = c.qbuf.load(Ordering::Relaxed);
+    let rbs = c.rbuf_cap.load(Ordering::Relaxed);
+    let obl = c.obuf.load(Ordering::Relaxed);
+    let cmd = match c.last_cmd.load(Ordering::Relaxed) {
+        u32::MAX => "NULL",
+        i => table().specs.get(i as usize).map_or("NULL", |s| s.name),
+    };
+    let text = |m: &std::sync::Mutex<Vec<u8>>| {
+        String::from_utf8_lossy(&m.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    };
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
+         qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
+         user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        c.id,
+        c.addr,
+        c.laddr,
+        c.fd,
+        text(&c.name),
+        c.created.elapsed().as_secs(),
+        now.saturating_sub(c.last_ms.load(Ordering::Relaxed)) / 1000,
+        flags,
+        c.db.load(Ordering::Relaxed),
+        c.sub.load(Ordering::Relaxed),
+        c.psub.load(Ordering::Relaxed),
+        c.ssub.load(Ordering::Relaxed),
+        multi,
+        qbuf,
+        rbs.saturating_sub(qbuf),
+        rbs,
+        c.rbuf_peak.load(Ordering::Relaxed),
+        obl,
+        c.mem.load(Ordering::Relaxed).max(rbs + obl),
+        if obl > 0 { "rw" } else { "r" },
+        cmd,
+        c.resp.load(Ordering::Relaxed),
+        text(&c.lib_name),
+        text(&c.lib_ver),
+    )
+}
+
+/// # Format
+/// `CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]` → one line per client
+/// (a bulk string; a verbatim string in RESP3).
+fn cmd_client_list(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let clients = all_clients(ctx.shared);
+    let selected: Vec<Arc<ClientInfo>> = if ctx.argc() == 2 {
+        clients
+    } else if ctx.argc() == 4 && ctx.arg(2).eq_ignore_ascii_case(b"TYPE") {
+        let t = client_type(ctx.arg(3))?;
+        clients.into_iter().filter(|c| type_of(c) == t).collect()
+    } else if ctx.argc() > 3 && ctx.arg(2).eq_ignore_ascii_case(b"ID") {
+        let mut out = Vec::new();
+        for j in 3..ctx.argc() {
+            let id = crate::command::parse_i64(ctx.arg(j)).ok_or_else(|| CmdError::new("ERR Invalid client ID"))?;
+            out.extend(clients.iter().filter(|c| c.id as i64 == id).cloned());
+        }
+        out
+    } else {
+        return Err(CmdError::syntax());
+    };
+    let mut text = String::new();
+    for c in &selected {
+        text.push_str(&client_line(c, ctx.shared));
+        text.push('\n');
+    }
+    ctx.out.verbatim(b"txt", text.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT INFO` → this connection's CLIENT LIST line.
+fn cmd_client_info(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut text = client_line(&ctx.conn.info, ctx.shared);
+    text.push('\n');
+    ctx.out.verbatim(b"txt", text.as_bytes());
+    Ok(())
+}
+
+/// The filters of CLIENT KILL.
+#[derive(Default)]
+struct KillFilter {
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    id: Option<u64>,
+    kind: Option<ClientType>,
+    max_age: Option<u64>,
+    skip_me: bool,
+}
+
+impl KillFilter {
+    fn matches(&self, c: &ClientInfo, me: u64) -> bool {
+        !(self.addr.as_deref().is_some_and(|a| a != c.addr.as_bytes())
+            || self.laddr.as_deref().is_some_and(|a| a != c.laddr.as_bytes())
+            || self.id.is_some_and(|id| id != c.id)
+            || self.kind.is_some_and(|k| k != type_of(c))
+            || self.max_age.is_some_and(|m| c.created.elapsed().as_secs() <= m)
+            || (self.skip_me && c.id == me)
+            || c.killed.load(Ordering::Relaxed))
+    }
+}
+
+fn parse_kill_filter(ctx: &Ctx<'_>) -> Result<KillFilter, CmdError> {
+    let mut f = KillFilter { skip_me: true, ..Default::default() };
+    let mut i = 2;
+    while i < ctx.argc() {
+        let (opt, more) = (ctx.arg(i), i + 1 < ctx.argc());
+        if !more {
+            return Err(CmdError::syntax());
+        }
+        let v = ctx.arg(i + 1);
+        match opt.to_ascii_lowercase().as_slice() {
+            b"id" => {
+                let id = crate::command::parse_i64(v)
+                    .filter(|id| *id >= 1)
+                    .ok_or_else(|| CmdError::new("ERR client-id should be greater than 0"))?;
+                f.id = Some(id as u64);
+            }
+            b"type" => f.kind = Some(client_type(v)?),
+            b"addr" => f.addr = Some(v.to_vec()),
+            b"laddr" => f.laddr = Some(v.to_vec()),
+            b"user" => {
+                if v != b"default" {
+                    return Err(CmdError::new(format!("ERR No such user '{}'", String::from_utf8_lossy(v))));
+                }
+            }
+            b"skipme" => match v.to_ascii_lowercase().as_slice() {
+                b"yes" => f.skip_me = true,
+                b"no" => f.skip_me = false,
+                _ => return Err(CmdError::syntax()),
+            },
+            b"maxage" => {
+                let age = crate::command::parse_i64(v)
+                    .ok_or_else(|| CmdError::new("ERR maxage is not an integer or out of range"))?;
+                f.max_age = Some(age.max(0) as u64);
+            }
+            _ => return Err(CmdError::syntax()),
+        }
+        i += 2;
+    }
+    Ok(f)
+}
+
+/// # Format
+/// `CLIENT KILL ip:port` → `+OK` or `-ERR No such client`;
+/// `CLIENT KILL <ID id | ADDR ip:port | LADDR ip:port | TYPE type | USER name | SKIPME yes/no
+/// | MAXAGE secs> ...` → the number of clients killed. The caller, if killed, gets its reply
+/// first and is closed after it.
+fn cmd_client_kill(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let old_form = ctx.argc() == 3;
+    let filter = if old_form {
+        KillFilter { addr: Some(ctx.arg(2).to_vec()), skip_me: false, ..Default::default() }
+    } else {
+        parse_kill_filter(ctx)?
+    };
+    let me = ctx.conn.id;
+    let mut killed = 0i64;
+    for c in all_clients(ctx.shared) {
+        if filter.matches(&c, me) {
+            c.kill();
+            if c.id == me {
+                ctx.conn.close = true;
+            }
+            killed += 1;
+        }
+    }
+    if killed > 0 {
+        ctx.shared.wake_all();
+    }
+    if old_form {
+        if killed == 0 {
+            return Err(CmdError::new("ERR No such client"));
+        }
+        ctx.out.ok();
+    } else {
+        ctx.out.integer(killed);
+    }
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT REPLY ON|OFF|SKIP` → `+OK` for ON; OFF and SKIP are not answered.
+fn cmd_client_reply(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    match ctx.arg(2).to_ascii_lowercase().as_slice() {
+        b"on" => {
+            ctx.conn.reply = ReplyMode::On;
+            ctx.out.ok();
+        }
+        b"off" => ctx.conn.reply = ReplyMode::Off,
+        b"skip" => {
+            if ctx.conn.reply != ReplyMode::Off {
+                ctx.conn.reply = ReplyMode::SkipNext;
+            }
+        }
+        _ => return Err(CmdError::syntax()),
+    }
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT NO-EVICT ON|OFF` → `+OK`.
+fn cmd_client_no_evict(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let on = match ctx.arg(2).to_ascii_lowercase().as_slice() {
+        b"on" => true,
+        b"off" => false,
+        _ => return Err(CmdError::syntax()),
+    };
+    ctx.conn.info.no_evict.store(on, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value` → `+OK` (shown in CLIENT LIST).
+fn cmd_client_setinfo(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let (attr, v) = (ctx.arg(2), ctx.arg(3));
+    let slot = match attr.to_ascii_lowercase().as_slice() {
+        b"lib-name" => &ctx.conn.info.lib_name,
+        b"lib-ver" => &ctx.conn.info.lib_ver,
+        _ => return Err(CmdError::new(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(attr)))),
+    };
+    if !valid_attr(v) {
+        return Err(CmdError::new(format!(
+            "ERR {} cannot contain spaces, newlines or special characters.",
+            String::from_utf8_lossy(attr)
+        )));
+    }
+    *slot.lock().unwrap_or_else(|e| e.into_inner()) = v.to_vec();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT HELP` → the subcommands, one simple string per line.
+fn cmd_client_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    reply_help(
+        ctx,
+        "CLIENT",
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "    * MAXAGE <maxage>",
+            "      Kill connections older than the specified age.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]",
+            "      Return clients of specified IDs only.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+        ],
+    );
     Ok(())
 }

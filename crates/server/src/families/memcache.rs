@@ -1,19 +1,1814 @@
 //! memcached text and meta protocol, translated onto the same engine operations as the
 //! Redis commands (database 0).
+//!
+//! ```text
+//!   read buffer ─► larder_memcache::parse ─► Request ─► one handler below ─► engine (db 0)
+//!                                                             └─► reply bytes appended to `out`
+//! ```
+//!
+//! The mapping, so that both protocols see one keyspace:
+//!
+//! | memcached                   | engine                                              |
+//! |-----------------------------|-----------------------------------------------------|
+//! | client flags                | the item's `flags` (Redis writes leave 0)           |
+//! | exptime                     | the item's absolute expiry in ms (Redis TTL)        |
+//! | cas unique                  | the item's version (changes with every write)       |
+//! | set/add/replace/cas         | `set` with `Cond::Nx`/`Cond::Xx`/`cas`              |
+//! | append/prepend              | `concat` (keeps flags and TTL)                      |
+//! | incr/decr                   | `incr_unsigned` (u64, incr wraps, decr stops at 0)  |
+//! | touch/gat                   | `touch`                                             |
+//! | delete, flush_all           | `del`, `flushdb(0)`                                 |
+//!
+//! Meta commands build on the same calls; where memcached needs an atomic check the engine
+//! has no single call for (`ma`, `ms` append with `C`), a read and a CAS-guarded `set` loop.
+//!
+//! Item marks memcached keeps in the item header for the meta "stale-while-revalidate"
+//! protocol (stale, win token sent) are not stored in the engine: they live here, in a small
+//! per-server table keyed by key and valid only for the item version they were set on, so
+//! any write from either protocol clears them, as a new item clears them in memcached.
 
-use larder_engine::Handle;
+use std::cell::RefCell;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use larder_engine::{
+    now_ms, Cond, Error as EngineError, Expiry, Handle, Meta, Outcome, SetOptions, Store,
+};
+use larder_memcache::reply::{self, DebugInfo, Status};
+use larder_memcache::{
+    parse, ArithMode, Expiry as McExpiry, Keys, Limits, MetaFlags, MetaKey, Request,
+    RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
+};
 
 use crate::command::ConnState;
-use crate::Shared;
+use crate::{Proto, Shared};
+
+/// The memcached version we speak (meta commands and their flags as in 1.6.21).
+pub const VERSION: &str = "1.6.21";
+
+/// memcached has no databases; it sees Redis's database 0.
+const DB: u32 = 0;
+
+/// Attempts of a read + CAS-guarded write before giving up under contention.
+const CAS_RETRIES: usize = 1000;
+
+/// `stats` item size overhead, as memcached's `ITEM_ntotal` for a 64-bit build with CAS.
+const ITEM_HEADER: u64 = 56;
+
+const NON_NUMERIC: &str = "cannot increment or decrement non-numeric value";
+
+// ---- per-server state --------------------------------------------------------------------
+
+/// memcached's counters (`stats`), one set per worker so workers never share a cache line.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum C {
+    CmdGet,
+    CmdSet,
+    CmdFlush,
+    CmdTouch,
+    CmdMeta,
+    GetHits,
+    GetMisses,
+    DeleteMisses,
+    DeleteHits,
+    IncrMisses,
+    IncrHits,
+    DecrMisses,
+    DecrHits,
+    CasMisses,
+    CasHits,
+    CasBadval,
+    TouchHits,
+    TouchMisses,
+    StoreTooLarge,
+    StoreNoMemory,
+    TotalItems,
+}
+
+const NCOUNTERS: usize = C::TotalItems as usize + 1;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Counters([AtomicU64; NCOUNTERS]);
+
+/// A delayed `flush_all`: the deadline, and whether the timer thread is alive.
+#[derive(Default)]
+struct FlushTimer {
+    deadline_ms: Option<u64>,
+    running: bool,
+}
+
+/// Meta protocol marks of one item version (see the module docs).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Mark {
+    version: u64,
+    stale: bool,
+    token_sent: bool,
+}
+
+const MARK_SHARDS: usize = 16;
+/// Marks are a cache of advisory bits; past this many per shard the shard starts over.
+const MARK_SHARD_MAX: usize = 16 * 1024;
+
+/// What the memcached side of one server keeps besides the engine.
+struct McServer {
+    counters: Vec<Counters>,
+    flush: Mutex<FlushTimer>,
+    flush_cv: Condvar,
+    marks: Vec<Mutex<HashMap<Vec<u8>, Mark>>>,
+    marks_len: AtomicUsize,
+    verbosity: AtomicU32,
+    detail: AtomicU32,
+}
+
+impl McServer {
+    fn new(workers: usize) -> McServer {
+        McServer {
+            counters: (0..workers.max(1)).map(|_| Counters::default()).collect(),
+            flush: Mutex::new(FlushTimer::default()),
+            flush_cv: Condvar::new(),
+            marks: (0..MARK_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            marks_len: AtomicUsize::new(0),
+            verbosity: AtomicU32::new(0),
+            detail: AtomicU32::new(0),
+        }
+    }
+
+    fn sum(&self, c: C) -> u64 {
+        self.counters
+            .iter()
+            .map(|w| w.0[c as usize].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn reset(&self) {
+        for w in &self.counters {
+            for a in &w.0 {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Mark>> {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        &self.marks[h.finish() as usize % MARK_SHARDS]
+    }
+
+    /// The marks of `key` at `version` (none if they belong to an older version).
+    fn mark(&self, key: &[u8], version: u64) -> Mark {
+        if self.marks_len.load(Ordering::Relaxed) == 0 {
+            return Mark::default();
+        }
+        let m = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        match m.get(key) {
+            Some(mk) if mk.version == version => *mk,
+            _ => Mark::default(),
+        }
+    }
+
+    fn set_mark(&self, key: &[u8], mark: Mark) {
+        let mut m = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let before = m.len();
+        if !mark.stale && !mark.token_sent {
+            m.remove(key);
+        } else {
+            if m.len() >= MARK_SHARD_MAX {
+                m.clear();
+            }
+            m.insert(key.to_vec(), mark);
+        }
+        let after = m.len();
+        if after > before {
+            self.marks_len.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.marks_len.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Schedules (or with `None` cancels) a delayed flush of database 0. One timer thread per
+    /// server at most, alive only while a flush is pending: a client repeating
+    /// `flush_all <delay>` moves one deadline, it does not start threads.
+    fn schedule_flush(self: &Arc<Self>, store: &Store, deadline_ms: Option<u64>) {
+        let mut t = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        t.deadline_ms = deadline_ms;
+        self.flush_cv.notify_all();
+        if deadline_ms.is_none() || t.running {
+            return;
+        }
+        t.running = true;
+        let (me, store) = (self.clone(), store.clone());
+        let spawned = std::thread::Builder::new()
+            .name("larder-mc-flush".into())
+            .spawn(move || me.flush_timer(store));
+        if spawned.is_err() {
+            t.running = false;
+        }
+    }
+
+    fn flush_timer(&self, store: Store) {
+        let mut t = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let Some(at) = t.deadline_ms else {
+                t.running = false;
+                return;
+            };
+            let now = now_ms();
+            if now >= at {
+                t.deadline_ms = None;
+                drop(t);
+                if let Ok(mut h) = store.handle() {
+                    let _ = h.flushdb(DB);
+                }
+                t = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            t = self
+                .flush_cv
+                .wait_timeout(t, Duration::from_millis(at - now))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// The memcached state of the server `shared` belongs to. Workers serve one server for their
+/// whole life, so each caches it in a thread-local; the registry is keyed by the server's
+/// run id (unique per start, unlike an address).
+fn server_state(shared: &Shared) -> Arc<McServer> {
+    thread_local! {
+        static CACHED: RefCell<Option<(usize, Arc<McServer>)>> = const { RefCell::new(None) };
+    }
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<McServer>>>> = OnceLock::new();
+    let id = shared as *const Shared as usize;
+    CACHED.with(|c| {
+        if let Some((k, s)) = &*c.borrow() {
+            if *k == id {
+                return s.clone();
+            }
+        }
+        let s = REGISTRY
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(shared.run_id.clone())
+            .or_insert_with(|| Arc::new(McServer::new(shared.config.threads + 1)))
+            .clone();
+        *c.borrow_mut() = Some((id, s.clone()));
+        s
+    })
+}
+
+// ---- time ---------------------------------------------------------------------------------
+
+/// An exptime (memcached's rules, see [`McExpiry`]) as an absolute expiry in Unix ms, 0 for
+/// never. Expired-at-once becomes 1 ms after the epoch: in the past, but not "never".
+fn deadline_ms(exptime: i64, now: u64) -> u64 {
+    match McExpiry::from_exptime(exptime) {
+        McExpiry::Never => 0,
+        McExpiry::Expired => 1,
+        McExpiry::Relative(s) => now + u64::from(s) * 1000,
+        McExpiry::Absolute(t) => t.saturating_mul(1000).max(1),
+    }
+}
+
+fn engine_expiry(at_ms: u64) -> Expiry {
+    if at_ms == 0 {
+        Expiry::Clear
+    } else {
+        Expiry::At(at_ms)
+    }
+}
+
+/// Seconds left, rounded up (a fresh `set k 0 100` reports 100), -1 for no expiry.
+fn ttl_secs(at_ms: u64, now: u64) -> i64 {
+    if at_ms == 0 {
+        -1
+    } else {
+        (at_ms.saturating_sub(now).div_ceil(1000)) as i64
+    }
+}
+
+fn now_secs() -> u64 {
+    now_ms() / 1000
+}
+
+// ---- the connection loop ------------------------------------------------------------------
 
 /// Executes every complete memcached request at the start of `buf`, appending replies to
 /// `out`. Returns the bytes consumed.
-pub fn process(buf: &[u8], out: &mut Vec<u8>, h: &mut Handle, conn: &mut ConnState, shared: &Shared, worker: usize) -> usize {
-    let _ = (h, shared, worker);
-    if buf.is_empty() {
-        return 0;
+pub fn process(
+    buf: &[u8],
+    out: &mut Vec<u8>,
+    h: &mut Handle,
+    conn: &mut ConnState,
+    shared: &Shared,
+    worker: usize,
+) -> usize {
+    let mut pos = 0;
+    // The rest of a rejected data block (memcached's conn_swallow) may arrive over many reads.
+    if conn.mc_swallow > 0 {
+        let n = conn.mc_swallow.min(buf.len() as u64);
+        conn.mc_swallow -= n;
+        pos = n as usize;
+        if conn.mc_swallow > 0 {
+            return pos;
+        }
     }
-    out.extend_from_slice(b"SERVER_ERROR not implemented\r\n");
-    conn.close = true;
-    buf.len()
+    if pos >= buf.len() {
+        return pos;
+    }
+    let st = server_state(shared);
+    let limits = Limits {
+        item_size_max: usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed))
+            .unwrap_or(usize::MAX),
+        ..Limits::default()
+    };
+    let mut mc = Mc {
+        h,
+        out,
+        conn,
+        shared,
+        st: &st,
+        worker,
+        scratch: SCRATCH.take(),
+        item_max: limits.item_size_max,
+    };
+    let ws = shared.stats.worker(worker);
+    while pos < buf.len() && !mc.conn.close {
+        match parse(&buf[pos..], &limits) {
+            Ok(Some((req, n))) => {
+                ws.commands.fetch_add(1, Ordering::Relaxed);
+                mc.execute(req);
+                pos += n;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                if e.closes() {
+                    mc.conn.close = true;
+                    pos = buf.len();
+                    break;
+                }
+                if e.kind() == Some(larder_memcache::ErrorReply::TooLarge) {
+                    mc.count(C::StoreTooLarge);
+                }
+                if let Some(r) = e.reply() {
+                    mc.out.extend_from_slice(r);
+                }
+                pos += e.consumed();
+                let skip = e.skip() as u64;
+                let now = skip.min((buf.len() - pos) as u64);
+                pos += now as usize;
+                mc.conn.mc_swallow = skip - now;
+                if mc.conn.mc_swallow > 0 {
+                    break;
+                }
+            }
+        }
+    }
+    // Keep the worker's scratch buffer for the next batch, unless one huge value grew it.
+    if mc.scratch.capacity() <= SCRATCH_KEEP {
+        mc.scratch.clear();
+        SCRATCH.set(mc.scratch);
+    }
+    pos
+}
+
+/// Largest scratch buffer a worker keeps between batches.
+const SCRATCH_KEEP: usize = 64 * 1024;
+
+thread_local! {
+    /// Each worker's value buffer, reused across batches.
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// One connection's view while executing its buffered requests.
+struct Mc<'a> {
+    h: &'a mut Handle,
+    out: &'a mut Vec<u8>,
+    conn: &'a mut ConnState,
+    shared: &'a Shared,
+    st: &'a Arc<McServer>,
+    worker: usize,
+    /// Values are copied here from the arena, then behind their header into `out`.
+    scratch: Vec<u8>,
+    item_max: usize,
+}
+
+/// What a storage command did, as memcached words it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum StoreResult {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+impl From<Outcome> for StoreResult {
+    fn from(o: Outcome) -> StoreResult {
+        match o {
+            Outcome::Stored => StoreResult::Stored,
+            Outcome::NotStored => StoreResult::NotStored,
+            Outcome::Exists => StoreResult::Exists,
+            Outcome::NotFound => StoreResult::NotFound,
+        }
+    }
+}
+
+impl<'a> Mc<'a> {
+    #[inline]
+    fn count(&self, c: C) {
+        let w = &self.st.counters[self.worker.min(self.st.counters.len() - 1)];
+        w.0[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn execute(&mut self, req: Request<'_>) {
+        let silent = match &req {
+            Request::Store(s) => s.noreply,
+            Request::Incr { noreply, .. }
+            | Request::Decr { noreply, .. }
+            | Request::Touch { noreply, .. }
+            | Request::Delete { noreply, .. }
+            | Request::FlushAll { noreply, .. }
+            | Request::Verbosity { noreply, .. } => *noreply,
+            _ => false,
+        };
+        if matches!(
+            req,
+            Request::MetaGet { .. }
+                | Request::MetaSet { .. }
+                | Request::MetaDelete { .. }
+                | Request::MetaArithmetic { .. }
+                | Request::MetaNoop
+                | Request::MetaDebug { .. }
+        ) {
+            self.count(C::CmdMeta);
+        }
+        let r = match req {
+            Request::Get {
+                command,
+                exptime,
+                keys,
+            } => self.cmd_get(command, exptime, keys),
+            Request::Store(s) => self.cmd_store(&s),
+            Request::Incr {
+                key,
+                delta,
+                noreply,
+            } => self.cmd_incr(key, delta, false, noreply),
+            Request::Decr {
+                key,
+                delta,
+                noreply,
+            } => self.cmd_incr(key, delta, true, noreply),
+            Request::Touch {
+                key,
+                exptime,
+                noreply,
+            } => self.cmd_touch(key, exptime, noreply),
+            Request::Delete { key, noreply } => self.cmd_delete(key, noreply),
+            Request::FlushAll { delay, noreply } => self.cmd_flush_all(delay, noreply),
+            Request::Version => {
+                reply::version(self.out, VERSION);
+                Ok(())
+            }
+            Request::Verbosity { level, noreply } => {
+                self.st.verbosity.store(level, Ordering::Relaxed);
+                if !noreply {
+                    reply::ok(self.out);
+                }
+                Ok(())
+            }
+            Request::Quit => {
+                self.conn.close = true;
+                Ok(())
+            }
+            Request::Stats { args } => self.cmd_stats(args),
+            Request::MetaNoop => {
+                reply::mn(self.out);
+                Ok(())
+            }
+            Request::MetaDebug { key } => self.cmd_me(&key),
+            Request::MetaGet { key, flags } => self.cmd_mg(&key, &flags),
+            Request::MetaSet {
+                key,
+                flags,
+                mode,
+                data,
+            } => self.cmd_ms(&key, &flags, mode, data),
+            Request::MetaDelete { key, flags } => self.cmd_md(&key, &flags),
+            Request::MetaArithmetic { key, flags, mode } => self.cmd_ma(&key, &flags, mode),
+        };
+        if let Err(e) = r {
+            if !silent {
+                self.engine_error(&e);
+            }
+        }
+    }
+
+    /// The one place engine errors become memcached replies.
+    fn engine_error(&mut self, e: &EngineError) {
+        if e.is_oom() {
+            self.count(C::StoreNoMemory);
+            reply::server_error(self.out, "out of memory storing object");
+        } else if matches!(e, EngineError::TooLarge) {
+            reply::server_error(self.out, "object too large for cache");
+        } else if let EngineError::Corrupt(msg @ "too much contention on one key") = e {
+            reply::server_error(self.out, msg);
+        } else {
+            reply::server_error(self.out, &e.to_string());
+        }
+    }
+
+    // ---- classic commands ----
+
+    /// # Format
+    /// `get|gets <key>+` / `gat|gats <exptime> <key>+` → `VALUE <key> <flags> <bytes>[ <cas>]`
+    /// + data per hit, then `END`.
+    fn cmd_get(
+        &mut self,
+        command: RetrieveCommand,
+        exptime: i32,
+        keys: Keys<'_>,
+    ) -> Result<(), EngineError> {
+        let touch = command.touches();
+        let with_cas = command.returns_cas();
+        let now = now_ms();
+        let at = if touch {
+            deadline_ms(i64::from(exptime), now)
+        } else {
+            0
+        };
+        let expires_now = touch && at != 0 && at <= now;
+        for key in keys {
+            self.count(if touch { C::CmdTouch } else { C::CmdGet });
+            // Touch first, so that `gats` returns the version the touch left (the engine
+            // gives a touched item a new version). An exptime in the past would delete the
+            // item before we read it; memcached still returns it that once.
+            if touch && !expires_now && !self.h.touch(DB, key, at)? {
+                self.count(C::TouchMisses);
+                continue;
+            }
+            match self.read(key, true)? {
+                Some(m) => {
+                    self.count(if touch { C::TouchHits } else { C::GetHits });
+                    if expires_now {
+                        self.h.touch(DB, key, at)?;
+                    }
+                    reply::value(
+                        self.out,
+                        key,
+                        m.flags,
+                        &self.scratch,
+                        with_cas.then_some(m.version),
+                    );
+                }
+                None => self.count(if touch { C::TouchMisses } else { C::GetMisses }),
+            }
+        }
+        reply::end(self.out);
+        Ok(())
+    }
+
+    /// # Format
+    /// `set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]` + data,
+    /// `cas <key> <flags> <exptime> <bytes> <cas> [noreply]` + data →
+    /// `STORED` | `NOT_STORED` | `EXISTS` | `NOT_FOUND`.
+    fn cmd_store(&mut self, s: &StoreReq<'_>) -> Result<(), EngineError> {
+        self.count(C::CmdSet);
+        let at = deadline_ms(i64::from(s.exptime), now_ms());
+        let opts = SetOptions {
+            flags: s.flags,
+            expiry: engine_expiry(at),
+            ..Default::default()
+        };
+        let with = |cond, cas| SetOptions { cond, cas, ..opts };
+        let outcome = match s.command {
+            StoreCommand::Set => self.op_set(s.key, s.data, &opts)?.0,
+            StoreCommand::Add => self.op_set(s.key, s.data, &with(Cond::Nx, None))?.0,
+            StoreCommand::Replace => self.op_set(s.key, s.data, &with(Cond::Xx, None))?.0,
+            StoreCommand::Append | StoreCommand::Prepend => {
+                let prepend = s.command == StoreCommand::Prepend;
+                self.op_concat(s.key, s.data, prepend, None, false)?.0
+            }
+            StoreCommand::Cas => {
+                let r = self
+                    .op_set(s.key, s.data, &with(Cond::Always, Some(s.cas)))?
+                    .0;
+                self.count(match r {
+                    StoreResult::Stored => C::CasHits,
+                    StoreResult::Exists => C::CasBadval,
+                    _ => C::CasMisses,
+                });
+                r
+            }
+        };
+        if !s.noreply {
+            reply::status(
+                self.out,
+                match outcome {
+                    StoreResult::Stored => Status::Stored,
+                    StoreResult::NotStored => Status::NotStored,
+                    StoreResult::Exists => Status::Exists,
+                    StoreResult::NotFound => Status::NotFound,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A store through the engine's `set`: the outcome and the new version (0 if not stored).
+    fn op_set(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        opts: &SetOptions,
+    ) -> Result<(StoreResult, u64), EngineError> {
+        let r = self.h.set(DB, key, data, opts)?;
+        if r.outcome == Outcome::Stored {
+            self.count(C::TotalItems);
+        }
+        Ok((r.outcome.into(), r.version))
+    }
+
+    /// append/prepend: `NotStored` if the key is missing or the result would exceed the item
+    /// size limit (memcached cannot allocate it and says NOT_STORED). With `cas`, only onto
+    /// that version (`Exists` otherwise). Returns the outcome and, if `want_version`, the
+    /// new version.
+    fn op_concat(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        prepend: bool,
+        cas: Option<u64>,
+        want_version: bool,
+    ) -> Result<(StoreResult, u64), EngineError> {
+        if cas.is_none() && !want_version {
+            // The size check and the write are two steps; a racing append can make the
+            // item exceed the limit by one data block, never more.
+            if self.h.strlen(DB, key)? as usize + data.len() > self.item_max {
+                return Ok((StoreResult::NotStored, 0));
+            }
+            return Ok(match self.h.concat(DB, key, data, prepend, false)? {
+                Some(_) => {
+                    self.count(C::TotalItems);
+                    (StoreResult::Stored, 0)
+                }
+                None => (StoreResult::NotStored, 0),
+            });
+        }
+        // With a CAS, or when the new version is wanted (which `concat` does not return):
+        // read, check, and write back guarded by the version we read.
+        for _ in 0..CAS_RETRIES {
+            self.scratch.clear();
+            let Some(m) = self.h.get_into(DB, key, &mut self.scratch)? else {
+                return Ok((StoreResult::NotStored, 0));
+            };
+            if cas.is_some_and(|c| c != m.version) {
+                return Ok((StoreResult::Exists, 0));
+            }
+            if self.scratch.len() + data.len() > self.item_max {
+                return Ok((StoreResult::NotStored, 0));
+            }
+            let value = if prepend {
+                [data, &self.scratch].concat()
+            } else {
+                [&self.scratch, data].concat()
+            };
+            let opts = SetOptions {
+                cas: Some(m.version),
+                flags: m.flags,
+                expiry: Expiry::Keep,
+                ..Default::default()
+            };
+            match self.op_set(key, &value, &opts)? {
+                (StoreResult::Stored, v) => return Ok((StoreResult::Stored, v)),
+                (StoreResult::NotFound, _) => return Ok((StoreResult::NotStored, 0)),
+                _ => {}
+            }
+        }
+        Err(contention())
+    }
+
+    /// # Format
+    /// `incr|decr <key> <delta> [noreply]` → the new value | `NOT_FOUND` |
+    /// `CLIENT_ERROR cannot increment or decrement non-numeric value`.
+    fn cmd_incr(
+        &mut self,
+        key: &[u8],
+        delta: u64,
+        decr: bool,
+        noreply: bool,
+    ) -> Result<(), EngineError> {
+        let r = self.h.incr_unsigned(DB, key, delta, decr);
+        let (hit, miss) = if decr {
+            (C::DecrHits, C::DecrMisses)
+        } else {
+            (C::IncrHits, C::IncrMisses)
+        };
+        match r {
+            Ok(Some(v)) => {
+                self.count(hit);
+                if !noreply {
+                    reply::number(self.out, v);
+                }
+            }
+            Ok(None) => {
+                self.count(miss);
+                if !noreply {
+                    reply::not_found(self.out);
+                }
+            }
+            Err(EngineError::NotInteger) | Err(EngineError::WrongType) => {
+                if !noreply {
+                    reply::client_error(self.out, NON_NUMERIC);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// # Format
+    /// `touch <key> <exptime> [noreply]` → `TOUCHED` | `NOT_FOUND`.
+    fn cmd_touch(&mut self, key: &[u8], exptime: i32, noreply: bool) -> Result<(), EngineError> {
+        self.count(C::CmdTouch);
+        let at = deadline_ms(i64::from(exptime), now_ms());
+        let found = self.h.touch(DB, key, at)?;
+        self.count(if found { C::TouchHits } else { C::TouchMisses });
+        if !noreply {
+            reply::status(
+                self.out,
+                if found {
+                    Status::Touched
+                } else {
+                    Status::NotFound
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// # Format
+    /// `delete <key> [0] [noreply]` → `DELETED` | `NOT_FOUND`.
+    fn cmd_delete(&mut self, key: &[u8], noreply: bool) -> Result<(), EngineError> {
+        let found = self.h.del(DB, &[key])? > 0;
+        self.count(if found {
+            C::DeleteHits
+        } else {
+            C::DeleteMisses
+        });
+        if !noreply {
+            reply::status(
+                self.out,
+                if found {
+                    Status::Deleted
+                } else {
+                    Status::NotFound
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// # Format
+    /// `flush_all [delay] [noreply]` → `OK`. A positive delay (memcached exptime rules)
+    /// empties database 0 at that time; a later `flush_all` replaces a pending one.
+    fn cmd_flush_all(&mut self, delay: Option<i32>, noreply: bool) -> Result<(), EngineError> {
+        self.count(C::CmdFlush);
+        match delay {
+            Some(d) if d > 0 => {
+                let at = deadline_ms(i64::from(d), now_ms());
+                self.st.schedule_flush(self.h.store(), Some(at));
+            }
+            _ => {
+                self.st.schedule_flush(self.h.store(), None);
+                self.h.flushdb(DB)?;
+            }
+        }
+        if !noreply {
+            reply::ok(self.out);
+        }
+        Ok(())
+    }
+
+    // ---- meta commands ----
+
+    /// # Format
+    /// `me <key> [b]` → `ME <key> exp=<s> la=<s> cas=<n> fetch=<yes|no> cls=<n> size=<n>` | `EN`.
+    fn cmd_me(&mut self, key: &MetaKey<'_>) -> Result<(), EngineError> {
+        let k = key.bytes();
+        let Some(m) = self.read(k, true)? else {
+            reply::Meta::en(self.out).finish();
+            return Ok(());
+        };
+        // memcached prints current_time - exptime: negative for an item that will expire.
+        let exp = if m.expire_at == 0 {
+            -1
+        } else {
+            -ttl_secs(m.expire_at, now_ms())
+        };
+        let size = ITEM_HEADER
+            + k.len() as u64
+            + 1
+            + self.scratch.len() as u64
+            + 2
+            + if m.flags != 0 { 4 } else { 0 };
+        let info = DebugInfo {
+            exp,
+            la: 0,
+            cas: m.version,
+            fetched: false,
+            cls: 1,
+            size,
+        };
+        reply::me(self.out, k, key.is_binary(), &info);
+        Ok(())
+    }
+
+    /// # Format
+    /// `mg <key> <flag>*` → `VA <size> <flags>*` + data | `HD <flags>*` | `EN`.
+    ///
+    /// Return flags come in request order; `T` and `N` change the TTL that a later `t`
+    /// reports, as in memcached, which applies them while walking the flags.
+    fn cmd_mg(&mut self, key: &MetaKey<'_>, f: &MetaFlags<'_>) -> Result<(), EngineError> {
+        let k = key.bytes();
+        let now = now_ms();
+        self.count(C::CmdGet);
+        let need_value = f.return_value || f.return_size;
+        let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
+        let n_at = f.vivify_ttl.map(|t| deadline_ms(i64::from(t), now));
+        let mut found = self.read(k, need_value)?;
+        let mut created = false;
+        if found.is_none() && n_at.is_some() {
+            // Autovivify: an empty item whose creator wins the right to fill it.
+            let at = walk_ttl(f, 0, true, t_at, n_at);
+            let opts = SetOptions {
+                cond: Cond::Nx,
+                expiry: engine_expiry(at),
+                ..Default::default()
+            };
+            let (outcome, version) = self.op_set(k, b"", &opts)?;
+            if outcome == StoreResult::Stored {
+                created = true;
+                self.scratch.clear();
+                found = Some(Meta {
+                    expire_at: at,
+                    flags: 0,
+                    version,
+                    ..meta_template()
+                });
+            } else {
+                found = self.read(k, need_value)?;
+            }
+        }
+        let Some(mut m) = found else {
+            self.count(C::GetMisses);
+            if !f.quiet {
+                reply::Meta::en(self.out).echo_opaque_key(f, key).finish();
+            }
+            return Ok(());
+        };
+        self.count(C::GetHits);
+        let mark = self.st.mark(k, m.version);
+        let start_ttl = if created { 0 } else { m.expire_at };
+        if !created && f.ttl.is_some() {
+            let at = walk_ttl(f, start_ttl, false, t_at, n_at);
+            if at != m.expire_at {
+                // Touch before replying: `c` must be the version a following `cas` needs.
+                self.count(C::CmdTouch);
+                if self.h.touch(DB, k, at)? {
+                    self.count(C::TouchHits);
+                    if let Some(after) = self.h.meta(DB, k)? {
+                        m.version = after.version;
+                    }
+                }
+            }
+        }
+        let size = self.scratch.len();
+        let mut r = if f.return_value {
+            reply::Meta::va(self.out, size)
+        } else {
+            reply::Meta::hd(self.out)
+        };
+        let mut cur = start_ttl;
+        let mut won = false;
+        for tok in f.tokens() {
+            r = match tok[0] {
+                b'T' => {
+                    cur = t_at.unwrap_or(cur);
+                    r
+                }
+                b'N' => {
+                    if created {
+                        cur = n_at.unwrap_or(cur);
+                        won = true;
+                    }
+                    r
+                }
+                b'R' => {
+                    let recache = f.recache_ttl.map_or(0, |t| deadline_ms(i64::from(t), now));
+                    if !mark.token_sent && !created && cur != 0 && cur < recache {
+                        won = true;
+                    }
+                    r
+                }
+                b's' => r.size(size),
+                b't' => r.ttl(ttl_secs(cur, now)),
+                b'c' => r.cas(m.version),
+                b'f' => r.flags(m.flags),
+                // Access times and the fetched bit are not tracked by the engine.
+                b'l' => r.last_access(0),
+                b'h' => r.hit(false),
+                b'O' => r.opaque(&tok[1..]),
+                b'k' => r.key(k, key.is_binary()),
+                _ => r,
+            };
+        }
+        if mark.token_sent {
+            r = r.win_sent();
+        }
+        if mark.stale {
+            r = r.stale();
+            won |= !mark.token_sent;
+        }
+        if won {
+            r = r.won();
+        }
+        if f.return_value {
+            r.finish_value(&self.scratch);
+        } else {
+            r.finish();
+        }
+        if won || ((mark.stale || mark.token_sent) && mark.version != m.version) {
+            self.st.set_mark(
+                k,
+                Mark {
+                    version: m.version,
+                    stale: mark.stale,
+                    token_sent: mark.token_sent || won,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The item's metadata, and with `value` its value in `scratch`. A key holding another
+    /// Redis type is a miss: memcached has no word for it.
+    fn read(&mut self, key: &[u8], value: bool) -> Result<Option<Meta>, EngineError> {
+        self.scratch.clear();
+        let r = if value {
+            self.h.get_into(DB, key, &mut self.scratch)
+        } else {
+            self.h.meta(DB, key)
+        };
+        match r {
+            Err(EngineError::WrongType) => {
+                self.scratch.clear();
+                Ok(None)
+            }
+            r => r,
+        }
+    }
+
+    /// # Format
+    /// `ms <key> <datalen> <flag>*` + data → `HD` | `NS` | `EX` | `NF`, with `O k c` echoed.
+    fn cmd_ms(
+        &mut self,
+        key: &MetaKey<'_>,
+        f: &MetaFlags<'_>,
+        mode: SetMode,
+        data: &[u8],
+    ) -> Result<(), EngineError> {
+        self.count(C::CmdSet);
+        let k = key.bytes();
+        let at = f.ttl.map_or(0, |t| deadline_ms(i64::from(t), now_ms()));
+        let opts = SetOptions {
+            flags: f.client_flags.unwrap_or(0),
+            expiry: engine_expiry(at),
+            ..Default::default()
+        };
+        let (outcome, version) = match (mode, f.compare_cas) {
+            // memcached turns set and replace with a CAS into a CAS store.
+            (SetMode::Set | SetMode::Replace, Some(cas)) => {
+                let mut r = self.op_set(
+                    k,
+                    data,
+                    &SetOptions {
+                        cas: Some(cas),
+                        ..opts
+                    },
+                )?;
+                if r.0 == StoreResult::Exists && f.invalidate {
+                    r = self.op_stale_store(k, data, &opts, cas)?.unwrap_or(r);
+                }
+                self.count(match r.0 {
+                    StoreResult::Stored => C::CasHits,
+                    StoreResult::Exists => C::CasBadval,
+                    _ => C::CasMisses,
+                });
+                r
+            }
+            (SetMode::Set, None) => self.op_set(k, data, &opts)?,
+            (SetMode::Add, _) => self.op_set(
+                k,
+                data,
+                &SetOptions {
+                    cond: Cond::Nx,
+                    ..opts
+                },
+            )?,
+            (SetMode::Replace, None) => self.op_set(
+                k,
+                data,
+                &SetOptions {
+                    cond: Cond::Xx,
+                    ..opts
+                },
+            )?,
+            (SetMode::Append | SetMode::Prepend, cas) => {
+                self.op_concat(k, data, mode == SetMode::Prepend, cas, f.return_cas)?
+            }
+        };
+        if outcome == StoreResult::Stored && f.quiet {
+            return Ok(());
+        }
+        let mut r = match outcome {
+            StoreResult::Stored => reply::Meta::hd(self.out),
+            StoreResult::NotStored => reply::Meta::ns(self.out),
+            StoreResult::Exists => reply::Meta::ex(self.out),
+            StoreResult::NotFound => reply::Meta::nf(self.out),
+        };
+        for tok in f.tokens() {
+            r = match tok[0] {
+                b'O' => r.opaque(&tok[1..]),
+                b'k' => r.key(k, key.is_binary()),
+                b'c' => r.cas(version),
+                _ => r,
+            };
+        }
+        r.finish();
+        Ok(())
+    }
+
+    /// `ms` with `I` whose CAS lost: a CAS older than the item's still stores, as a stale
+    /// value keeping the item's TTL and its win-token mark. `None` if the CAS was not older.
+    fn op_stale_store(
+        &mut self,
+        key: &[u8],
+        data: &[u8],
+        opts: &SetOptions,
+        cas: u64,
+    ) -> Result<Option<(StoreResult, u64)>, EngineError> {
+        let Some(cur) = self.h.meta(DB, key)? else {
+            return Ok(None);
+        };
+        if cas >= cur.version {
+            return Ok(None);
+        }
+        let mark = self.st.mark(key, cur.version);
+        let r = self.op_set(
+            key,
+            data,
+            &SetOptions {
+                cas: Some(cur.version),
+                expiry: Expiry::Keep,
+                ..*opts
+            },
+        )?;
+        if r.0 == StoreResult::Stored {
+            self.st.set_mark(
+                key,
+                Mark {
+                    version: r.1,
+                    stale: true,
+                    token_sent: mark.token_sent,
+                },
+            );
+        }
+        Ok(Some(r))
+    }
+
+    /// # Format
+    /// `md <key> <flag>*` → `HD` | `NF` | `EX`, with `O k` echoed. `I` marks the item stale
+    /// instead of deleting it (and `T` sets its TTL); `x` empties the value but keeps the key.
+    fn cmd_md(&mut self, key: &MetaKey<'_>, f: &MetaFlags<'_>) -> Result<(), EngineError> {
+        let k = key.bytes();
+        let now = now_ms();
+        let outcome = if !f.invalidate && !f.remove_value {
+            match f.compare_cas {
+                None => {
+                    if self.h.del(DB, &[k])? > 0 {
+                        StoreResult::Stored
+                    } else {
+                        StoreResult::NotFound
+                    }
+                }
+                // A CAS-guarded delete in one engine call: replace with an item that has
+                // already expired, which nothing can read and expiry reclaims.
+                Some(cas) => {
+                    let opts = SetOptions {
+                        cas: Some(cas),
+                        expiry: Expiry::At(1),
+                        ..Default::default()
+                    };
+                    self.h.set(DB, k, b"", &opts)?.outcome.into()
+                }
+            }
+        } else {
+            self.op_md_keep(k, f, now)?
+        };
+        self.count(if outcome == StoreResult::Stored {
+            C::DeleteHits
+        } else {
+            C::DeleteMisses
+        });
+        if outcome == StoreResult::Stored && f.quiet {
+            return Ok(());
+        }
+        let r = match outcome {
+            StoreResult::Stored => reply::Meta::hd(self.out),
+            StoreResult::NotFound => reply::Meta::nf(self.out),
+            StoreResult::Exists => reply::Meta::ex(self.out),
+            StoreResult::NotStored => reply::Meta::ns(self.out),
+        };
+        r.echo_opaque_key(f, key).finish();
+        Ok(())
+    }
+
+    /// `md` with `x` and/or `I`: the key stays.
+    fn op_md_keep(
+        &mut self,
+        k: &[u8],
+        f: &MetaFlags<'_>,
+        now: u64,
+    ) -> Result<StoreResult, EngineError> {
+        let Some(mut m) = self.h.meta(DB, k)? else {
+            return Ok(StoreResult::NotFound);
+        };
+        if f.compare_cas.is_some_and(|c| c != m.version) {
+            return Ok(StoreResult::Exists);
+        }
+        let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
+        if f.remove_value {
+            // A tombstone: empty value, the given client flags and TTL (none by default).
+            let at = t_at.unwrap_or(0);
+            let opts = SetOptions {
+                cas: Some(m.version),
+                flags: f.client_flags.unwrap_or(0),
+                expiry: engine_expiry(at),
+                ..Default::default()
+            };
+            match self.op_set(k, b"", &opts)? {
+                (StoreResult::Stored, v) => {
+                    m.version = v;
+                    m.expire_at = at;
+                }
+                (StoreResult::NotFound, _) => return Ok(StoreResult::NotFound),
+                _ => return Ok(StoreResult::Exists),
+            }
+        }
+        if f.invalidate {
+            // Stale: a new version (so CAS writes based on the old value fail), a fresh
+            // chance for one client to win the recache token.
+            let at = t_at.unwrap_or(m.expire_at);
+            if !self.h.touch(DB, k, at)? {
+                return Ok(StoreResult::NotFound);
+            }
+            if let Some(after) = self.h.meta(DB, k)? {
+                self.st.set_mark(
+                    k,
+                    Mark {
+                        version: after.version,
+                        stale: true,
+                        token_sent: false,
+                    },
+                );
+            }
+        }
+        Ok(StoreResult::Stored)
+    }
+
+    /// # Format
+    /// `ma <key> <flag>*` → `HD` | `VA <len>` + number | `NF` | `EX`, with `c t O k`.
+    /// `N<ttl>` creates a missing counter with `J<initial>` (default 0); `MD`/`M-` decrement.
+    fn cmd_ma(
+        &mut self,
+        key: &MetaKey<'_>,
+        f: &MetaFlags<'_>,
+        mode: ArithMode,
+    ) -> Result<(), EngineError> {
+        let k = key.bytes();
+        let now = now_ms();
+        let decr = mode == ArithMode::Decr;
+        let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
+        let n_at = f.vivify_ttl.map(|t| deadline_ms(i64::from(t), now));
+        let (hit, miss) = if decr {
+            (C::DecrHits, C::DecrMisses)
+        } else {
+            (C::IncrHits, C::IncrMisses)
+        };
+        for _ in 0..CAS_RETRIES {
+            self.scratch.clear();
+            let Some(m) = self.h.get_into(DB, k, &mut self.scratch)? else {
+                if n_at.is_none() {
+                    self.count(miss);
+                    reply::Meta::nf(self.out).echo_opaque_key(f, key).finish();
+                    return Ok(());
+                }
+                let value = f.initial_or_default().to_string();
+                let at = walk_ttl(f, 0, true, t_at, n_at);
+                let opts = SetOptions {
+                    cond: Cond::Nx,
+                    expiry: engine_expiry(at),
+                    ..Default::default()
+                };
+                if let (StoreResult::Stored, version) = self.op_set(k, value.as_bytes(), &opts)? {
+                    // memcached 1.6 answers a vivified counter even in quiet mode.
+                    self.ma_reply(key, f, value.as_bytes(), version, 0, true, t_at, n_at, now);
+                    return Ok(());
+                }
+                continue;
+            };
+            if f.compare_cas.is_some_and(|c| c != m.version) {
+                reply::Meta::ex(self.out).echo_opaque_key(f, key).finish();
+                return Ok(());
+            }
+            let Some(cur) = parse_counter(&self.scratch) else {
+                reply::client_error(self.out, NON_NUMERIC);
+                return Ok(());
+            };
+            let delta = f.delta_or_default();
+            let new = if decr {
+                cur.saturating_sub(delta)
+            } else {
+                cur.wrapping_add(delta)
+            };
+            let value = new.to_string();
+            let expiry = if t_at.is_some() {
+                engine_expiry(walk_ttl(f, m.expire_at, false, t_at, n_at))
+            } else {
+                Expiry::Keep
+            };
+            let opts = SetOptions {
+                cas: Some(m.version),
+                flags: m.flags,
+                expiry,
+                ..Default::default()
+            };
+            let r = self.h.set(DB, k, value.as_bytes(), &opts)?;
+            match r.outcome {
+                Outcome::Stored => {
+                    self.count(hit);
+                    if !f.quiet {
+                        self.ma_reply(
+                            key,
+                            f,
+                            value.as_bytes(),
+                            r.version,
+                            m.expire_at,
+                            false,
+                            t_at,
+                            n_at,
+                            now,
+                        );
+                    }
+                    return Ok(());
+                }
+                Outcome::Exists if f.compare_cas.is_some() => {
+                    reply::Meta::ex(self.out).echo_opaque_key(f, key).finish();
+                    return Ok(());
+                }
+                _ => continue,
+            }
+        }
+        Err(contention())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ma_reply(
+        &mut self,
+        key: &MetaKey<'_>,
+        f: &MetaFlags<'_>,
+        value: &[u8],
+        version: u64,
+        start_ttl: u64,
+        created: bool,
+        t_at: Option<u64>,
+        n_at: Option<u64>,
+        now: u64,
+    ) {
+        let mut r = if f.return_value {
+            reply::Meta::va(self.out, value.len())
+        } else {
+            reply::Meta::hd(self.out)
+        };
+        let mut cur = start_ttl;
+        for tok in f.tokens() {
+            r = match tok[0] {
+                b'c' => r.cas(version),
+                b't' => r.ttl(ttl_secs(cur, now)),
+                b'T' => {
+                    cur = t_at.unwrap_or(cur);
+                    r
+                }
+                b'N' if created => {
+                    cur = n_at.unwrap_or(cur);
+                    r
+                }
+                b'O' => r.opaque(&tok[1..]),
+                b'k' => r.key(key.bytes(), key.is_binary()),
+                _ => r,
+            };
+        }
+        if f.return_value {
+            r.finish_value(value);
+        } else {
+            r.finish();
+        }
+    }
+
+    // ---- stats ----
+
+    /// # Format
+    /// `stats [settings|items|slabs|sizes|conns|reset|detail on|off|dump|cachedump <id> <n>]`
+    /// → `STAT <name> <value>` lines and `END`; an unknown group → `ERROR`.
+    fn cmd_stats(&mut self, mut args: Tokens<'_>) -> Result<(), EngineError> {
+        let sub = args.next();
+        match sub {
+            None => self.stats_general()?,
+            Some(b"settings") => self.stats_settings(),
+            Some(b"items") => self.stats_items()?,
+            Some(b"slabs") => self.stats_slabs()?,
+            Some(b"sizes") => {
+                reply::stat(self.out, "sizes_status", b"disabled");
+                reply::end(self.out);
+            }
+            Some(b"conns") => self.stats_conns(),
+            Some(b"reset") => {
+                self.st.reset();
+                reply::status(self.out, Status::Reset);
+            }
+            Some(b"detail") => match args.next() {
+                Some(b"on") => {
+                    self.st.detail.store(1, Ordering::Relaxed);
+                    reply::ok(self.out);
+                }
+                Some(b"off") => {
+                    self.st.detail.store(0, Ordering::Relaxed);
+                    reply::ok(self.out);
+                }
+                Some(b"dump") => reply::end(self.out),
+                _ => reply::client_error(self.out, "usage: stats detail on|off|dump"),
+            },
+            Some(b"cachedump") => {
+                let (Some(id), Some(limit)) = (args.next(), args.next()) else {
+                    reply::client_error(self.out, "bad command line");
+                    return Ok(());
+                };
+                let (Some(id), Some(limit)) = (parse_plain_u64(id), parse_plain_u64(limit)) else {
+                    reply::client_error(self.out, "bad command line format");
+                    return Ok(());
+                };
+                self.stats_cachedump(id, limit)?;
+            }
+            Some(_) => reply::error(self.out),
+        }
+        Ok(())
+    }
+
+    fn stats_general(&mut self) -> Result<(), EngineError> {
+        let shared = self.shared;
+        let st = self.st;
+        let (utime, stime) = cpu_times();
+        let mc_conns = self.mc_connections();
+        let items = self.h.dbsize(DB)?;
+        let arena = self.h.store().arena();
+        let out = &mut *self.out;
+        let s = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
+        s(out, "pid", u64::from(std::process::id()));
+        s(out, "uptime", shared.uptime_ms() / 1000);
+        s(out, "time", now_secs());
+        reply::stat(out, "version", VERSION.as_bytes());
+        reply::stat(
+            out,
+            "implementation",
+            concat!("larder/", env!("CARGO_PKG_VERSION")).as_bytes(),
+        );
+        s(out, "pointer_size", 64);
+        reply::stat(out, "rusage_user", utime.as_bytes());
+        reply::stat(out, "rusage_system", stime.as_bytes());
+        s(
+            out,
+            "max_connections",
+            shared.config.maxclients.load(Ordering::Relaxed),
+        );
+        s(out, "curr_connections", mc_conns);
+        s(
+            out,
+            "total_connections",
+            shared.stats.sum(|w| &w.connections),
+        );
+        s(
+            out,
+            "rejected_connections",
+            shared.stats.sum(|w| &w.rejected_connections),
+        );
+        s(out, "connection_structures", mc_conns);
+        s(out, "reserved_fds", 20);
+        for (name, c) in [
+            ("cmd_get", C::CmdGet),
+            ("cmd_set", C::CmdSet),
+            ("cmd_flush", C::CmdFlush),
+            ("cmd_touch", C::CmdTouch),
+            ("cmd_meta", C::CmdMeta),
+            ("get_hits", C::GetHits),
+            ("get_misses", C::GetMisses),
+        ] {
+            s(out, name, st.sum(c));
+        }
+        s(out, "get_expired", 0);
+        s(out, "get_flushed", 0);
+        for (name, c) in [
+            ("delete_misses", C::DeleteMisses),
+            ("delete_hits", C::DeleteHits),
+            ("incr_misses", C::IncrMisses),
+            ("incr_hits", C::IncrHits),
+            ("decr_misses", C::DecrMisses),
+            ("decr_hits", C::DecrHits),
+            ("cas_misses", C::CasMisses),
+            ("cas_hits", C::CasHits),
+            ("cas_badval", C::CasBadval),
+            ("touch_hits", C::TouchHits),
+            ("touch_misses", C::TouchMisses),
+            ("store_too_large", C::StoreTooLarge),
+            ("store_no_memory", C::StoreNoMemory),
+        ] {
+            s(out, name, st.sum(c));
+        }
+        s(out, "auth_cmds", 0);
+        s(out, "auth_errors", 0);
+        s(out, "bytes_read", shared.stats.sum(|w| &w.net_input));
+        s(out, "bytes_written", shared.stats.sum(|w| &w.net_output));
+        s(out, "limit_maxbytes", arena.capacity());
+        s(out, "accepting_conns", 1);
+        s(out, "listen_disabled_num", 0);
+        s(out, "time_in_listen_disabled_us", 0);
+        s(out, "threads", shared.config.threads as u64);
+        s(out, "conn_yields", 0);
+        s(out, "hash_is_expanding", 0);
+        s(out, "malloc_fails", 0);
+        s(out, "bytes", arena.pages_in_use_bytes());
+        s(out, "curr_items", items);
+        s(out, "total_items", st.sum(C::TotalItems));
+        s(out, "expired_unfetched", 0);
+        s(out, "evicted_unfetched", 0);
+        s(out, "evicted_active", 0);
+        s(out, "evictions", 0);
+        s(out, "reclaimed", shared.stats.sum(|w| &w.expired_keys));
+        reply::end(out);
+        Ok(())
+    }
+
+    fn mc_connections(&self) -> u64 {
+        let clients = self
+            .shared
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        clients
+            .values()
+            .filter(|c| c.proto == Proto::Memcache)
+            .count() as u64
+    }
+
+    fn stats_settings(&mut self) {
+        let c = &self.shared.config;
+        let capacity = self.h.store().arena().capacity();
+        let (_, mc_port) = *self.shared.tcp_ports.get().unwrap_or(&(0, 0));
+        let out = &mut *self.out;
+        let n = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
+        let t = |out: &mut Vec<u8>, name: &str, v: &str| reply::stat(out, name, v.as_bytes());
+        n(out, "maxbytes", capacity);
+        n(out, "maxconns", c.maxclients.load(Ordering::Relaxed));
+        n(out, "tcpport", u64::from(mc_port));
+        n(out, "udpport", 0);
+        t(out, "inter", &c.bind);
+        n(
+            out,
+            "verbosity",
+            u64::from(self.st.verbosity.load(Ordering::Relaxed)),
+        );
+        n(out, "oldest", 0);
+        // The engine never evicts to make room: a full store refuses writes, as `-M`.
+        t(out, "evictions", "off");
+        t(out, "domain_socket", "NULL");
+        t(out, "umask", "700");
+        t(out, "growth_factor", "1.25");
+        n(out, "chunk_size", 48);
+        n(out, "num_threads", c.threads as u64);
+        t(out, "stat_key_prefix", ":");
+        t(
+            out,
+            "detail_enabled",
+            if self.st.detail.load(Ordering::Relaxed) != 0 {
+                "yes"
+            } else {
+                "no"
+            },
+        );
+        n(out, "reqs_per_event", 20);
+        t(out, "cas_enabled", "yes");
+        n(out, "tcp_backlog", 1024);
+        t(out, "binding_protocol", "ascii");
+        t(out, "auth_enabled_sasl", "no");
+        t(out, "auth_enabled_ascii", "no");
+        n(out, "item_size_max", self.item_max as u64);
+        t(out, "maxconns_fast", "yes");
+        n(out, "hashpower_init", 0);
+        t(out, "slab_reassign", "no");
+        n(out, "slab_automove", 0);
+        t(out, "lru_crawler", "no");
+        t(out, "flush_enabled", "yes");
+        t(out, "dump_enabled", "yes");
+        t(out, "lru_maintainer_thread", "no");
+        n(out, "idle_timeout", c.timeout.load(Ordering::Relaxed));
+        t(out, "track_sizes", "no");
+        t(out, "ssl_enabled", "no");
+        reply::end(out);
+    }
+
+    /// The engine has no slab classes; everything is reported as one class, 1.
+    fn stats_items(&mut self) -> Result<(), EngineError> {
+        let items = self.h.dbsize(DB)?;
+        if items > 0 {
+            let bytes = self.h.store().arena().pages_in_use_bytes();
+            let hits = self.st.sum(C::GetHits);
+            let reclaimed = self.shared.stats.sum(|w| &w.expired_keys);
+            for (name, v) in [
+                ("number", items),
+                ("number_hot", 0),
+                ("number_warm", 0),
+                ("number_cold", items),
+                ("age_hot", 0),
+                ("age_warm", 0),
+                ("age", 0),
+                ("mem_requested", bytes),
+                ("evicted", 0),
+                ("evicted_nonzero", 0),
+                ("evicted_time", 0),
+                ("outofmemory", self.st.sum(C::StoreNoMemory)),
+                ("tailrepairs", 0),
+                ("reclaimed", reclaimed),
+                ("expired_unfetched", 0),
+                ("evicted_unfetched", 0),
+                ("evicted_active", 0),
+                ("crawler_reclaimed", 0),
+                ("crawler_items_checked", 0),
+                ("lrutail_reflocked", 0),
+                ("moves_to_cold", 0),
+                ("moves_to_warm", 0),
+                ("moves_within_lru", 0),
+                ("direct_reclaims", 0),
+                ("hits_to_hot", 0),
+                ("hits_to_warm", 0),
+                ("hits_to_cold", hits),
+                ("hits_to_temp", 0),
+            ] {
+                reply::stat_u64(self.out, &format!("items:1:{name}"), v);
+            }
+        }
+        reply::end(self.out);
+        Ok(())
+    }
+
+    fn stats_slabs(&mut self) -> Result<(), EngineError> {
+        let items = self.h.dbsize(DB)?;
+        let bytes = self.h.store().arena().pages_in_use_bytes();
+        if let Some(chunk) = bytes.checked_div(items) {
+            let chunk = chunk.max(1);
+            for (name, v) in [
+                ("chunk_size", chunk),
+                ("chunks_per_page", (1 << 20) / chunk),
+                ("total_pages", bytes.div_ceil(1 << 20)),
+                ("total_chunks", items),
+                ("used_chunks", items),
+                ("free_chunks", 0),
+                ("free_chunks_end", 0),
+                ("get_hits", self.st.sum(C::GetHits)),
+                ("cmd_set", self.st.sum(C::CmdSet)),
+                ("delete_hits", self.st.sum(C::DeleteHits)),
+                ("incr_hits", self.st.sum(C::IncrHits)),
+                ("decr_hits", self.st.sum(C::DecrHits)),
+                ("cas_hits", self.st.sum(C::CasHits)),
+                ("cas_badval", self.st.sum(C::CasBadval)),
+                ("touch_hits", self.st.sum(C::TouchHits)),
+            ] {
+                reply::stat_u64(self.out, &format!("1:{name}"), v);
+            }
+        }
+        reply::stat_u64(self.out, "active_slabs", u64::from(items > 0));
+        reply::stat_u64(self.out, "total_malloced", bytes);
+        reply::end(self.out);
+        Ok(())
+    }
+
+    fn stats_conns(&mut self) {
+        let now = self.shared.uptime_ms();
+        let mut clients: Vec<_> = {
+            let c = self
+                .shared
+                .clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            c.values()
+                .filter(|c| c.proto == Proto::Memcache)
+                .cloned()
+                .collect()
+        };
+        clients.sort_by_key(|c| c.id);
+        for c in clients {
+            let id = c.id;
+            reply::stat(
+                self.out,
+                &format!("{id}:addr"),
+                format!("tcp:{}", c.addr).as_bytes(),
+            );
+            reply::stat(
+                self.out,
+                &format!("{id}:listen_addr"),
+                format!("tcp:{}", c.laddr).as_bytes(),
+            );
+            reply::stat(self.out, &format!("{id}:state"), b"conn_parse_cmd");
+            let idle = now.saturating_sub(c.last_ms.load(Ordering::Relaxed)) / 1000;
+            reply::stat_u64(self.out, &format!("{id}:secs_since_last_cmd"), idle);
+        }
+        reply::end(self.out);
+    }
+
+    /// `stats cachedump 1 <limit>`: up to `limit` keys (0: 100) as
+    /// `ITEM <key> [<bytes> b; <expiry unix s> s]`; other classes are empty.
+    fn stats_cachedump(&mut self, class: u64, limit: u64) -> Result<(), EngineError> {
+        if class == 1 {
+            let want = if limit == 0 { 100 } else { limit.min(10_000) } as usize;
+            let mut keys = Vec::new();
+            let mut cursor = 0;
+            loop {
+                cursor = self.h.scan(DB, cursor, 100, None, None, &mut keys)?;
+                if cursor == 0 || keys.len() >= want {
+                    break;
+                }
+            }
+            keys.truncate(want);
+            for k in keys {
+                let Some(m) = self.h.meta(DB, &k)? else {
+                    continue;
+                };
+                let len = self.h.strlen(DB, &k)?;
+                self.out.extend_from_slice(b"ITEM ");
+                self.out.extend_from_slice(&k);
+                self.out.extend_from_slice(
+                    format!(" [{len} b; {} s]\r\n", m.expire_at / 1000).as_bytes(),
+                );
+            }
+        }
+        reply::end(self.out);
+        Ok(())
+    }
+}
+
+/// What a read-then-CAS loop reports if it keeps losing (it does not under any real load).
+fn contention() -> EngineError {
+    EngineError::Corrupt("too much contention on one key")
+}
+
+/// A `Meta` to fill in for an item we just created.
+fn meta_template() -> Meta {
+    Meta {
+        ty: larder_engine::Type::String,
+        expire_at: 0,
+        flags: 0,
+        version: 0,
+    }
+}
+
+/// The expiry after memcached's flag walk: `T` sets it, `N` sets it on a created item;
+/// the last one in request order wins.
+fn walk_ttl(
+    f: &MetaFlags<'_>,
+    start: u64,
+    created: bool,
+    t_at: Option<u64>,
+    n_at: Option<u64>,
+) -> u64 {
+    let mut cur = start;
+    for tok in f.tokens() {
+        match tok[0] {
+            b'T' => cur = t_at.unwrap_or(cur),
+            b'N' if created => cur = n_at.unwrap_or(cur),
+            _ => {}
+        }
+    }
+    cur
+}
+
+/// A counter value as memcached's `safe_strtoull` reads item data: optional leading
+/// whitespace and sign, decimal digits, then the end or whitespace; a negative number (other
+/// than -0) and an empty value are not numbers.
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let mut i = 0;
+    while i < v.len() && space(v[i]) {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < v.len() && (v[i] == b'+' || v[i] == b'-') {
+        neg = v[i] == b'-';
+        i += 1;
+    }
+    let start = i;
+    let mut n: u64 = 0;
+    while i < v.len() && v[i].is_ascii_digit() {
+        n = n.checked_mul(10)?.checked_add(u64::from(v[i] - b'0'))?;
+        i += 1;
+    }
+    if i == start || (i < v.len() && !space(v[i])) {
+        return None;
+    }
+    if neg {
+        n = n.wrapping_neg();
+        if (n as i64) < 0 {
+            return None;
+        }
+    }
+    Some(n)
+}
+
+fn parse_plain_u64(b: &[u8]) -> Option<u64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+/// User and system CPU seconds of this process, from /proc (memcached's `rusage_*`).
+fn cpu_times() -> (String, String) {
+    let fallback = || ("0.000000".to_string(), "0.000000".to_string());
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return fallback();
+    };
+    // Fields after the command name (which may contain spaces) start at ") ".
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return fallback();
+    };
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let (Some(u), Some(s)) = (
+        f.get(11).and_then(|v| v.parse::<u64>().ok()),
+        f.get(12).and_then(|v| v.parse::<u64>().ok()),
+    ) else {
+        return fallback();
+    };
+    // Clock ticks are 1/100 s on Linux.
+    let fmt = |t: u64| format!("{}.{:06}", t / 100, (t % 100) * 10_000);
+    (fmt(u), fmt(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_parse_like_memcached() {
+        assert_eq!(parse_counter(b"10"), Some(10));
+        assert_eq!(parse_counter(b"+5"), Some(5));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"9 "), Some(9));
+        assert_eq!(parse_counter(b"12 abc"), Some(12));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"-5"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"abc"), None);
+        assert_eq!(parse_counter(b"12abc"), None);
+    }
+
+    #[test]
+    fn exptimes() {
+        let now = 1_700_000_000_000;
+        assert_eq!(deadline_ms(0, now), 0);
+        assert_eq!(deadline_ms(-1, now), 1);
+        assert_eq!(deadline_ms(10, now), now + 10_000);
+        assert_eq!(deadline_ms(2_592_000, now), now + 2_592_000_000);
+        assert_eq!(deadline_ms(2_592_001, now), 2_592_001_000);
+        assert_eq!(ttl_secs(0, now), -1);
+        assert_eq!(ttl_secs(now + 10_000, now), 10);
+        assert_eq!(ttl_secs(now + 9_001, now), 10);
+        assert_eq!(ttl_secs(now - 5, now), 0);
+    }
 }

@@ -93,7 +93,12 @@ impl Raw {
     pub fn check(&mut self, req: &[u8], want: &[u8]) {
         self.send(req);
         let got = self.read_n(want.len());
-        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want), "request {:?}", String::from_utf8_lossy(req));
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "request {:?}",
+            String::from_utf8_lossy(req)
+        );
     }
 
     /// Whether the server closed the connection (reads EOF within a second).

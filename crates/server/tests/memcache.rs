@@ -1,0 +1,801 @@
+//! The memcached protocol (text and meta) over real sockets: raw bytes in, exact bytes out,
+//! on the same keyspace the RESP side sees.
+mod common;
+use common::*;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+/// Reads until the reply ends with `suffix` (or 5 s pass).
+fn read_until(c: &mut Raw, suffix: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !out.ends_with(suffix) && Instant::now() < deadline {
+        match c.s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Sends `req` and returns the reply line (up to and including `\r\n`).
+fn line(c: &mut Raw, req: &[u8]) -> String {
+    c.send(req);
+    String::from_utf8_lossy(&read_until(c, b"\r\n")).into_owned()
+}
+
+/// The CAS unique from a `gets` reply for one key.
+fn cas_of(c: &mut Raw, key: &str) -> u64 {
+    c.send(format!("gets {key}\r\n").as_bytes());
+    let r = String::from_utf8(read_until(c, b"END\r\n")).unwrap();
+    let first = r.lines().next().unwrap();
+    first
+        .split(' ')
+        .nth(4)
+        .unwrap_or_else(|| panic!("no cas in {r:?}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn storage_commands() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set k 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"get k\r\n", b"VALUE k 5 3\r\nabc\r\nEND\r\n");
+    c.check(b"get nope\r\n", b"END\r\n");
+    c.check(
+        b"get k nope k\r\n",
+        b"VALUE k 5 3\r\nabc\r\nVALUE k 5 3\r\nabc\r\nEND\r\n",
+    );
+    c.check(b"add k 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(b"add a 1 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"replace nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(b"replace a 2 0 2\r\nyy\r\n", b"STORED\r\n");
+    c.check(b"get a\r\n", b"VALUE a 2 2\r\nyy\r\nEND\r\n");
+    // append/prepend keep the flags and ignore the ones given.
+    c.check(b"append a 9 0 2\r\nzz\r\n", b"STORED\r\n");
+    c.check(b"prepend a 9 0 2\r\nxx\r\n", b"STORED\r\n");
+    c.check(b"get a\r\n", b"VALUE a 2 6\r\nxxyyzz\r\nEND\r\n");
+    c.check(b"append nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(b"prepend nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    // Empty values and values holding \r\n.
+    c.check(b"set e 0 0 0\r\n\r\n", b"STORED\r\n");
+    c.check(b"get e\r\n", b"VALUE e 0 0\r\n\r\nEND\r\n");
+    c.check(b"set crlf 4294967295 0 4\r\na\r\nb\r\n", b"STORED\r\n");
+    c.check(
+        b"get crlf\r\n",
+        b"VALUE crlf 4294967295 4\r\na\r\nb\r\nEND\r\n",
+    );
+    // noreply on every storage command: nothing comes back, the effect happens.
+    c.check(
+        b"set n 0 0 1 noreply\r\n1\r\nadd n 0 0 1 noreply\r\n2\r\nreplace n 0 0 1 noreply\r\n3\r\nappend n 0 0 1 noreply\r\n4\r\nprepend n 0 0 1 noreply\r\n5\r\nget n\r\n",
+        b"VALUE n 0 3\r\n534\r\nEND\r\n",
+    );
+    // A noreply that is not the last token is just ignored (memcached's rule).
+    c.check(b"set j 0 0 1 junk\r\nx\r\n", b"STORED\r\n");
+    // Negative exptime: stored, but expired at once.
+    c.check(b"set gone 0 -1 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"get gone\r\n", b"END\r\n");
+    // An absolute exptime in the past (1970 + 31 days) is expired too.
+    c.check(b"set gone 0 2678400 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"get gone\r\n", b"END\r\n");
+}
+
+#[test]
+fn errors_and_swallowing() {
+    let t = start_with(|a| a.item_size_max = Some(1024));
+    let mut c = Raw::connect(t.mc);
+    c.check(b"bogus\r\n", b"ERROR\r\n");
+    c.check(b"\r\n", b"ERROR\r\n");
+    c.check(b"get\r\n", b"ERROR\r\n");
+    c.check(b"set k 0 0\r\n", b"ERROR\r\n");
+    c.check(
+        b"set k abc 0 1\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.check(
+        b"set k 0 0 -1\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.check(
+        b"set k 0 0 2\r\nabc\r\n",
+        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    );
+    let long = "k".repeat(251);
+    c.check(
+        format!("get {long}\r\n").as_bytes(),
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.check(
+        format!("set {long} 0 0 1\r\n").as_bytes(),
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.check(
+        b"incr k abc\r\n",
+        b"CLIENT_ERROR invalid numeric delta argument\r\n",
+    );
+    c.check(
+        b"incr k -1\r\n",
+        b"CLIENT_ERROR invalid numeric delta argument\r\n",
+    );
+    c.check(
+        b"touch k abc\r\n",
+        b"CLIENT_ERROR invalid exptime argument\r\n",
+    );
+    c.check(
+        b"gat abc k\r\n",
+        b"CLIENT_ERROR invalid exptime argument\r\n",
+    );
+    c.check(
+        b"delete k 1\r\n",
+        b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+    );
+    c.check(
+        b"flush_all abc\r\n",
+        b"CLIENT_ERROR invalid exptime argument\r\n",
+    );
+    c.check(b"verbosity\r\n", b"ERROR\r\n");
+    c.check(
+        b"verbosity x\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.check(b"touch k\r\n", b"ERROR\r\n");
+    c.check(b"incr k\r\n", b"ERROR\r\n");
+
+    // A value over the item size limit is refused and its data discarded, even when it
+    // arrives in pieces over several reads; the next command works.
+    c.send(b"set big 0 0 5000\r\n");
+    let data = vec![b'x'; 5000];
+    for chunk in data.chunks(1000) {
+        c.send(chunk);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.check(
+        b"\r\nget big\r\n",
+        b"SERVER_ERROR object too large for cache\r\nEND\r\n",
+    );
+    c.check(b"set ok 0 0 2\r\nhi\r\n", b"STORED\r\n");
+    // The same for ms, and quietly with noreply (the data is still swallowed).
+    let mut req = b"ms big 5000 T0\r\n".to_vec();
+    req.extend_from_slice(&data);
+    req.extend_from_slice(b"\r\nmn\r\n");
+    c.check(&req, b"SERVER_ERROR object too large for cache\r\nMN\r\n");
+    let mut req = b"set big 0 0 5000 noreply\r\n".to_vec();
+    req.extend_from_slice(&data);
+    req.extend_from_slice(b"\r\nget ok\r\n");
+    c.check(&req, b"VALUE ok 0 2\r\nhi\r\nEND\r\n");
+    // Exactly at the limit is fine.
+    let mut req = b"set edge 0 0 1024\r\n".to_vec();
+    req.extend_from_slice(&[b'e'; 1024]);
+    req.extend_from_slice(b"\r\n");
+    c.check(&req, b"STORED\r\n");
+    // An append that would pass the limit is not stored (as memcached, which cannot
+    // allocate the item).
+    c.check(b"append edge 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+
+    // A line with no newline after 2048 bytes that is not a get: the connection closes.
+    let mut c2 = Raw::connect(t.mc);
+    c2.send(&vec![b'a'; 4096]);
+    assert!(c2.closed());
+    // But a long multiget is just waited for.
+    let mut c3 = Raw::connect(t.mc);
+    let mut req = b"get".to_vec();
+    for i in 0..600 {
+        req.extend_from_slice(format!(" key{i}").as_bytes());
+    }
+    req.extend_from_slice(b" ok\r\n");
+    c3.check(&req, b"VALUE ok 0 2\r\nhi\r\nEND\r\n");
+}
+
+#[test]
+fn counters() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set n 3 0 2\r\n10\r\n", b"STORED\r\n");
+    c.check(b"incr n 5\r\n", b"15\r\n");
+    c.check(b"decr n 3\r\n", b"12\r\n");
+    c.check(b"decr n 100\r\n", b"0\r\n");
+    c.check(
+        b"incr n 18446744073709551615\r\n",
+        b"18446744073709551615\r\n",
+    );
+    c.check(b"incr n 2\r\n", b"1\r\n");
+    c.check(b"get n\r\n", b"VALUE n 3 1\r\n1\r\nEND\r\n");
+    c.check(b"incr nope 1\r\n", b"NOT_FOUND\r\n");
+    c.check(b"decr nope 1\r\n", b"NOT_FOUND\r\n");
+    c.check(b"set s 0 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(
+        b"incr s 1\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.check(b"set m 0 0 2\r\n-5\r\n", b"STORED\r\n");
+    c.check(
+        b"decr m 1\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.check(b"set e 0 0 0\r\n\r\n", b"STORED\r\n");
+    c.check(
+        b"incr e 1\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.check(
+        b"incr n 1 noreply\r\ndecr n 1 noreply\r\nincr n 7 noreply\r\nget n\r\n",
+        b"VALUE n 3 1\r\n8\r\nEND\r\n",
+    );
+    c.check(
+        b"incr s 1 noreply\r\nincr nope 1 noreply\r\nmn\r\n",
+        b"MN\r\n",
+    );
+}
+
+#[test]
+fn touch_delete_flush_and_admin() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let mut r = Raw::connect(t.resp);
+    c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"touch k 100\r\n", b"TOUCHED\r\n");
+    c.check(b"mg k t\r\n", b"HD t100\r\n");
+    c.check(b"touch k 0\r\n", b"TOUCHED\r\n");
+    c.check(b"mg k t\r\n", b"HD t-1\r\n");
+    c.check(b"touch nope 10\r\n", b"NOT_FOUND\r\n");
+    c.check(
+        b"touch k 50 noreply\r\ntouch nope 1 noreply\r\nmn\r\n",
+        b"MN\r\n",
+    );
+    c.check(b"mg k t\r\n", b"HD t50\r\n");
+    c.check(b"touch k -1\r\n", b"TOUCHED\r\n");
+    c.check(b"get k\r\n", b"END\r\n");
+
+    c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"delete k\r\n", b"DELETED\r\n");
+    c.check(b"delete k\r\n", b"NOT_FOUND\r\n");
+    c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"delete k 0\r\n", b"DELETED\r\n");
+    c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(
+        b"delete k noreply\r\ndelete k 0 noreply\r\nget k\r\n",
+        b"END\r\n",
+    );
+
+    c.check(
+        b"set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\n",
+        b"STORED\r\nSTORED\r\n",
+    );
+    r.check(&cmd(&[b"SET", b"fromredis", b"v"]), b"+OK\r\n");
+    c.check(b"flush_all\r\n", b"OK\r\n");
+    c.check(b"get a b fromredis\r\n", b"END\r\n");
+    r.check(&cmd(&[b"GET", b"fromredis"]), b"$-1\r\n");
+    c.check(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"flush_all noreply\r\nget a\r\n", b"END\r\n");
+    c.check(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"flush_all 0\r\nget a\r\n", b"OK\r\nEND\r\n");
+    c.check(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"flush_all -1\r\nget a\r\n", b"OK\r\nEND\r\n");
+    // A delayed flush: the key is there until the deadline, then gone. A later delayed
+    // flush_all moves the deadline.
+    c.check(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"flush_all 100\r\n", b"OK\r\n");
+    c.check(b"flush_all 1\r\n", b"OK\r\n");
+    c.check(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
+    std::thread::sleep(Duration::from_millis(1300));
+    c.check(b"get a\r\n", b"END\r\n");
+    // And an immediate flush_all cancels a pending one.
+    c.check(
+        b"flush_all 1\r\nflush_all\r\nset a 0 0 1\r\nx\r\n",
+        b"OK\r\nOK\r\nSTORED\r\n",
+    );
+    std::thread::sleep(Duration::from_millis(1300));
+    c.check(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
+
+    c.check(b"version\r\n", b"VERSION 1.6.21\r\n");
+    c.check(b"version extra tokens\r\n", b"VERSION 1.6.21\r\n");
+    c.check(b"verbosity 1\r\n", b"OK\r\n");
+    c.check(b"verbosity 1 noreply\r\nmn\r\n", b"MN\r\n");
+    c.check(b"quit\r\n", b"");
+    assert!(c.closed());
+    // Replies before a quit in the same batch still go out.
+    let mut c = Raw::connect(t.mc);
+    c.check(
+        b"get a\r\nquit\r\nget a\r\n",
+        b"VALUE a 0 1\r\nx\r\nEND\r\n",
+    );
+    assert!(c.closed());
+}
+
+#[test]
+fn cross_protocol() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let mut r = Raw::connect(t.resp);
+    // Redis SET, memcached get: flags 0.
+    r.check(&cmd(&[b"SET", b"shared", b"from redis"]), b"+OK\r\n");
+    c.check(
+        b"get shared\r\n",
+        b"VALUE shared 0 10\r\nfrom redis\r\nEND\r\n",
+    );
+    // An integer written by Redis is a decimal string to memcached, and incr works on it.
+    r.check(&cmd(&[b"SET", b"num", b"41"]), b"+OK\r\n");
+    c.check(b"incr num 1\r\n", b"42\r\n");
+    r.check(&cmd(&[b"GET", b"num"]), b"$2\r\n42\r\n");
+    r.check(&cmd(&[b"INCR", b"num"]), b":43\r\n");
+    c.check(b"get num\r\n", b"VALUE num 0 2\r\n43\r\nEND\r\n");
+    // memcached set with flags and TTL: Redis sees the value and the TTL.
+    c.check(b"set mc 7 100 5\r\nhello\r\n", b"STORED\r\n");
+    r.check(&cmd(&[b"GET", b"mc"]), b"$5\r\nhello\r\n");
+    r.check(&cmd(&[b"TTL", b"mc"]), b":100\r\n");
+    c.check(b"mg mc f t v\r\n", b"VA 5 f7 t100\r\nhello\r\n");
+    // Redis EXPIRE and PERSIST show in memcached's t.
+    r.check(&cmd(&[b"EXPIRE", b"shared", b"60"]), b":1\r\n");
+    c.check(b"mg shared t\r\n", b"HD t60\r\n");
+    r.check(&cmd(&[b"PERSIST", b"shared"]), b":1\r\n");
+    c.check(b"mg shared t\r\n", b"HD t-1\r\n");
+    r.check(&cmd(&[b"SET", b"ex", b"v", b"EX", b"30"]), b"+OK\r\n");
+    c.check(b"mg ex t v\r\n", b"VA 1 t30\r\nv\r\n");
+    // Redis DEL, memcached miss; memcached delete, Redis miss.
+    r.check(&cmd(&[b"DEL", b"mc"]), b":1\r\n");
+    c.check(b"get mc\r\n", b"END\r\n");
+    c.check(b"delete ex\r\n", b"DELETED\r\n");
+    r.check(&cmd(&[b"GET", b"ex"]), b"$-1\r\n");
+    // A Redis write replaces the memcached flags (a new value, as memcached set would).
+    c.check(b"set f 9 0 1\r\nx\r\n", b"STORED\r\n");
+    r.check(&cmd(&[b"SET", b"f", b"y"]), b"+OK\r\n");
+    c.check(b"get f\r\n", b"VALUE f 0 1\r\ny\r\nEND\r\n");
+    // memcached only sees database 0.
+    r.check(&cmd(&[b"SELECT", b"1"]), b"+OK\r\n");
+    r.check(&cmd(&[b"SET", b"db1", b"x"]), b"+OK\r\n");
+    c.check(b"get db1\r\n", b"END\r\n");
+    // A binary value round-trips.
+    let mut v = Vec::new();
+    for b in 0..=255u8 {
+        v.push(b);
+    }
+    let mut req = format!("set bin 0 0 {}\r\n", v.len()).into_bytes();
+    req.extend_from_slice(&v);
+    req.extend_from_slice(b"\r\n");
+    c.check(&req, b"STORED\r\n");
+    r.check(&cmd(&[b"SELECT", b"0"]), b"+OK\r\n");
+    let mut want = b"$256\r\n".to_vec();
+    want.extend_from_slice(&v);
+    want.extend_from_slice(b"\r\n");
+    r.check(&cmd(&[b"GET", b"bin"]), &want);
+}
+
+#[test]
+fn cas_round_trip() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let mut r = Raw::connect(t.resp);
+    c.check(b"cas k 0 0 1 1\r\nx\r\n", b"NOT_FOUND\r\n");
+    c.check(b"set k 3 0 1\r\nx\r\n", b"STORED\r\n");
+    let v1 = cas_of(&mut c, "k");
+    c.check(
+        b"gets k\r\n",
+        format!("VALUE k 3 1 {v1}\r\nx\r\nEND\r\n").as_bytes(),
+    );
+    c.check(
+        format!("cas k 4 0 1 {v1}\r\ny\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.check(
+        format!("cas k 4 0 1 {v1}\r\nz\r\n").as_bytes(),
+        b"EXISTS\r\n",
+    );
+    let v2 = cas_of(&mut c, "k");
+    assert_ne!(v1, v2);
+    c.check(b"get k\r\n", b"VALUE k 4 1\r\ny\r\nEND\r\n");
+    // Any write, from either protocol, changes the cas.
+    r.check(&cmd(&[b"SET", b"k", b"w"]), b"+OK\r\n");
+    c.check(
+        format!("cas k 0 0 1 {v2}\r\nz\r\n").as_bytes(),
+        b"EXISTS\r\n",
+    );
+    let v3 = cas_of(&mut c, "k");
+    c.check(
+        format!("cas k 0 0 1 {v3} noreply\r\nq\r\nget k\r\n").as_bytes(),
+        b"VALUE k 0 1\r\nq\r\nEND\r\n",
+    );
+    // gats returns the version after its touch, so a following cas succeeds.
+    c.send(b"gats 100 k\r\n");
+    let reply = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    let v4: u64 = reply
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(4)
+        .unwrap()
+        .parse()
+        .unwrap();
+    c.check(
+        format!("cas k 0 0 1 {v4}\r\nr\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    // The meta protocol's c and C are the same number.
+    let v5 = cas_of(&mut c, "k");
+    c.check(b"mg k c\r\n", format!("HD c{v5}\r\n").as_bytes());
+    let l = line(&mut c, format!("ms k 1 C{v5} c\r\ns\r\n").as_bytes());
+    let v6: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_eq!(cas_of(&mut c, "k"), v6);
+}
+
+#[test]
+fn gat_and_gats() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(
+        b"set a 1 0 1\r\nx\r\nset b 2 0 1\r\ny\r\n",
+        b"STORED\r\nSTORED\r\n",
+    );
+    c.check(
+        b"gat 100 a nope b\r\n",
+        b"VALUE a 1 1\r\nx\r\nVALUE b 2 1\r\ny\r\nEND\r\n",
+    );
+    c.check(b"mg a t\r\n", b"HD t100\r\n");
+    c.check(b"mg b t\r\n", b"HD t100\r\n");
+    c.check(b"gat 0 a\r\n", b"VALUE a 1 1\r\nx\r\nEND\r\n");
+    c.check(b"mg a t\r\n", b"HD t-1\r\n");
+    c.check(b"gat 100\r\n", b"END\r\n");
+    // An exptime in the past: returned this once, then gone (as memcached).
+    c.check(b"gat -1 a\r\n", b"VALUE a 1 1\r\nx\r\nEND\r\n");
+    c.check(b"get a\r\n", b"END\r\n");
+    c.send(b"gats 10 b\r\n");
+    let reply = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    let v = cas_of(&mut c, "b");
+    assert_eq!(reply, format!("VALUE b 2 1 {v}\r\ny\r\nEND\r\n"));
+    c.check(b"mg b t\r\n", b"HD t10\r\n");
+}
+
+#[test]
+fn pipelined_gets_of_1000_keys() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let mut req = Vec::new();
+    for i in 0..1000 {
+        req.extend_from_slice(
+            format!(
+                "set key:{i} {i} 0 {}\r\nvalue-{i}\r\n",
+                format!("value-{i}").len()
+            )
+            .as_bytes(),
+        );
+    }
+    let want: Vec<u8> = b"STORED\r\n".repeat(1000);
+    c.check(&req, &want);
+    // One multiget of 1000 keys.
+    let mut req = b"get".to_vec();
+    let mut want = Vec::new();
+    for i in 0..1000 {
+        req.extend_from_slice(format!(" key:{i}").as_bytes());
+        want.extend_from_slice(
+            format!(
+                "VALUE key:{i} {i} {}\r\nvalue-{i}\r\n",
+                format!("value-{i}").len()
+            )
+            .as_bytes(),
+        );
+    }
+    req.extend_from_slice(b"\r\n");
+    want.extend_from_slice(b"END\r\n");
+    c.check(&req, &want);
+    // 1000 pipelined single gets, and a meta pipeline closed by mn.
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..1000 {
+        req.extend_from_slice(format!("get key:{i}\r\nmg missing:{i} v q\r\n").as_bytes());
+        want.extend_from_slice(
+            format!(
+                "VALUE key:{i} {i} {}\r\nvalue-{i}\r\nEND\r\n",
+                format!("value-{i}").len()
+            )
+            .as_bytes(),
+        );
+    }
+    req.extend_from_slice(b"mn\r\n");
+    want.extend_from_slice(b"MN\r\n");
+    c.check(&req, &want);
+}
+
+#[test]
+fn meta_get() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"mn\r\n", b"MN\r\n");
+    c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"mg a\r\n", b"HD\r\n");
+    c.check(b"mg a v\r\n", b"VA 3\r\nabc\r\n");
+    let v = cas_of(&mut c, "a");
+    c.check(
+        b"mg a s v t f k Oxyz q\r\n",
+        b"VA 3 s3 t-1 f5 ka Oxyz\r\nabc\r\n",
+    );
+    c.check(b"mg a c\r\n", format!("HD c{v}\r\n").as_bytes());
+    c.check(b"mg missing v k Oab\r\n", b"EN kmissing Oab\r\n");
+    c.check(b"mg missing v q\r\nmn\r\n", b"MN\r\n");
+    c.check(b"mg a h l\r\n", b"HD h0 l0\r\n");
+    // T updates the TTL; a t before it reports the old one, after it the new one.
+    c.check(b"set a 5 100 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"mg a t T30\r\n", b"HD t100\r\n");
+    c.check(b"mg a T40 t\r\n", b"HD t40\r\n");
+    // The c after a T is the item's version after the touch: a CAS with it works.
+    c.send(b"mg a T50 c\r\n");
+    let l = String::from_utf8(read_until(&mut c, b"\r\n")).unwrap();
+    let cas: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    c.check(format!("ms a 1 C{cas}\r\nz\r\n").as_bytes(), b"HD\r\n");
+    // Errors from the flag parser.
+    c.check(b"mg\r\n", b"ERROR\r\n");
+    c.check(b"mg a v v\r\n", b"CLIENT_ERROR duplicate flag\r\n");
+    c.check(b"mg a t T30 t\r\n", b"CLIENT_ERROR duplicate flag\r\n");
+    c.check(b"mg a !\r\n", b"CLIENT_ERROR invalid flag\r\n");
+    c.check(
+        b"mg a Tx\r\n",
+        b"CLIENT_ERROR bad token in command line format\r\n",
+    );
+    let opaque = "O".to_string() + &"o".repeat(40);
+    c.check(
+        format!("mg a {opaque}\r\n").as_bytes(),
+        b"CLIENT_ERROR opaque token too long\r\n",
+    );
+    c.check(b"mz\r\n", b"ERROR\r\n");
+    // Base64 keys: the key is decoded, and echoed encoded with a b flag.
+    c.check(b"ms YWJj 3 b k\r\nxyz\r\n", b"HD kYWJj b\r\n");
+    c.check(b"mg abc v\r\n", b"VA 3\r\nxyz\r\n");
+    c.check(b"mg YWJj b k v\r\n", b"VA 3 kYWJj b\r\nxyz\r\n");
+    c.check(
+        b"ms b 3 b\r\nxyz\r\nmn\r\n",
+        b"CLIENT_ERROR error decoding key\r\nMN\r\n",
+    );
+}
+
+#[test]
+fn meta_vivify_recache_and_stale() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    // N: the first client to miss creates an empty item and wins (W); the next sees Z.
+    c.check(b"mg v1 N30 v t s f\r\n", b"VA 0 t30 s0 f0 W\r\n\r\n");
+    c.check(b"mg v1 N30 v t\r\n", b"VA 0 t30 Z\r\n\r\n");
+    // Filling it clears the marks.
+    c.check(b"ms v1 3 T60\r\nnew\r\n", b"HD\r\n");
+    c.check(b"mg v1 v\r\n", b"VA 3\r\nnew\r\n");
+    // R: a hit whose TTL is below the threshold wins once.
+    c.check(b"set r 0 10 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"mg r R30 t\r\n", b"HD t10 W\r\n");
+    c.check(b"mg r R30 t\r\n", b"HD t10 Z\r\n");
+    c.check(b"mg r R5\r\n", b"HD Z\r\n");
+    // md I: the item stays, stale (X), with a new cas; the first reader wins.
+    c.check(b"set s 0 100 3\r\nabc\r\n", b"STORED\r\n");
+    let old = cas_of(&mut c, "s");
+    c.check(b"md s I T30 k\r\n", b"HD ks\r\n");
+    c.check(b"mg s t v\r\n", b"VA 3 t30 X W\r\nabc\r\n");
+    c.check(b"mg s v\r\n", b"VA 3 Z X\r\nabc\r\n");
+    // ms I with an older cas stores as stale, keeping the TTL and the token.
+    c.check(format!("ms s 3 I C{old}\r\nold\r\n").as_bytes(), b"HD\r\n");
+    c.check(b"mg s t v\r\n", b"VA 3 t30 Z X\r\nold\r\n");
+    c.check(b"ms s 3 I C99999999\r\nnew\r\n", b"EX\r\n");
+    // A plain write makes it fresh again.
+    c.check(b"ms s 3\r\nnew\r\n", b"HD\r\n");
+    c.check(b"mg s t v\r\n", b"VA 3 t-1\r\nnew\r\n");
+}
+
+#[test]
+fn meta_set() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"ms b 3\r\nxyz\r\n", b"HD\r\n");
+    c.check(b"ms b 3 k Oq1 F7 T0\r\nxyz\r\n", b"HD kb Oq1\r\n");
+    c.check(b"mg b v f t\r\n", b"VA 3 f7 t-1\r\nxyz\r\n");
+    c.check(b"ms b 3 T100 F1\r\nabc\r\n", b"HD\r\n");
+    c.check(b"mg b v f t\r\n", b"VA 3 f1 t100\r\nabc\r\n");
+    // Modes: E add, A append, P prepend, R replace, S set.
+    c.check(b"ms b 1 MA\r\nd\r\n", b"HD\r\n");
+    c.check(b"ms b 1 MP\r\nz\r\n", b"HD\r\n");
+    c.check(b"mg b v f\r\n", b"VA 5 f1\r\nzabcd\r\n");
+    c.check(b"ms nb 3 MA c k Oq\r\nxyz\r\n", b"NS c0 knb Oq\r\n");
+    c.check(b"ms nb 3 MP\r\nxyz\r\n", b"NS\r\n");
+    c.check(b"ms nb 3 ME\r\nxyz\r\n", b"HD\r\n");
+    c.check(b"ms nb 3 ME c\r\nxyz\r\n", b"NS c0\r\n");
+    c.check(b"ms nb 3 MR\r\nabc\r\n", b"HD\r\n");
+    c.check(b"ms nb3 3 MR\r\nxyz\r\n", b"NS\r\n");
+    c.check(b"ms nb 3 MS\r\nxyz\r\n", b"HD\r\n");
+    c.check(
+        b"ms nb 3 MX\r\nxyz\r\nmn\r\n",
+        b"CLIENT_ERROR invalid mode for ms M token\r\nMN\r\n",
+    );
+    // C: compare and swap; a missing key is NF, a wrong cas EX.
+    c.check(b"ms nb 3 C999999999 c\r\nxyz\r\n", b"EX c0\r\n");
+    c.check(b"ms nb2 3 C999 c k\r\nxyz\r\n", b"NF c0 knb2\r\n");
+    let v = cas_of(&mut c, "nb");
+    c.send(format!("ms nb 3 C{v} c\r\nnew\r\n").as_bytes());
+    let l = String::from_utf8(read_until(&mut c, b"\r\n")).unwrap();
+    let nv: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_eq!(cas_of(&mut c, "nb"), nv);
+    // Append with C: only onto that version.
+    c.check(format!("ms nb 1 MA C{v}\r\n!\r\n").as_bytes(), b"EX\r\n");
+    c.check(format!("ms nb 1 MA C{nv}\r\n!\r\n").as_bytes(), b"HD\r\n");
+    c.check(b"mg nb v\r\n", b"VA 4\r\nnew!\r\n");
+    // Append asked for its cas reports the item's new one.
+    let l = line(&mut c, b"ms nb 1 MA c\r\n?\r\n");
+    let av: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_eq!(cas_of(&mut c, "nb"), av);
+    c.check(b"mg nb v\r\n", b"VA 5\r\nnew!?\r\n");
+    // q hides HD only.
+    c.check(b"ms nb 3 q\r\nxyz\r\nmn\r\n", b"MN\r\n");
+    c.check(b"ms nb3 3 MR q\r\nxyz\r\nmn\r\n", b"NS\r\nMN\r\n");
+    // Errors: the data block is swallowed.
+    c.check(b"ms k\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.check(
+        b"ms k 2 Z\r\nab\r\nmn\r\n",
+        b"CLIENT_ERROR invalid flag\r\nMN\r\n",
+    );
+    c.check(
+        b"ms k 2 Fx\r\nab\r\nmn\r\n",
+        b"CLIENT_ERROR bad command line format\r\nMN\r\n",
+    );
+    c.check(
+        b"ms k 2\r\nabc\r\n",
+        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    );
+    // A negative TTL stores an already expired item.
+    c.check(b"ms k 2 T-1\r\nab\r\nmg k\r\n", b"HD\r\nEN\r\n");
+}
+
+#[test]
+fn meta_delete_arithmetic_debug() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"md a C99999999 k\r\n", b"EX ka\r\n");
+    let v = cas_of(&mut c, "a");
+    c.check(format!("md a C{v} Oo\r\n").as_bytes(), b"HD Oo\r\n");
+    c.check(b"md a\r\n", b"NF\r\n");
+    c.check(b"md a Oxx k\r\n", b"NF Oxx ka\r\n");
+    c.check(b"md a q Oxx k\r\n", b"NF Oxx ka\r\n");
+    c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"md a q\r\nmn\r\n", b"MN\r\n");
+    c.check(b"mg a\r\n", b"EN\r\n");
+    c.check(b"md a x\r\n", b"NF\r\n");
+    // x: the key stays with an empty value and the given flags.
+    c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"md a x F3\r\n", b"HD\r\n");
+    c.check(b"mg a v f\r\n", b"VA 0 f3\r\n\r\n");
+    c.check(b"md a !\r\n", b"CLIENT_ERROR invalid or duplicate flag\r\n");
+
+    c.check(b"set n 3 0 2\r\n10\r\n", b"STORED\r\n");
+    c.check(b"ma n\r\n", b"HD\r\n");
+    c.check(b"ma n v\r\n", b"VA 2\r\n12\r\n");
+    c.check(b"ma n v t k Oo q\r\n", b"");
+    c.check(b"ma n MD D20 v\r\n", b"VA 1\r\n0\r\n");
+    c.check(b"ma n M- v\r\n", b"VA 1\r\n0\r\n");
+    c.check(
+        b"ma n M+ D18446744073709551615 v\r\n",
+        b"VA 20\r\n18446744073709551615\r\n",
+    );
+    c.check(b"ma n MI D2 v\r\n", b"VA 1\r\n1\r\n");
+    c.check(b"ma n q\r\nmn\r\n", b"MN\r\n");
+    c.check(b"mg n v f\r\n", b"VA 1 f3\r\n2\r\n");
+    c.check(b"ma missing\r\n", b"NF\r\n");
+    c.check(b"ma missing k Oo q\r\n", b"NF kmissing Oo\r\n");
+    c.check(b"ma missing N0 J13 v t\r\n", b"VA 2 t-1\r\n13\r\n");
+    c.check(b"ma missing2 N30 J13 v t q\r\n", b"VA 2 t30\r\n13\r\n");
+    c.check(
+        b"ma a\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.check(b"ma n C99999999 v\r\n", b"EX\r\n");
+    let v = cas_of(&mut c, "n");
+    c.send(format!("ma n C{v} c v\r\n").as_bytes());
+    let reply = String::from_utf8(read_until(&mut c, b"\r\n3\r\n")).unwrap();
+    let nv: u64 = reply
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("VA 1 c")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(cas_of(&mut c, "n"), nv);
+    c.check(b"ma n T30 t v\r\n", b"VA 1 t30\r\n4\r\n");
+    c.check(b"ma n t T60 v\r\n", b"VA 1 t30\r\n5\r\n");
+    c.check(b"mg n t\r\n", b"HD t60\r\n");
+    c.check(
+        b"ma n MX\r\n",
+        b"CLIENT_ERROR invalid mode for ma M token\r\n",
+    );
+    c.check(
+        b"ma n Dx\r\n",
+        b"CLIENT_ERROR invalid or duplicate flag\r\n",
+    );
+
+    c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    let v = cas_of(&mut c, "a");
+    c.check(
+        b"me a\r\n",
+        format!("ME a exp=-1 la=0 cas={v} fetch=no cls=1 size=67\r\n").as_bytes(),
+    );
+    c.check(b"set abcdefgh 0 100 10\r\n0123456789\r\n", b"STORED\r\n");
+    let v = cas_of(&mut c, "abcdefgh");
+    c.check(
+        b"me abcdefgh\r\n",
+        format!("ME abcdefgh exp=-100 la=0 cas={v} fetch=no cls=1 size=77\r\n").as_bytes(),
+    );
+    c.check(b"me nope\r\n", b"EN\r\n");
+    c.check(b"me\r\n", b"CLIENT_ERROR bad command line format\r\n");
+}
+
+#[test]
+fn stats() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(
+        b"set a 0 0 1\r\nx\r\nget a b\r\n",
+        b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n",
+    );
+    c.send(b"stats\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.starts_with("STAT pid "), "{s}");
+    for want in [
+        "STAT version 1.6.21\r\n",
+        "STAT implementation larder/",
+        "STAT cmd_get 2\r\n",
+        "STAT cmd_set 1\r\n",
+        "STAT get_hits 1\r\n",
+        "STAT get_misses 1\r\n",
+        "STAT curr_items 1\r\n",
+        "STAT total_items 1\r\n",
+        "STAT threads 2\r\n",
+        "STAT curr_connections 1\r\n",
+        "STAT limit_maxbytes ",
+        "STAT bytes ",
+        "STAT uptime ",
+        "STAT time ",
+    ] {
+        assert!(s.contains(want), "{want:?} missing from {s}");
+    }
+    assert!(
+        s.lines().all(|l| l == "END" || l.split(' ').count() == 3),
+        "{s}"
+    );
+    c.send(b"stats settings\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(
+        s.contains("STAT item_size_max 1048576\r\n") && s.contains("STAT cas_enabled yes\r\n"),
+        "{s}"
+    );
+    c.send(b"stats items\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.starts_with("STAT items:1:number 1\r\n"), "{s}");
+    c.send(b"stats slabs\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.contains("STAT active_slabs 1\r\n"), "{s}");
+    c.send(b"stats conns\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.contains(":state conn_parse_cmd\r\n"), "{s}");
+    c.check(b"stats cachedump 1 10\r\n", b"ITEM a [1 b; 0 s]\r\nEND\r\n");
+    c.check(b"stats cachedump 2 10\r\n", b"END\r\n");
+    c.check(b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n");
+    c.check(b"stats foo\r\n", b"ERROR\r\n");
+    c.check(
+        b"stats detail\r\n",
+        b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    );
+    c.check(
+        b"stats detail on\r\nstats detail dump\r\n",
+        b"OK\r\nEND\r\n",
+    );
+    c.check(b"stats reset\r\n", b"RESET\r\n");
+    c.send(b"stats\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.contains("STAT cmd_get 0\r\n"), "{s}");
+    let mut empty = Raw::connect(t.mc);
+    empty.check(b"flush_all\r\nstats items\r\n", b"OK\r\nEND\r\n");
+    empty.send(b"stats slabs\r\n");
+    let s = String::from_utf8(read_until(&mut empty, b"END\r\n")).unwrap();
+    assert!(
+        s.starts_with("STAT active_slabs 0\r\nSTAT total_malloced "),
+        "{s}"
+    );
+}

@@ -1,0 +1,773 @@
+//! Connection and server commands over real sockets: raw bytes in, exact bytes out (for
+//! INFO and CLIENT LIST, the structure and the fields that do not move).
+mod common;
+use common::*;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// Reads exactly one complete reply.
+fn read_reply(c: &mut Raw) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Some(n)) = larder_resp::reply_len(&buf) {
+            assert_eq!(n, buf.len(), "more than one reply: {:?}", String::from_utf8_lossy(&buf));
+            return buf;
+        }
+        assert!(Instant::now() < deadline, "no complete reply: {:?}", String::from_utf8_lossy(&buf));
+        let mut tmp = [0u8; 65536];
+        match c.s.read(&mut tmp) {
+            Ok(0) => panic!("connection closed after {:?}", String::from_utf8_lossy(&buf)),
+            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+            Err(e) => panic!("read: {e} after {:?}", String::from_utf8_lossy(&buf)),
+        }
+    }
+}
+
+/// Sends a command and returns its whole reply as text.
+fn ask(c: &mut Raw, args: &[&[u8]]) -> String {
+    c.send(&cmd(args));
+    String::from_utf8(read_reply(c)).unwrap()
+}
+
+/// The payload of a bulk string reply.
+fn bulk(reply: &str) -> &str {
+    let (head, rest) = reply.split_once("\r\n").unwrap();
+    assert!(head.starts_with('$') || head.starts_with('='), "not a bulk: {reply:?}");
+    rest.strip_suffix("\r\n").unwrap()
+}
+
+/// `text` as a RESP2 bulk string.
+fn as_bulk(text: &str) -> String {
+    format!("${}\r\n{text}\r\n", text.len())
+}
+
+fn client_id(c: &mut Raw) -> u64 {
+    let r = ask(c, &[b"CLIENT", b"ID"]);
+    r.trim_start_matches(':').trim_end().parse().unwrap()
+}
+
+/// The value of `field` in an INFO text.
+fn info_field(text: &str, field: &str) -> String {
+    text.split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no {field} in INFO"))
+}
+
+#[test]
+fn ping_echo_select_auth_reset() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"PING"]), b"+PONG\r\n");
+    c.check(&cmd(&[b"PING", b"hi"]), b"$2\r\nhi\r\n");
+    c.check(&cmd(&[b"PING", b"a", b"b"]), b"-ERR wrong number of arguments for 'ping' command\r\n");
+    c.check(&cmd(&[b"ECHO", b"x y"]), b"$3\r\nx y\r\n");
+    c.check(&cmd(&[b"ECHO"]), b"-ERR wrong number of arguments for 'echo' command\r\n");
+    c.check(&cmd(&[b"SELECT", b"x"]), b"-ERR value is not an integer or out of range\r\n");
+    c.check(&cmd(&[b"SELECT", b"16"]), b"-ERR DB index is out of range\r\n");
+    c.check(&cmd(&[b"SELECT", b"3"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"AUTH", b"pw"]),
+        b"-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n",
+    );
+    c.check(&cmd(&[b"AUTH", b"default", b"pw"]), b"+OK\r\n");
+    c.check(&cmd(&[b"AUTH", b"bob", b"pw"]), b"-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    c.check(&cmd(&[b"AUTH", b"a", b"b", b"c"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"AUTH"]), b"-ERR wrong number of arguments for 'auth' command\r\n");
+    // RESET: back to db 0, RESP2, no name.
+    c.check(&cmd(&[b"CLIENT", b"SETNAME", b"n1"]), b"+OK\r\n");
+    assert!(ask(&mut c, &[b"HELLO", b"3"]).starts_with("%7\r\n"));
+    c.check(&cmd(&[b"RESET"]), b"+RESET\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$-1\r\n");
+    let info = ask(&mut c, &[b"CLIENT", b"INFO"]);
+    assert!(info.contains(" db=0 ") && info.contains(" resp=2 "), "{info}");
+    c.check(&cmd(&[b"RESET", b"x"]), b"-ERR wrong number of arguments for 'reset' command\r\n");
+    c.check(&cmd(&[b"QUIT"]), b"+OK\r\n");
+    assert!(c.closed());
+}
+
+#[test]
+fn hello_switches_protocol() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let id = client_id(&mut c);
+    let hello = |proto: &str, map: &str| {
+        format!(
+            "{map}$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.0\r\n$5\r\nproto\r\n:{proto}\r\n$2\r\nid\r\n:{id}\r\n\
+             $4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+        )
+    };
+    c.check(&cmd(&[b"HELLO"]), hello("2", "*14\r\n").as_bytes());
+    c.check(&cmd(&[b"HELLO", b"4"]), b"-NOPROTO unsupported protocol version\r\n");
+    c.check(&cmd(&[b"HELLO", b"1"]), b"-NOPROTO unsupported protocol version\r\n");
+    c.check(&cmd(&[b"HELLO", b"foo"]), b"-ERR Protocol version is not an integer or out of range\r\n");
+    c.check(&cmd(&[b"HELLO", b"3", b"SETNAME"]), b"-ERR Syntax error in HELLO option 'SETNAME'\r\n");
+    c.check(&cmd(&[b"HELLO", b"3", b"AUTH", b"default"]), b"-ERR Syntax error in HELLO option 'AUTH'\r\n");
+    c.check(&cmd(&[b"HELLO", b"3", b"FOO"]), b"-ERR Syntax error in HELLO option 'FOO'\r\n");
+    c.check(
+        &cmd(&[b"HELLO", b"3", b"AUTH", b"bob", b"pw"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    c.check(
+        &cmd(&[b"HELLO", b"3", b"SETNAME", b"a b"]),
+        b"-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+    );
+    // Errors left the connection in RESP2.
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$-1\r\n");
+    c.check(&cmd(&[b"HELLO", b"3", b"AUTH", b"default", b"any", b"SETNAME", b"me"]), hello("3", "%7\r\n").as_bytes());
+    // RESP3 from now on: map, null, set, verbatim.
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$2\r\nme\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETNAME", b""]), b"+OK\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"_\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"maxclients"]), b"%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n");
+    c.check(&cmd(&[b"COMMAND", b"INFO", b"nosuch"]), b"*1\r\n_\r\n");
+    c.check(
+        &cmd(&[b"COMMAND", b"INFO", b"ping"]),
+        b"*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~2\r\n+@fast\r\n+@connection\r\n~0\r\n~0\r\n~0\r\n",
+    );
+    let info = ask(&mut c, &[b"INFO", b"cluster"]);
+    assert_eq!(info, "=34\r\ntxt:# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    let line = ask(&mut c, &[b"CLIENT", b"INFO"]);
+    assert!(line.starts_with('=') && line.contains("\r\ntxt:id=") && line.contains(" resp=3 "), "{line}");
+    c.check(&cmd(&[b"HELLO", b"2"]), hello("2", "*14\r\n").as_bytes());
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$-1\r\n");
+}
+
+#[test]
+fn client_subcommands() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let id = client_id(&mut c);
+    c.check(&cmd(&[b"CLIENT"]), b"-ERR wrong number of arguments for 'client' command\r\n");
+    c.check(&cmd(&[b"CLIENT", b"FOO"]), b"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n");
+    c.check(&cmd(&[b"client", b"foo", b"x"]), b"-ERR unknown subcommand 'foo'. Try CLIENT HELP.\r\n");
+    c.check(&cmd(&[b"CLIENT", b"ID", b"x"]), b"-ERR wrong number of arguments for 'client|id' command\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME", b"x"]), b"-ERR wrong number of arguments for 'client|getname' command\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETNAME"]), b"-ERR wrong number of arguments for 'client|setname' command\r\n");
+    for bad in [&b"a b"[..], b"a\nb", b"\x01"] {
+        c.check(
+            &cmd(&[b"CLIENT", b"SETNAME", bad]),
+            b"-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+        );
+    }
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$-1\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETNAME", b"worker-1"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$8\r\nworker-1\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETINFO", b"lib-name", b"redis-py"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETINFO", b"LIB-VER", b"5.0.1"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETINFO", b"foo", b"x"]), b"-ERR Unrecognized option 'foo'\r\n");
+    c.check(
+        &cmd(&[b"CLIENT", b"SETINFO", b"lib-name", b"a b"]),
+        b"-ERR lib-name cannot contain spaces, newlines or special characters.\r\n",
+    );
+    c.check(&cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CLIENT", b"NO-EVICT", b"maybe"]), b"-ERR syntax error\r\n");
+
+    // CLIENT LIST: Redis 7.2's fields in order.
+    let list = ask(&mut c, &[b"CLIENT", b"LIST"]);
+    let text = bulk(&list);
+    assert!(text.ends_with('\n'));
+    let line = text.lines().next().unwrap();
+    let keys: Vec<&str> = line.split(' ').map(|kv| kv.split_once('=').unwrap().0).collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "addr",
+            "laddr",
+            "fd",
+            "name",
+            "age",
+            "idle",
+            "flags",
+            "db",
+            "sub",
+            "psub",
+            "ssub",
+            "multi",
+            "qbuf",
+            "qbuf-free",
+            "argv-mem",
+            "multi-mem",
+            "rbs",
+            "rbp",
+            "obl",
+            "oll",
+            "omem",
+            "tot-mem",
+            "events",
+            "cmd",
+            "user",
+            "redir",
+            "resp",
+            "lib-name",
+            "lib-ver"
+        ]
+    );
+    assert!(line.starts_with(&format!("id={id} addr=127.0.0.1:")), "{line}");
+    assert!(line.contains(&format!(" laddr=127.0.0.1:{} ", t.resp)), "{line}");
+    assert!(line.contains(" name=worker-1 age="), "{line}");
+    assert!(line.contains(" flags=e db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf="), "{line}");
+    assert!(line.ends_with(" cmd=client|list user=default redir=-1 resp=2 lib-name=redis-py lib-ver=5.0.1"), "{line}");
+    c.check(&cmd(&[b"CLIENT", b"NO-EVICT", b"OFF"]), b"+OK\r\n");
+
+    let mut other = Raw::connect(t.resp);
+    let other_id = client_id(&mut other);
+    let list = ask(&mut c, &[b"CLIENT", b"LIST"]);
+    assert_eq!(bulk(&list).lines().count(), 2);
+    let list = ask(&mut c, &[b"CLIENT", b"LIST", b"ID", other_id.to_string().as_bytes(), b"999"]);
+    assert!(bulk(&list).starts_with(&format!("id={other_id} ")) && bulk(&list).lines().count() == 1, "{list}");
+    assert!(bulk(&list).contains(" cmd=client|id "), "{list}");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"ID", b"999"]), b"$0\r\n\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"ID", b"x"]), b"-ERR Invalid client ID\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"ID"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"foo"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"TYPE", b"foo"]), b"-ERR Unknown client type 'foo'\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"TYPE", b"pubsub"]), b"$0\r\n\r\n");
+    c.check(&cmd(&[b"CLIENT", b"LIST", b"TYPE", b"replica"]), b"$0\r\n\r\n");
+    let normal = ask(&mut c, &[b"CLIENT", b"LIST", b"TYPE", b"NORMAL"]);
+    assert_eq!(bulk(&normal).lines().count(), 2);
+    let info = ask(&mut c, &[b"CLIENT", b"INFO"]);
+    assert!(
+        bulk(&info).starts_with(&format!("id={id} "))
+            && bulk(&info).ends_with(" cmd=client|info user=default redir=-1 resp=2 lib-name=redis-py lib-ver=5.0.1\n")
+    );
+
+    let help = ask(&mut c, &[b"CLIENT", b"HELP"]);
+    assert!(
+        help.starts_with("*")
+            && help.contains("\r\n+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n")
+    );
+    assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+}
+
+#[test]
+fn client_kill_closes_other_connections() {
+    let t = start();
+    let mut a = Raw::connect(t.resp);
+    // Several victims so some land on the other worker.
+    let mut victims: Vec<Raw> = (0..4).map(|_| Raw::connect(t.resp)).collect();
+    let ids: Vec<u64> = victims.iter_mut().map(client_id).collect();
+
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"1.2.3.4:5"]), b"-ERR No such client\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", b"999999"]), b":0\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", b"x"]), b"-ERR client-id should be greater than 0\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", b"0"]), b"-ERR client-id should be greater than 0\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL"]), b"-ERR wrong number of arguments for 'client|kill' command\r\n");
+    // Three arguments is the old form: `ID` is taken for an address.
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID"]), b"-ERR No such client\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", b"1", b"TYPE"]), b"-ERR syntax error\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"foo", b"bar"]), b"-ERR syntax error\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"TYPE", b"foo"]), b"-ERR Unknown client type 'foo'\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"USER", b"bob"]), b"-ERR No such user 'bob'\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"SKIPME", b"maybe"]), b"-ERR syntax error\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"MAXAGE", b"x"]), b"-ERR maxage is not an integer or out of range\r\n");
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"MAXAGE", b"100000"]), b":0\r\n");
+
+    // New form by id: a count, and the victim is closed.
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", ids[0].to_string().as_bytes()]), b":1\r\n");
+    assert!(victims[0].closed());
+    // Old form by address.
+    let line = ask(&mut a, &[b"CLIENT", b"LIST", b"ID", ids[1].to_string().as_bytes()]);
+    let addr = bulk(&line).split(' ').find_map(|kv| kv.strip_prefix("addr=")).unwrap().to_string();
+    a.check(&cmd(&[b"CLIENT", b"KILL", addr.as_bytes()]), b"+OK\r\n");
+    assert!(victims[1].closed());
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ADDR", addr.as_bytes()]), b":0\r\n");
+    // TYPE normal spares the caller (SKIPME yes by default) and kills the rest.
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"TYPE", b"normal", b"USER", b"default"]), b":2\r\n");
+    assert!(victims[2].closed() && victims[3].closed());
+    a.check(&cmd(&[b"PING"]), b"+PONG\r\n");
+    let list = ask(&mut a, &[b"CLIENT", b"LIST"]);
+    assert_eq!(bulk(&list).lines().count(), 1, "{list}");
+    // SKIPME no: the caller gets its reply, then is closed.
+    let me = client_id(&mut a);
+    a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", me.to_string().as_bytes(), b"SKIPME", b"no"]), b":1\r\n");
+    assert!(a.closed());
+}
+
+#[test]
+fn client_reply_off_and_skip() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CLIENT", b"REPLY", b"maybe"]), b"-ERR syntax error\r\n");
+    // OFF: nothing comes back, errors included, until ON (which is answered).
+    let mut req = cmd(&[b"CLIENT", b"REPLY", b"OFF"]);
+    req.extend(cmd(&[b"PING"]));
+    req.extend(cmd(&[b"NOSUCH"]));
+    req.extend(cmd(&[b"SET", b"k", b"v"]));
+    req.extend(cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    req.extend(cmd(&[b"CLIENT", b"REPLY", b"ON"]));
+    req.extend(cmd(&[b"GET", b"k"]));
+    c.check(&req, b"+OK\r\n$1\r\nv\r\n");
+    // SKIP: the next command's reply only.
+    let mut req = cmd(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    req.extend(cmd(&[b"ECHO", b"skipped"]));
+    req.extend(cmd(&[b"ECHO", b"seen"]));
+    c.check(&req, b"$4\r\nseen\r\n");
+    // SKIP twice in a row skips two replies; a skipped error is skipped too.
+    let mut req = cmd(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    req.extend(cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    req.extend(cmd(&[b"ECHO"]));
+    req.extend(cmd(&[b"PING"]));
+    c.check(&req, b"+PONG\r\n");
+}
+
+#[test]
+fn info_sections() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"SET", b"a", b"1"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SELECT", b"2"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SET", b"b", b"1"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SET", b"c", b"1"]), b"+OK\r\n");
+    c.check(&cmd(&[b"NOSUCH"]), b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n");
+    c.check(&cmd(&[b"GET"]), b"-ERR wrong number of arguments for 'get' command\r\n");
+    let keyspace = "# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\ndb2:keys=2,expires=0,avg_ttl=0\r\n";
+    c.check(&cmd(&[b"INFO", b"keyspace"]), as_bulk(keyspace).as_bytes());
+    c.check(&cmd(&[b"INFO", b"foo"]), b"$0\r\n\r\n");
+    let both = format!("# Cluster\r\ncluster_enabled:0\r\n\r\n{keyspace}");
+    c.check(&cmd(&[b"INFO", b"KEYSPACE", b"cluster", b"keyspace"]), as_bulk(&both).as_bytes());
+
+    let default = ask(&mut c, &[b"INFO"]);
+    let text = bulk(&default);
+    let headers: Vec<&str> = text.split("\r\n").filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        headers,
+        [
+            "# Server",
+            "# Clients",
+            "# Memory",
+            "# Persistence",
+            "# Stats",
+            "# Replication",
+            "# CPU",
+            "# Modules",
+            "# Errorstats",
+            "# Cluster",
+            "# Keyspace"
+        ]
+    );
+    // Every line ends in CRLF: no bare LF anywhere, sections separated by one empty line.
+    assert!(!text.replace("\r\n", "").contains('\n'));
+    assert!(text.contains("\r\n\r\n# Clients\r\n"));
+    assert_eq!(info_field(text, "redis_version"), "7.2.0");
+    assert_eq!(info_field(text, "redis_mode"), "standalone");
+    assert_eq!(info_field(text, "tcp_port"), t.resp.to_string());
+    assert_eq!(info_field(text, "process_id"), std::process::id().to_string());
+    assert_eq!(info_field(text, "run_id").len(), 40);
+    assert_eq!(info_field(text, "connected_clients"), "1");
+    assert_eq!(info_field(text, "maxclients"), "10000");
+    assert_eq!(info_field(text, "blocked_clients"), "0");
+    assert!(info_field(text, "used_memory").parse::<u64>().unwrap() > 0);
+    assert!(info_field(text, "used_memory_human").ends_with(['K', 'M', 'G']));
+    assert!(info_field(text, "used_memory_rss").parse::<u64>().unwrap() > 0);
+    assert_eq!(info_field(text, "maxmemory"), "0");
+    assert_eq!(info_field(text, "maxmemory_policy"), "noeviction");
+    assert_eq!(info_field(text, "loading"), "0");
+    assert_eq!(info_field(text, "aof_enabled"), "0");
+    assert_eq!(info_field(text, "rdb_changes_since_last_save"), "3");
+    assert!(info_field(text, "total_commands_processed").parse::<u64>().unwrap() >= 6);
+    assert_eq!(info_field(text, "total_connections_received"), "1");
+    assert_eq!(info_field(text, "rejected_connections"), "0");
+    assert_eq!(info_field(text, "total_error_replies"), "2");
+    assert_eq!(info_field(text, "role"), "master");
+    assert!(info_field(text, "used_cpu_user").parse::<f64>().unwrap() >= 0.0);
+    assert_eq!(info_field(text, "errorstat_ERR"), "count=2");
+    assert!(!text.contains("cmdstat_"));
+
+    let all = ask(&mut c, &[b"INFO", b"all"]);
+    assert!(bulk(&all).contains("# Commandstats\r\n"));
+    assert!(bulk(&all).contains("\r\ncmdstat_set:calls=3,usec="));
+    assert!(bulk(&all).contains(",rejected_calls=1,failed_calls=0\r\n"));
+    let stats = ask(&mut c, &[b"INFO", b"commandstats"]);
+    let get = info_field(bulk(&stats), "cmdstat_get");
+    assert!(get.starts_with("calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0"), "{get}");
+    assert!(bulk(&stats).contains("\r\ncmdstat_info:calls="));
+    c.check(&cmd(&[b"CONFIG", b"RESETSTAT"]), b"+OK\r\n");
+    let stats = ask(&mut c, &[b"INFO", b"stats", b"errorstats", b"commandstats"]);
+    assert_eq!(info_field(bulk(&stats), "total_error_replies"), "0");
+    assert!(bulk(&stats).contains("\r\n\r\n# Commandstats\r\ncmdstat_config|resetstat:calls=1,"), "{stats}");
+    assert!(bulk(&stats).ends_with("\r\n\r\n# Errorstats\r\n"), "{stats}");
+}
+
+#[test]
+fn config_get_set() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CONFIG", b"GET"]), b"-ERR wrong number of arguments for 'config|get' command\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"maxclients"]), b"*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"MAXCLIENTS"]), b"*2\r\n$10\r\nMAXCLIENTS\r\n$5\r\n10000\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"nosuch"]), b"*0\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"maxclients", b"timeout", b"maxclients"]),
+        b"*4\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n$7\r\ntimeout\r\n$1\r\n0\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"maxmemory*"]),
+        b"*8\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction\r\n$17\r\nmaxmemory-samples\r\n$1\r\n5\r\n$17\r\nmaxmemory-clients\r\n$1\r\n0\r\n",
+    );
+    let all = ask(&mut c, &[b"CONFIG", b"GET", b"*"]);
+    assert!(
+        all.starts_with('*')
+            && all.contains("$4\r\nsave\r\n$0\r\n\r\n")
+            && all.contains("$10\r\nappendonly\r\n$2\r\nno\r\n")
+    );
+
+    c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients"]), b"-ERR wrong number of arguments for 'config|set' command\r\n");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients", b"1", b"x"]), b"-ERR syntax error\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"x", b"1"]),
+        b"-ERR Unknown option or number of arguments for CONFIG SET - 'x'\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"maxclients", b"abc"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't be parsed into an integer\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"MAXCLIENTS", b"0"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument must be between 1 and 4294967295 inclusive\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"maxclients", b"10", b"maxclients", b"20"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxclients') - duplicate parameter\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"port", b"1"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n",
+    );
+    // Larder binds its ports at startup: the same value again is accepted, as Redis would.
+    let port = t.resp.to_string();
+    c.check(&cmd(&[b"CONFIG", b"SET", b"port", port.as_bytes(), b"bind", b"127.0.0.1"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"daemonize", b"no"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"200%"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - percentage argument must be less or equal to 100\r\n",
+    );
+    c.check(&cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"10%"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"*of"]), b"*4\r\n$9\r\nreplicaof\r\n$0\r\n\r\n$7\r\nslaveof\r\n$0\r\n\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"appendonly", b"maybe"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'appendonly') - argument must be 'yes' or 'no'\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"maxmemory", b"1.5gb"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"maxmemory-policy", b"foo"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"save", b"100"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters\r\n",
+    );
+    // A failing pair leaves the earlier ones unapplied.
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"timeout", b"5", b"maxclients", b"abc"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't be parsed into an integer\r\n",
+    );
+    c.check(&cmd(&[b"CONFIG", b"GET", b"timeout"]), b"*2\r\n$7\r\ntimeout\r\n$1\r\n0\r\n");
+    // Several at once, canonical values back.
+    c.check(
+        &cmd(&[
+            b"CONFIG",
+            b"SET",
+            b"timeout",
+            b"5",
+            b"maxmemory",
+            b"10K",
+            b"appendonly",
+            b"YES",
+            b"hz",
+            b"1000",
+            b"save",
+            b"",
+        ]),
+        b"+OK\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"timeout", b"maxmemory", b"appendonly", b"hz"]),
+        b"*8\r\n$7\r\ntimeout\r\n$1\r\n5\r\n$9\r\nmaxmemory\r\n$5\r\n10000\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$2\r\nhz\r\n$3\r\n500\r\n",
+    );
+    let mem = ask(&mut c, &[b"INFO", b"memory"]);
+    assert_eq!(info_field(bulk(&mem), "maxmemory"), "10000");
+    assert_eq!(info_field(bulk(&mem), "maxmemory_human"), "9.77K");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"slowlog-max-len", b"-1"]), b"-ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - argument must be between 0 and 9223372036854775807 inclusive\r\n");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"notify-keyspace-events"]),
+        b"*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nAKE\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"hash-max-ziplist-entries"]),
+        b"*2\r\n$24\r\nhash-max-ziplist-entries\r\n$3\r\n128\r\n",
+    );
+
+    c.check(&cmd(&[b"CONFIG", b"REWRITE"]), b"-ERR The server is running without a config file\r\n");
+    c.check(&cmd(&[b"CONFIG", b"FOO"]), b"-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"RESETSTAT", b"x"]),
+        b"-ERR wrong number of arguments for 'config|resetstat' command\r\n",
+    );
+    let help = ask(&mut c, &[b"CONFIG", b"HELP"]);
+    assert_eq!(
+        help,
+        "*11\r\n+CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n+GET <pattern>\r\n\
+         +    Return parameters matching the glob-like <pattern> and their values.\r\n+SET <directive> <value>\r\n\
+         +    Set the configuration <directive> to <value>.\r\n+RESETSTAT\r\n\
+         +    Reset statistics reported by the INFO command.\r\n+REWRITE\r\n+    Rewrite the configuration file.\r\n\
+         +HELP\r\n+    Prints this help.\r\n"
+    );
+}
+
+#[test]
+fn config_rewrite_writes_the_file() {
+    let dir = std::env::temp_dir().join(format!("larder-srv-rewrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("larder.conf");
+    std::fs::write(&file, "# my settings\nmaxclients 500\ntimeout 7\nmaxclients 600\n").unwrap();
+    let f = file.clone();
+    let t = start_with(move |a| a.config = Some(f.clone()));
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CONFIG", b"GET", b"maxclients"]), b"*2\r\n$10\r\nmaxclients\r\n$3\r\n600\r\n");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"timeout", b"9", b"save", b"3600 1", b"maxmemory", b"1mb"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CONFIG", b"REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[..3], ["# my settings", "maxclients 600", "timeout 9"], "{text}");
+    assert!(lines.contains(&"# Generated by CONFIG REWRITE"), "{text}");
+    assert!(lines.contains(&"save \"3600 1\"") && lines.contains(&"maxmemory 1048576"), "{text}");
+    // The rewritten file loads back to the same values.
+    let args = larder_server::Args {
+        config: Some(file.clone()),
+        bind: None,
+        port: None,
+        memcache_port: None,
+        threads: None,
+        shm: None,
+        maxclients: None,
+        databases: None,
+        proto_max_bulk_len: None,
+        client_output_buffer_limit: None,
+        item_size_max: None,
+        capacity: None,
+    };
+    let cfg = larder_server::Config::load(&args).unwrap();
+    assert_eq!(cfg.get("save").unwrap(), "3600 1");
+    assert_eq!(cfg.get("timeout").unwrap(), "9");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn maxclients_refuses_connections() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients", b"2"]), b"+OK\r\n");
+    let mut second = Raw::connect(t.resp);
+    second.check(&cmd(&[b"PING"]), b"+PONG\r\n");
+    // Refused at accept: the error arrives unasked, then the connection closes.
+    let mut third = Raw::connect(t.resp);
+    assert_eq!(third.read_n(36), b"-ERR max number of clients reached\r\n");
+    assert!(third.closed());
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    assert_eq!(info_field(bulk(&stats), "rejected_connections"), "1");
+    // Room again once a client leaves.
+    drop(second);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = Raw::connect(t.resp);
+        let _ = again.s.write_all(&cmd(&[b"PING"]));
+        let got = again.read_n(7);
+        if got == b"+PONG\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still refused: {:?}", String::from_utf8_lossy(&got));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn command_introspection() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let count = ask(&mut c, &[b"COMMAND", b"COUNT"]);
+    let n: usize = count.trim_start_matches(':').trim_end().parse().unwrap();
+    let all = ask(&mut c, &[b"COMMAND"]);
+    assert!(all.starts_with(&format!("*{n}\r\n*10\r\n")), "{}", &all[..40]);
+    c.check(&cmd(&[b"COMMAND", b"COUNT", b"x"]), b"-ERR wrong number of arguments for 'command|count' command\r\n");
+    // GET's entry, byte for byte as Redis 7 sends it.
+    c.check(
+        &cmd(&[b"COMMAND", b"INFO", b"get"]),
+        b"*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*3\r\n+@read\r\n+@string\r\n+@fast\r\n*0\r\n\
+          *1\r\n*6\r\n$5\r\nflags\r\n*2\r\n+RO\r\n+access\r\n$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n\
+          *2\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n\
+          $7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*0\r\n",
+    );
+    c.check(&cmd(&[b"COMMAND", b"INFO", b"nosuch"]), b"*1\r\n$-1\r\n");
+    // A container lists its subcommands as full entries.
+    let config = ask(&mut c, &[b"COMMAND", b"INFO", b"CONFIG"]);
+    assert!(config.starts_with("*1\r\n*10\r\n$6\r\nconfig\r\n:-2\r\n*0\r\n:0\r\n:0\r\n:0\r\n*1\r\n+@slow\r\n*0\r\n*0\r\n*5\r\n*10\r\n$10\r\nconfig|get\r\n:-3\r\n*4\r\n+admin\r\n+noscript\r\n+loading\r\n+stale\r\n:0\r\n:0\r\n:0\r\n*3\r\n+@admin\r\n+@slow\r\n+@dangerous\r\n"), "{config}");
+    c.check(
+        &cmd(&[b"COMMAND", b"INFO", b"client|id"]),
+        b"*1\r\n*10\r\n$9\r\nclient|id\r\n:2\r\n*3\r\n+noscript\r\n+loading\r\n+stale\r\n:0\r\n:0\r\n:0\r\n*2\r\n+@slow\r\n+@connection\r\n*0\r\n*0\r\n*0\r\n",
+    );
+
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a", b"b"]), b"*1\r\n$1\r\na\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"nosuch", b"a"]), b"-ERR Invalid command specified\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"ping"]), b"-ERR The command has no key arguments\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"get"]), b"-ERR Invalid number of arguments specified for command\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"client", b"foo"]), b"-ERR Invalid command specified\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS"]), b"-ERR wrong number of arguments for 'command|getkeys' command\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYSANDFLAGS", b"get", b"k"]), b"*1\r\n*2\r\n$1\r\nk\r\n*2\r\n+RO\r\n+access\r\n");
+
+    let list = ask(&mut c, &[b"COMMAND", b"LIST"]);
+    assert!(list.contains("\r\n$6\r\nclient\r\n$9\r\nclient|id\r\n"), "{list}");
+    c.check(
+        &cmd(&[b"COMMAND", b"LIST", b"FILTERBY", b"PATTERN", b"config|*e*t"]),
+        b"*3\r\n$10\r\nconfig|get\r\n$10\r\nconfig|set\r\n$16\r\nconfig|resetstat\r\n",
+    );
+    c.check(&cmd(&[b"COMMAND", b"LIST", b"FILTERBY", b"MODULE", b"x"]), b"*0\r\n");
+    c.check(&cmd(&[b"COMMAND", b"LIST", b"FILTERBY", b"ACLCAT", b"nosuch"]), b"*0\r\n");
+    let conn = ask(&mut c, &[b"COMMAND", b"LIST", b"FILTERBY", b"ACLCAT", b"connection"]);
+    assert!(
+        conn.contains("$4\r\nping\r\n") && conn.contains("$7\r\ncommand\r\n") && !conn.contains("$6\r\nclient\r\n"),
+        "{conn}"
+    );
+    c.check(&cmd(&[b"COMMAND", b"LIST", b"FILTERBY", b"foo", b"x"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"COMMAND", b"LIST", b"foo"]), b"-ERR syntax error\r\n");
+
+    c.check(
+        &cmd(&[b"COMMAND", b"DOCS", b"echo", b"nosuch"]),
+        b"*2\r\n$4\r\necho\r\n*4\r\n$7\r\nsummary\r\n$25\r\nReturns the given string.\r\n$5\r\ngroup\r\n$10\r\nconnection\r\n",
+    );
+    c.check(&cmd(&[b"COMMAND", b"DOCS", b"nosuch"]), b"*0\r\n");
+    let docs = ask(&mut c, &[b"COMMAND", b"DOCS", b"slowlog"]);
+    assert!(docs.contains("$11\r\nsubcommands\r\n*8\r\n$11\r\nslowlog|get\r\n"), "{docs}");
+    let help = ask(&mut c, &[b"COMMAND", b"HELP"]);
+    assert!(help.starts_with("*21\r\n+COMMAND <subcommand>"));
+}
+
+#[test]
+fn slowlog() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"SLOWLOG", b"GET"]), b"*0\r\n");
+    c.check(&cmd(&[b"SLOWLOG", b"LEN"]), b":0\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETNAME", b"slow"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"0"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SET", b"key", b"value"]), b"+OK\r\n");
+    c.check(&cmd(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"-1"]), b"+OK\r\n");
+    // The CONFIG SET that turned logging on is logged (the threshold is read after each
+    // command), the one that turned it off is not.
+    c.check(&cmd(&[b"SLOWLOG", b"LEN"]), b":2\r\n");
+    let e = ask(&mut c, &[b"SLOWLOG", b"GET", b"1"]);
+    let addr = ask(&mut c, &[b"CLIENT", b"INFO"]);
+    let addr = bulk(&addr).split(' ').find_map(|kv| kv.strip_prefix("addr=")).unwrap().to_string();
+    // Newest first: [id, time, usec, args, addr, name].
+    assert!(e.starts_with("*1\r\n*6\r\n:1\r\n:"), "{e}");
+    let set_entry =
+        format!("*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n${}\r\n{addr}\r\n$4\r\nslow\r\n", addr.len());
+    assert!(e.ends_with(&set_entry), "{e}");
+    let both = ask(&mut c, &[b"SLOWLOG", b"GET"]);
+    assert!(both.starts_with("*2\r\n*6\r\n:1\r\n") && both.contains("\r\n*6\r\n:0\r\n"), "{both}");
+    assert!(
+        both.contains("*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$23\r\nslowlog-log-slower-than\r\n$1\r\n0\r\n"),
+        "{both}"
+    );
+    c.check(&cmd(&[b"SLOWLOG", b"GET", b"-2"]), b"-ERR count should be greater than or equal to -1\r\n");
+    c.check(&cmd(&[b"SLOWLOG", b"GET", b"x"]), b"-ERR count should be greater than or equal to -1\r\n");
+    let all = ask(&mut c, &[b"SLOWLOG", b"GET", b"-1"]);
+    assert!(all.starts_with("*2\r\n"));
+    c.check(&cmd(&[b"SLOWLOG", b"GET", b"0"]), b"*0\r\n");
+    c.check(&cmd(&[b"SLOWLOG", b"RESET"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SLOWLOG", b"LEN"]), b":0\r\n");
+    c.check(&cmd(&[b"SLOWLOG", b"FOO"]), b"-ERR unknown subcommand 'FOO'. Try SLOWLOG HELP.\r\n");
+    c.check(&cmd(&[b"SLOWLOG"]), b"-ERR wrong number of arguments for 'slowlog' command\r\n");
+    let help = ask(&mut c, &[b"SLOWLOG", b"HELP"]);
+    assert!(help.starts_with("*12\r\n+SLOWLOG <subcommand>"));
+}
+
+#[test]
+fn debug_time_lastsave_save_flush() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let start = Instant::now();
+    c.check(&cmd(&[b"DEBUG", b"SLEEP", b"0.2"]), b"+OK\r\n");
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    c.check(&cmd(&[b"DEBUG", b"SLEEP", b"0"]), b"+OK\r\n");
+    c.check(&cmd(&[b"DEBUG", b"LOG", b"hello"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"DEBUG", b"FOO"]),
+        b"-ERR unknown subcommand or wrong number of arguments for 'FOO'. Try DEBUG HELP.\r\n",
+    );
+    c.check(
+        &cmd(&[b"DEBUG", b"SLEEP"]),
+        b"-ERR unknown subcommand or wrong number of arguments for 'SLEEP'. Try DEBUG HELP.\r\n",
+    );
+    c.check(&cmd(&[b"DEBUG"]), b"-ERR wrong number of arguments for 'debug' command\r\n");
+
+    // SET-ACTIVE-EXPIRE 0: an expired key stays counted until something touches it.
+    c.check(&cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"0"]), b"+OK\r\n");
+    let mut h = t.server.as_ref().unwrap().shared.store.handle().unwrap();
+    let soon = larder_engine::now_ms() + 50;
+    h.set(0, b"ttl", b"v", &larder_engine::SetOptions::default()).unwrap();
+    assert!(h.expire_at(0, b"ttl", soon, larder_engine::ExpireCond::Always).unwrap());
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(h.dbsize(0).unwrap(), 1);
+    c.check(&cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.dbsize(0).unwrap() != 0 {
+        assert!(Instant::now() < deadline, "active expiry did not resume");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let time = ask(&mut c, &[b"TIME"]);
+    let parts: Vec<&str> = time.split("\r\n").collect();
+    assert_eq!(parts[0], "*2");
+    let secs: u64 = parts[2].parse().unwrap();
+    let usec: u64 = parts[4].parse().unwrap();
+    assert!(secs.abs_diff(larder_engine::now_ms() / 1000) <= 2 && usec < 1_000_000);
+    c.check(&cmd(&[b"TIME", b"x"]), b"-ERR wrong number of arguments for 'time' command\r\n");
+    let last = ask(&mut c, &[b"LASTSAVE"]);
+    let last: u64 = last.trim_start_matches(':').trim_end().parse().unwrap();
+    assert!(last <= secs && secs - last < 60);
+    c.check(&cmd(&[b"SAVE"]), b"-ERR SAVE is not available: this server has no persistence yet\r\n");
+    c.check(&cmd(&[b"BGSAVE"]), b"-ERR BGSAVE is not available: this server has no persistence yet\r\n");
+
+    c.check(&cmd(&[b"FUNCTION", b"FLUSH"]), b"+OK\r\n");
+    c.check(&cmd(&[b"FUNCTION", b"FLUSH", b"sync"]), b"+OK\r\n");
+    c.check(&cmd(&[b"FUNCTION", b"FLUSH", b"foo"]), b"-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n");
+    c.check(
+        &cmd(&[b"FUNCTION", b"FLUSH", b"a", b"b"]),
+        b"-ERR unknown subcommand or wrong number of arguments for 'FLUSH'. Try FUNCTION HELP.\r\n",
+    );
+    c.check(&cmd(&[b"FUNCTION", b"LIST"]), b"-ERR unknown subcommand 'LIST'. Try FUNCTION HELP.\r\n");
+    c.check(&cmd(&[b"SCRIPT", b"FLUSH", b"ASYNC"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SCRIPT", b"FLUSH", b"x"]), b"-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n");
+}
+
+#[test]
+fn shutdown_stops_the_server() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let mut other = Raw::connect(t.resp);
+    other.check(&cmd(&[b"PING"]), b"+PONG\r\n");
+    c.check(&cmd(&[b"SHUTDOWN", b"ABORT"]), b"-ERR No shutdown in progress.\r\n");
+    c.check(&cmd(&[b"SHUTDOWN", b"NOSAVE", b"SAVE"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"SHUTDOWN", b"FOO"]), b"-ERR syntax error\r\n");
+    c.check(&cmd(&[b"SHUTDOWN", b"SAVE"]), b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    c.send(&cmd(&[b"SHUTDOWN", b"NOSAVE"]));
+    assert!(c.closed(), "the connection closes without a reply");
+    assert!(other.closed(), "every connection closes");
+    // The listeners go away with the workers.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(("127.0.0.1", t.resp)).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting connections");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(t.server.as_ref().unwrap().shared.shutdown.load(std::sync::atomic::Ordering::SeqCst));
+}

@@ -258,7 +258,7 @@ fn background(shared: Arc<Shared>) {
         let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
         for db in 0..databases {
             loop {
-                match h.expire_cycle(db, 20) {
+                match h.expire_cycle(db, 64) {
                     Ok((examined, deleted)) => {
                         shared.stats.worker(shared.config.threads).expired_keys.fetch_add(deleted as u64, Ordering::Relaxed);
                         if examined == 0 || deleted * 4 <= examined || start.elapsed() > Duration::from_millis(25) {

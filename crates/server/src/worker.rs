@@ -90,7 +90,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
         }
         let h = shared.store.handle().map_err(|e| e.to_string())?;
         let shared = shared.clone();
-        let mut w = Worker { id: i, poll, resp, mc, conns: Vec::new(), free: Vec::new(), h, shared };
+        let mut w = Worker { id: i, poll, resp, mc, conns: Vec::new(), free: Vec::new(), h, shared, scratch: vec![0u8; READ_CHUNK].into_boxed_slice() };
         handles.push(
             std::thread::Builder::new()
                 .name(format!("larder-worker-{i}"))
@@ -111,6 +111,8 @@ struct Worker {
     free: Vec<usize>,
     h: Handle,
     shared: Arc<Shared>,
+    /// Where reads land before they are appended to a connection's buffer.
+    scratch: Box<[u8]>,
 }
 
 impl Worker {
@@ -204,7 +206,7 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 args: Args::new(),
-                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0 },
+                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now() },
                 writing: false,
             });
         }
@@ -226,35 +228,37 @@ impl Worker {
     fn on_readable(&mut self, i: usize) {
         let limit = self.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
         let ws = self.shared.stats.worker(self.id);
+        let scratch = &mut self.scratch;
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
         let mut eof = false;
         loop {
-            let len = c.rbuf.len();
-            if c.rbuf.capacity() - len < READ_CHUNK {
-                c.rbuf.reserve(READ_CHUNK);
-            }
-            let cap = c.rbuf.capacity();
-            c.rbuf.resize(cap, 0);
-            match c.stream.read(&mut c.rbuf[len..]) {
+            // Read into the worker's scratch buffer (zeroed once) and append what arrived:
+            // growing the connection buffer and zeroing its spare capacity on every read
+            // was 14% of the CPU of a pipelined GET load.
+            match c.stream.read(&mut scratch[..]) {
                 Ok(0) => {
-                    c.rbuf.truncate(len);
                     eof = true;
                     break;
                 }
                 Ok(n) => {
-                    c.rbuf.truncate(len + n);
+                    c.rbuf.extend_from_slice(&scratch[..n]);
                     ws.net_input.fetch_add(n as u64, Ordering::Relaxed);
                     if c.rbuf.len() > limit {
                         tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
                         self.close(i);
                         return;
                     }
+                    if n < scratch.len() {
+                        // A short read emptied the socket. Linux's epoll signals every new
+                        // arrival even in edge-triggered mode, so skipping the read that
+                        // would only say EAGAIN is safe, and saves a syscall per request.
+                        break;
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    c.rbuf.truncate(len);
                     break;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => c.rbuf.truncate(len),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
                     self.close(i);
                     return;
@@ -276,7 +280,8 @@ impl Worker {
     /// Executes every complete request in the read buffer.
     fn process(&mut self, i: usize) {
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
-        c.state.info.last_ms.store(self.shared.uptime_ms(), Ordering::Relaxed);
+        c.state.clock = std::time::Instant::now();
+        c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
         match c.proto {
             Proto::Resp => {

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Runs units of Redis's own test suite (the Tcl suite of Debian 12's redis source package,
+# Redis 7.0.x) against an already running server, in the suite's external mode, and reports
+# per-unit pass/fail counts.
+#
+#   scripts/redis-suite.sh fetch         download and unpack the suite into tests/.cache/
+#                                        (needs a deb-src line for Debian: scripts/test.sh adds one)
+#   scripts/redis-suite.sh PORT [HOST]   run the units against HOST:PORT (default 127.0.0.1)
+#
+# Policy and knobs (environment):
+#   REDIS_SUITE_REQUIRED=0        0: report the counts and exit 0 whatever they are (now, while
+#                                 the server's commands are still being written). 1: exit 1 if
+#                                 any test fails or any unit ends early (exception, timeout).
+#   REDIS_SUITE_UNITS="..."       the units to run (default: the string/keyspace/connection
+#                                 units below).
+#   REDIS_SUITE_TAGS="..."        --tags filter (default: skip tests that need replication or
+#                                 DEBUG, which Larder does not have).
+#   REDIS_SUITE_SKIP="..."        tests to skip, one name or /regexp per line (--skiptest),
+#                                 e.g. tests that need data types Larder does not have yet.
+#   REDIS_SUITE_UNIT_TIMEOUT=120  seconds one unit may take; then its runtest is killed (the
+#                                 units take 0-10 s each against redis-server 7.0).
+#   REDIS_SUITE_TOTAL_TIMEOUT=420 seconds for all the units; units left then are not run.
+#   REDIS_SUITE_BASEPORT=21111    where runtest looks for a free port for its own
+#                                 test-server <-> test-client socket (32 ports below it).
+#   REDIS_SUITE_SRC=DIR           an unpacked redis source tree to use instead of the cache.
+#
+# Each unit runs in its own runtest: an [exception] (a Tcl error outside a test, e.g. an
+# unknown command in a unit's setup) ends that runtest, and must not stop the other units.
+# --durable turns an error reply inside a test into that test's [err] instead of an exception.
+# Output: tests/.cache/redis-suite/UNIT.log per unit, and the summary in
+# tests/.cache/redis-suite-summary.txt (also printed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/tests/.cache
+SRC_CACHE=$CACHE/redis-src
+
+: "${REDIS_SUITE_REQUIRED:=0}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
+: "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug}"
+: "${REDIS_SUITE_UNIT_TIMEOUT:=120}"
+: "${REDIS_SUITE_TOTAL_TIMEOUT:=420}"
+: "${REDIS_SUITE_BASEPORT:=21111}"
+: "${REDIS_SUITE_SKIP:=}"
+
+# The unpacked source tree in the cache (newest version if several), or nothing.
+cached_src() {
+  local d
+  d=$(ls -d "$SRC_CACHE"/redis-*/ 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] && [ -f "$d/runtest" ] && echo "${d%/}"
+}
+
+fetch() {
+  if [ -n "$(cached_src)" ]; then
+    return 0
+  fi
+  command -v apt-get >/dev/null || { echo "redis-suite: apt-get is needed to fetch Debian's redis source" >&2; return 1; }
+  mkdir -p "$SRC_CACHE/dl"
+  local log=$SRC_CACHE/fetch.log
+  # --download-only: the .dsc, the upstream tarball and Debian's patches, no build deps.
+  if ! (cd "$SRC_CACHE/dl" && apt-get source --download-only -qq redis) >"$log" 2>&1; then
+    echo "redis-suite: 'apt-get source --download-only redis' failed (is there a deb-src line? see $log)" >&2
+    tail -n 5 "$log" >&2
+    return 1
+  fi
+  local dsc ver
+  dsc=$(ls "$SRC_CACHE"/dl/redis_*.dsc | sort -V | tail -n 1)
+  ver=$(basename "$dsc" .dsc)
+  ver=${ver#redis_}
+  ver=${ver%%-*}  # upstream version: 7.0.15-1~deb12u10 -> 7.0.15
+  # dpkg-source applies Debian's patches (some of them add or change tests to match the
+  # patched server); without dpkg-dev fall back to the upstream tarball.
+  if command -v dpkg-source >/dev/null; then
+    dpkg-source -q --no-check -x "$dsc" "$SRC_CACHE/redis-$ver" >>"$log" 2>&1 || return 1
+  else
+    tar xzf "$SRC_CACHE"/dl/redis_"$ver".orig.tar.gz -C "$SRC_CACHE" >>"$log" 2>&1 || return 1
+  fi
+  [ -n "$(cached_src)" ] || { echo "redis-suite: no runtest after unpacking (see $log)" >&2; return 1; }
+}
+
+if [ "${1:-}" = fetch ]; then
+  fetch
+  exit $?
+fi
+
+PORT=${1:-${REDIS_SUITE_PORT:-}}
+HOST=${2:-127.0.0.1}
+if [ -z "$PORT" ]; then
+  echo "usage: scripts/redis-suite.sh PORT [HOST] | fetch" >&2
+  exit 2
+fi
+SRC=${REDIS_SUITE_SRC:-$(cached_src)}
+if [ -z "$SRC" ] || [ ! -f "$SRC/runtest" ]; then
+  echo "redis-suite: no redis source (run 'scripts/redis-suite.sh fetch' or scripts/test.sh)" >&2
+  exit 2
+fi
+command -v tclsh8.6 >/dev/null || command -v tclsh8.5 >/dev/null || command -v tclsh8.7 >/dev/null || {
+  echo "redis-suite: runtest needs tclsh 8.5+ (apt-get install tcl)" >&2
+  exit 2
+}
+
+LOGS=$CACHE/redis-suite
+SUMMARY=$CACHE/redis-suite-summary.txt
+mkdir -p "$LOGS"
+
+tags=()
+for t in $REDIS_SUITE_TAGS; do tags+=(--tags "$t"); done
+while IFS= read -r t; do
+  [ -n "$t" ] && tags+=(--skiptest "$t")
+done <<<"$REDIS_SUITE_SKIP"
+
+total_ok=0 total_err=0 total_ign=0 incomplete=0
+rows=()
+start_all=$(date +%s)
+for unit in $REDIS_SUITE_UNITS; do
+  log=$LOGS/${unit//\//_}.log
+  t0=$(date +%s)
+  budget=$(( start_all + REDIS_SUITE_TOTAL_TIMEOUT - t0 ))
+  [ "$budget" -lt "$REDIS_SUITE_UNIT_TIMEOUT" ] || budget=$REDIS_SUITE_UNIT_TIMEOUT
+  if [ "$budget" -le 0 ]; then
+    incomplete=$((incomplete + 1))
+    rows+=("$(printf '%-20s %4s ok %4s err %4s skipped  %4ds  %s' "$unit" - - - 0 "not run: REDIS_SUITE_TOTAL_TIMEOUT")")
+    : >"$log"
+    continue
+  fi
+  # timeout puts runtest in its own process group and signals the whole group, so the
+  # test-client tclsh that runtest starts in the background goes too.
+  (cd "$SRC" && exec timeout -k 10 "$budget" ./runtest \
+      --host "$HOST" --port "$PORT" --singledb --ignore-encoding --durable --clients 1 \
+      --timeout "$budget" --baseport "$REDIS_SUITE_BASEPORT" \
+      "${tags[@]}" --single "$unit") </dev/null >"$log" 2>&1 &
+  pid=$!
+  # If the test client never reports ready (it could not start, or not connect to the test
+  # server), runtest would wait for it until its timeout: stop it at once instead.
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.5
+    if grep -q '^Executing test client' "$log" ||
+       { [ $(( $(date +%s) - t0 )) -ge 30 ] && ! grep -q '^\[ready\]' "$log"; }; then
+      kill -TERM "$pid" 2>/dev/null
+      echo "redis-suite: the test client did not start; runtest stopped" >>"$log"
+      break
+    fi
+  done
+  wait "$pid"
+  rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  # runtest colours its status words only on a tty; strip escapes anyway.
+  clean=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+  ok=$(grep -c '^\[ok\]:' <<<"$clean")
+  err=$(grep -c '^\[err\]:' <<<"$clean")
+  ign=$(grep -cE '^\[(ignore|skip)\]:' <<<"$clean")
+  exc=$(grep -c '^\[exception\]:' <<<"$clean")
+  state=done
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    state="TIMEOUT after ${secs}s"
+  elif [ "$exc" -gt 0 ]; then
+    state=EXCEPTION
+  elif grep -q 'the test client did not start' <<<"$clean"; then
+    state="NO TEST CLIENT"
+  elif grep -q 'TIMEOUT' <<<"$clean"; then
+    state=TIMEOUT
+  elif ! grep -qE 'All tests passed|The following tests failed' <<<"$clean"; then
+    state="ended early (rc $rc)"
+  fi
+  [ "$state" = done ] || incomplete=$((incomplete + 1))
+  total_ok=$((total_ok + ok)) total_err=$((total_err + err)) total_ign=$((total_ign + ign))
+  rows+=("$(printf '%-20s %4d ok %4d err %4d skipped  %4ds  %s' "$unit" "$ok" "$err" "$ign" "$secs" "$state")")
+done
+
+{
+  echo "Redis $(basename "$SRC" | sed 's/^redis-//') test suite against $HOST:$PORT (tags: $REDIS_SUITE_TAGS)"
+  printf '%s\n' "${rows[@]}"
+  printf '%-20s %4d ok %4d err %4d skipped  %4ds  %d unit(s) did not finish\n' total \
+    "$total_ok" "$total_err" "$total_ign" "$(( $(date +%s) - start_all ))" "$incomplete"
+  # Exceptions and failed tests (name, then the first line of why), so the summary alone
+  # says where to look.
+  for unit in $REDIS_SUITE_UNITS; do
+    sed 's/\x1b\[[0-9;]*m//g' "$LOGS/${unit//\//_}.log" |
+      awk -v u="$unit" '
+        /^\[(err|exception)\]:/ { sub(/ in tests\/.*\.tcl$/, ""); name = $0; want = 1; next }
+        want { printf "  %s %s\n      %s\n", u, name, substr($0, 1, 110); want = 0 }
+        /^Executing test client/ { printf "  %s %s\n", u, substr($0, 1, 110) }
+      '
+  done
+  echo "logs: $LOGS/"
+} | tee "$SUMMARY"
+
+if [ "$REDIS_SUITE_REQUIRED" = 1 ] && { [ "$total_err" -gt 0 ] || [ "$incomplete" -gt 0 ]; }; then
+  exit 1
+fi
+exit 0

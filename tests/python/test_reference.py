@@ -1,0 +1,453 @@
+"""Side by side with the real servers: the same bytes to Larder and to redis-server (or
+memcached), the replies compared byte for byte.
+
+Runs only when LARDER_REF_RESP_PORT / LARDER_REF_MC_PORT name a real redis-server 7 /
+memcached 1.6 (scripts/test.sh starts them when they are installed). Every case uses replies
+that do not depend on the server's identity, clock or memory: error texts, reply types,
+option parsing, number formatting, protocol errors.
+"""
+
+import os
+import socket
+import time
+import uuid
+
+import pytest
+
+from conftest import HOST, _port
+
+REF_RESP = os.environ.get("LARDER_REF_RESP_PORT")
+REF_MC = os.environ.get("LARDER_REF_MC_PORT")
+
+
+def resp_command(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def resp_reply_end(buf, i=0):
+    """Index just past one complete RESP2/RESP3 reply starting at i, or None if incomplete."""
+    if i >= len(buf):
+        return None
+    nl = buf.find(b"\r\n", i)
+    if nl < 0:
+        return None
+    kind, line, nxt = buf[i : i + 1], buf[i + 1 : nl], nl + 2
+    if kind in b"+-:_,#(":
+        return nxt
+    if kind in b"$!=":
+        n = int(line)
+        if n < 0:
+            return nxt
+        return nxt + n + 2 if len(buf) >= nxt + n + 2 else None
+    if kind in b"*~>%|":
+        n = int(line)
+        if n < 0:
+            return nxt
+        n = n * 2 if kind in b"%|" else n
+        for _ in range(n):
+            nxt = resp_reply_end(buf, nxt)
+            if nxt is None:
+                return None
+        return nxt
+    raise AssertionError(f"not a RESP reply: {buf[i:i + 40]!r}")
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection((HOST, port), timeout=5)
+        self.buf = b""
+
+    def resp(self, request, replies=1):
+        """Sends request (bytes), reads `replies` complete replies; returns them, and whether
+        the server then closed the connection."""
+        self.s.sendall(request)
+        out = []
+        while len(out) < replies:
+            end = resp_reply_end(self.buf)
+            if end is not None:
+                out.append(self.buf[:end])
+                self.buf = self.buf[end:]
+                continue
+            data = self.recv()
+            if not data:
+                out.append(b"<closed>")
+                break
+            self.buf += data
+        return out
+
+    def recv(self):
+        try:
+            return self.s.recv(65536)
+        except ConnectionResetError:
+            return b""
+
+    def until_idle(self, request, idle=0.1):
+        """Sends request, reads until nothing more comes for `idle` seconds (or EOF)."""
+        self.s.sendall(request)
+        out = b""
+        self.s.settimeout(5)
+        first = True
+        while True:
+            try:
+                data = self.recv()
+            except socket.timeout:
+                break
+            if not data:
+                out += b"<closed>"
+                break
+            out += data
+            if first:
+                self.s.settimeout(idle)
+                first = False
+        self.s.settimeout(5)
+        return out
+
+    def closed(self):
+        self.s.settimeout(0.5)
+        try:
+            return self.recv() == b""
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.s.close()
+
+
+# Each case: a list of commands (lists of args). "{k}" in an arg is replaced by a key prefix
+# unique to the run (the same for both servers).
+RESP_CASES = {
+    "set-options": [
+        ["SET", "{k}a", "v", "NX", "XX"],
+        ["SET", "{k}a", "v", "XX"],
+        ["SET", "{k}a", "v", "NX"],
+        ["SET", "{k}a", "w", "NX", "GET"],
+        ["SET", "{k}a", "w", "XX", "GET"],
+        ["SET", "{k}a", "v", "EX", "0"],
+        ["SET", "{k}a", "v", "EX", "-1"],
+        ["SET", "{k}a", "v", "PX", "0"],
+        ["SET", "{k}a", "v", "EXAT", "0"],
+        ["SET", "{k}a", "v", "EX", "abc"],
+        ["SET", "{k}a", "v", "EX", "10", "PX", "10"],
+        ["SET", "{k}a", "v", "KEEPTTL", "PX", "10"],
+        ["SET", "{k}a", "v", "EX"],
+        ["SET", "{k}a", "v", "ex", "100", "keepttl"],
+        ["SET", "{k}a", "v", "GET", "GET"],
+        ["SET", "{k}a", "v", "EX", "9223372036854775807"],
+        ["SET", "{k}a"],
+        ["GET", "{k}a"],
+        ["GET", "{k}missing"],
+        ["GET", "{k}a", "{k}b"],
+    ],
+    "set-family": [
+        ["SETNX", "{k}a", "1"],
+        ["SETNX", "{k}a", "2"],
+        ["SETEX", "{k}b", "0", "v"],
+        ["SETEX", "{k}b", "x", "v"],
+        ["PSETEX", "{k}b", "-1", "v"],
+        ["GETSET", "{k}a", "3"],
+        ["GETSET", "{k}new", "3"],
+        ["GETDEL", "{k}a"],
+        ["GETDEL", "{k}a"],
+        ["GETEX", "{k}new", "EX", "0"],
+        ["GETEX", "{k}new", "PERSIST", "EX", "1"],
+        ["GETEX", "{k}new", "FOO"],
+        ["GETEX", "{k}missing", "EX", "10"],
+        ["GETEX", "{k}new", "PERSIST"],
+    ],
+    "multi-key": [
+        ["MSET", "{k}a", "1", "{k}b"],
+        ["MSET", "{k}a", "1", "{k}b", "2"],
+        ["MGET", "{k}a", "{k}missing", "{k}b"],
+        ["MSETNX", "{k}a", "x", "{k}c", "3"],
+        ["MSETNX", "{k}c", "3", "{k}d", "4"],
+        ["MGET", "{k}c", "{k}d"],
+        ["EXISTS", "{k}a", "{k}a", "{k}zz"],
+        ["DEL", "{k}a", "{k}zz", "{k}b"],
+        ["UNLINK", "{k}c"],
+        ["TOUCH", "{k}d", "{k}zz"],
+        ["TYPE", "{k}d"],
+        ["TYPE", "{k}zz"],
+    ],
+    "counters": [
+        ["INCR", "{k}n"],
+        ["INCRBY", "{k}n", "-10"],
+        ["DECR", "{k}n"],
+        ["DECRBY", "{k}n", "9223372036854775807"],
+        ["DECRBY", "{k}n", "-9223372036854775808"],
+        ["INCRBY", "{k}n", "abc"],
+        ["INCRBY", "{k}n", "1.0"],
+        ["SET", "{k}big", "9223372036854775807"],
+        ["INCR", "{k}big"],
+        ["SET", "{k}s", "12abc"],
+        ["INCR", "{k}s"],
+        ["SET", "{k}sp", " 12"],
+        ["INCR", "{k}sp"],
+        ["SET", "{k}f", "10.5"],
+        ["INCRBYFLOAT", "{k}f", "0.1"],
+        ["INCRBYFLOAT", "{k}f", "-10.6"],
+        ["INCRBYFLOAT", "{k}f", "1e3"],
+        ["INCRBYFLOAT", "{k}f", "5.0e3"],
+        ["INCRBYFLOAT", "{k}f", "abc"],
+        ["INCRBYFLOAT", "{k}f", "inf"],
+        ["INCRBYFLOAT", "{k}f", "nan"],
+        ["INCRBYFLOAT", "{k}s", "1"],
+        ["SET", "{k}g", "3.0e3"],
+        ["INCRBYFLOAT", "{k}g", "200"],
+        ["INCRBYFLOAT", "{k}new", "1.5"],
+        ["GET", "{k}new"],
+    ],
+    "ranges": [
+        ["APPEND", "{k}s", "Hello"],
+        ["APPEND", "{k}s", " World"],
+        ["STRLEN", "{k}s"],
+        ["STRLEN", "{k}missing"],
+        ["GETRANGE", "{k}s", "0", "4"],
+        ["GETRANGE", "{k}s", "-5", "-1"],
+        ["GETRANGE", "{k}s", "5", "3"],
+        ["GETRANGE", "{k}s", "-100", "100"],
+        ["GETRANGE", "{k}s", "0", "-100"],
+        ["GETRANGE", "{k}s", "a", "1"],
+        ["GETRANGE", "{k}missing", "0", "-1"],
+        ["SETRANGE", "{k}s", "6", "Redis"],
+        ["SETRANGE", "{k}s", "-1", "x"],
+        ["SETRANGE", "{k}s", "536870912", "x"],
+        ["SETRANGE", "{k}pad", "3", "x"],
+        ["GET", "{k}pad"],
+        ["SETRANGE", "{k}none", "3", ""],
+        ["EXISTS", "{k}none"],
+        ["GET", "{k}s"],
+        ["SUBSTR", "{k}s", "0", "4"],
+    ],
+    "expire": [
+        ["TTL", "{k}a"],
+        ["PTTL", "{k}a"],
+        ["EXPIRETIME", "{k}a"],
+        ["SET", "{k}a", "v"],
+        ["TTL", "{k}a"],
+        ["EXPIRETIME", "{k}a"],
+        ["EXPIRE", "{k}a", "100", "XX"],
+        ["EXPIRE", "{k}a", "100", "NX"],
+        ["EXPIRE", "{k}a", "100", "NX"],
+        ["EXPIRE", "{k}a", "50", "GT"],
+        ["EXPIRE", "{k}a", "500", "LT"],
+        ["EXPIRE", "{k}a", "10", "NX", "XX"],
+        ["EXPIRE", "{k}a", "10", "GT", "LT"],
+        ["EXPIRE", "{k}a", "10", "NX", "GT"],
+        ["EXPIRE", "{k}a", "10", "FOO"],
+        ["EXPIRE", "{k}a", "abc"],
+        ["EXPIRE", "{k}a", "9223372036854775807"],
+        ["PEXPIRE", "{k}a", "9223372036854775807"],
+        ["EXPIREAT", "{k}a", "-9223372036854775808"],
+        ["PERSIST", "{k}a"],
+        ["PERSIST", "{k}a"],
+        ["PERSIST", "{k}missing"],
+        ["EXPIRE", "{k}missing", "10"],
+        ["EXPIRE", "{k}a", "0"],
+        ["EXISTS", "{k}a"],
+        ["SET", "{k}b", "v"],
+        ["PEXPIREAT", "{k}b", "1"],
+        ["GET", "{k}b"],
+    ],
+    "rename-copy-move": [
+        ["RENAME", "{k}missing", "{k}x"],
+        ["RENAMENX", "{k}missing", "{k}x"],
+        ["SET", "{k}a", "1"],
+        ["SET", "{k}b", "2"],
+        ["RENAMENX", "{k}a", "{k}b"],
+        ["RENAME", "{k}a", "{k}a"],
+        ["RENAME", "{k}a", "{k}c"],
+        ["COPY", "{k}c", "{k}b"],
+        ["COPY", "{k}c", "{k}b", "REPLACE"],
+        ["COPY", "{k}c", "{k}c"],
+        ["COPY", "{k}c", "{k}d", "DB", "16"],
+        ["COPY", "{k}c", "{k}d", "DB", "x"],
+        ["COPY", "{k}c", "{k}d", "FOO"],
+        ["COPY", "{k}missing", "{k}d"],
+        ["MOVE", "{k}c", "0"],
+        ["MOVE", "{k}c", "16"],
+        ["MOVE", "{k}c", "x"],
+        ["MOVE", "{k}missing", "1"],
+        ["MOVE", "{k}c", "1"],
+        ["SELECT", "1"],
+        ["GET", "{k}c"],
+        ["DEL", "{k}c"],
+        ["SELECT", "16"],
+        ["SELECT", "-1"],
+        ["SELECT", "x"],
+        ["SELECT", "0"],
+    ],
+    "scan-keys-errors": [
+        ["SCAN", "x"],
+        ["SCAN", "0", "COUNT", "0"],
+        ["SCAN", "0", "COUNT", "x"],
+        ["SCAN", "0", "FOO"],
+        ["SCAN", "0", "MATCH"],
+        ["SET", "{k}one", "1"],
+        ["KEYS", "{k}on?"],
+    ],
+    "connection": [
+        ["PING"],
+        ["PING", "hello"],
+        ["PING", "a", "b"],
+        ["ECHO", "x"],
+        ["ECHO"],
+        ["NOSUCHCMD", "a", "b"],
+        ["nosuchcmd"],
+        ["GET"],
+        ["CLIENT", "GETNAME"],
+        ["CLIENT", "SETNAME", "a b"],
+        ["CLIENT", "SETNAME", "ok-name"],
+        ["CLIENT", "GETNAME"],
+        ["CLIENT", "SETNAME", ""],
+        ["CLIENT", "GETNAME"],
+        ["CLIENT", "NOSUCH"],
+        ["CONFIG", "GET", "maxclients"],
+        ["CONFIG", "GET", "no-such-parameter"],
+        ["CONFIG", "SET", "no-such-parameter", "1"],
+        ["CONFIG", "SET", "maxclients"],
+        ["HELLO", "4"],
+        ["HELLO", "x"],
+    ],
+}
+
+# Raw requests whose replies end in a protocol error and a closed connection (or not).
+RESP_RAW = {
+    "inline": b"PING\r\nECHO hi\r\nSET {k}i \"a b\"\r\nGET {k}i\r\n",
+    "inline-unbalanced-quotes": b"SET {k}i \"a b\r\n",
+    "bad-multibulk-length": b"*abc\r\n",
+    "bad-bulk-length": b"*1\r\n$abc\r\n",
+    "bulk-not-bulk": b"*1\r\n+PING\r\n",
+    "empty-lines": b"\r\n\r\nPING\r\n",
+    "zero-multibulk": b"*0\r\n*-1\r\nPING\r\n",
+}
+
+
+def run_resp_case(port, proto, cmds, ns):
+    c = Conn(port)
+    try:
+        if proto == 3:
+            c.resp(resp_command("HELLO", "3"))
+        out = []
+        for cmd in cmds:
+            args = [a.replace("{k}", ns) for a in cmd]
+            out.append((cmd, c.resp(resp_command(*args))[0]))
+        return out
+    finally:
+        c.close()
+
+
+def run_resp_raw(port, proto, data, ns):
+    c = Conn(port)
+    try:
+        if proto == 3:
+            c.resp(resp_command("HELLO", "3"))
+        got = c.until_idle(data.replace(b"{k}", ns.encode()))
+        if not got.endswith(b"<closed>") and c.closed():
+            got += b"<closed>"
+        return got
+    finally:
+        c.close()
+
+
+need_ref_resp = pytest.mark.skipif(not REF_RESP, reason="LARDER_REF_RESP_PORT not set (no reference redis-server)")
+need_ref_mc = pytest.mark.skipif(not REF_MC, reason="LARDER_REF_MC_PORT not set (no reference memcached)")
+
+
+@need_ref_resp
+@pytest.mark.parametrize("name", sorted(RESP_CASES))
+def test_resp_same_replies(name, proto):
+    ns = f"ref:{uuid.uuid4().hex[:8]}:"
+    ours = run_resp_case(_port("LARDER_RESP_PORT"), proto, RESP_CASES[name], ns)
+    theirs = run_resp_case(int(REF_RESP), proto, RESP_CASES[name], ns)
+    diffs = [f"{cmd}: larder {a!r} redis {b!r}" for (cmd, a), (_, b) in zip(ours, theirs) if a != b]
+    assert not diffs, "\n".join(diffs)
+
+
+@need_ref_resp
+@pytest.mark.parametrize("name", sorted(RESP_RAW))
+def test_resp_same_raw_replies(name, proto):
+    ns = f"ref:{uuid.uuid4().hex[:8]}:"
+    ours = run_resp_raw(_port("LARDER_RESP_PORT"), proto, RESP_RAW[name], ns)
+    theirs = run_resp_raw(int(REF_RESP), proto, RESP_RAW[name], ns)
+    assert ours == theirs
+
+
+# memcached: each step is raw bytes; the reply is what comes back until the line goes quiet.
+MC_CASES = {
+    "storage": [
+        b"set {k}a 5 0 3\r\nabc\r\n",
+        b"get {k}a\r\n",
+        b"add {k}a 0 0 1\r\nx\r\n",
+        b"replace {k}b 0 0 1\r\nx\r\n",
+        b"append {k}a 0 0 2\r\nde\r\n",
+        b"prepend {k}a 9 0 2\r\nzz\r\n",
+        b"get {k}a {k}b {k}a\r\n",
+        b"set {k}e 0 0 0\r\n\r\n",
+        b"get {k}e\r\n",
+        b"set {k}n 0 0 1 noreply\r\n1\r\nget {k}n\r\n",
+        b"cas {k}a 0 0 1 999999999\r\nx\r\n",
+        b"cas {k}missing 0 0 1 1\r\nx\r\n",
+    ],
+    "arithmetic": [
+        b"incr {k}missing 1\r\n",
+        b"set {k}n 0 0 2\r\n10\r\n",
+        b"incr {k}n 5\r\n",
+        b"decr {k}n 100\r\n",
+        b"incr {k}n abc\r\n",
+        b"incr {k}n -1\r\n",
+        b"incr {k}n 18446744073709551616\r\n",
+        b"set {k}w 0 0 20\r\n18446744073709551615\r\n",
+        b"incr {k}w 1\r\n",
+        b"set {k}s 0 0 3\r\nabc\r\n",
+        b"incr {k}s 1\r\n",
+        b"decr {k}s 1\r\n",
+        b"incr {k}n\r\n",
+    ],
+    "delete-touch": [
+        b"delete {k}missing\r\n",
+        b"set {k}a 0 0 1\r\nx\r\n",
+        b"delete {k}a 0\r\n",
+        b"set {k}a 0 0 1\r\nx\r\n",
+        b"delete {k}a 5\r\n",
+        b"delete {k}a\r\n",
+        b"touch {k}missing 10\r\n",
+        b"set {k}b 0 0 1\r\nx\r\n",
+        b"touch {k}b 10\r\n",
+        b"touch {k}b\r\n",
+    ],
+    "errors": [
+        b"nosuchcommand\r\n",
+        b"get\r\n",
+        b"set {k}a 0 0\r\n",
+        b"set {k}a abc 0 1\r\n",
+        b"set {k}a 0 0 -1\r\n",
+        b"set " + b"x" * 251 + b" 0 0 1\r\nx\r\n",
+        b"get " + b"x" * 251 + b"\r\n",
+        b"set {k}a 0 0 1\r\nxyz\r\n",
+        b"verbosity\r\n",
+        b"verbosity 1\r\n",
+        b"flush_all noreply\r\nget {k}a\r\n",
+    ],
+}
+
+
+def run_mc_case(port, steps, ns):
+    c = Conn(port)
+    try:
+        return [(s, c.until_idle(s.replace(b"{k}", ns.encode()))) for s in steps]
+    finally:
+        c.close()
+
+
+@need_ref_mc
+@pytest.mark.parametrize("name", sorted(MC_CASES))
+def test_memcache_same_replies(name):
+    ns = f"ref:{uuid.uuid4().hex[:8]}:"
+    ours = run_mc_case(_port("LARDER_MC_PORT"), MC_CASES[name], ns)
+    theirs = run_mc_case(int(REF_MC), MC_CASES[name], ns)
+    diffs = [f"{s!r}: larder {a!r} memcached {b!r}" for (s, a), (_, b) in zip(ours, theirs) if a != b]
+    assert not diffs, "\n".join(diffs)

@@ -738,3 +738,13 @@ fn incr_from_two_workers_at_once() {
     c.check(&cmd(&[b"GET", b"mixed"]), format!("${}\r\n{total}\r\n", total.len()).as_bytes());
     assert_eq!(t.server.as_ref().unwrap().shared.stats.sum(|w| &w.total_errors), 0);
 }
+
+#[test]
+fn incrbyfloat_rejects_a_value_with_a_nul_byte() {
+    // Redis's "string to double with null terminator" test.
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"SET", b"foo", b"1\x002"]), b"+OK\r\n");
+    c.check(&cmd(&[b"INCRBYFLOAT", b"foo", b"1"]), b"-ERR value is not a valid float\r\n");
+    c.check(&cmd(&[b"INCRBYFLOAT", b"bar", b"1\x00"]), b"-ERR value is not a valid float\r\n");
+}

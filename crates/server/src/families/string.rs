@@ -703,15 +703,12 @@ mod ld {
 
     /// `string2ld`: the whole argument must be a number `strtold` accepts (decimal or hex,
     /// `inf`/`infinity`, no spaces), neither NaN nor out of range (ERANGE with HUGE_VAL or
-    /// zero). Like C, it reads only up to the first NUL byte.
+    /// zero). strtold stops at a NUL byte, and string2ld then rejects the number because
+    /// it did not consume the whole length (Redis's "string to double with null
+    /// terminator" test), so any NUL makes it invalid.
     pub fn parse(s: &[u8]) -> Option<Ld> {
-        if s.is_empty() || s.len() >= MAX_CHARS {
+        if s.is_empty() || s.len() >= MAX_CHARS || s.contains(&0) {
             return None;
-        }
-        let s = super::c_str(s);
-        if s.is_empty() {
-            // strtold("") converts nothing and stops at the end: string2ld takes that as 0.
-            return Some(Ld::ZERO);
         }
         let (neg, s) = match s[0] {
             b'-' => (true, &s[1..]),
@@ -1047,7 +1044,7 @@ mod tests {
             ("0x1p-16445", "-0", "0"),
             ("1.5", "-1.5", "0"),
             ("+.5", "5.", "5.5"),
-            ("1\0junk", "1", "2"),
+            ("1\0junk", "1", "bad"), // string2ld rejects a NUL inside the length
             ("inf", "1", "naninf"),
             ("-inf", "1", "naninf"),
             ("nan", "1", "bad"),

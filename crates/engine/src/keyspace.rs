@@ -684,13 +684,17 @@ impl Handle {
         let now = now_ms();
         for _ in 0..64 {
             let start = self.random();
+            // Start at a random slot too: otherwise keys sharing a bucket would always
+            // lose to the one in the lower slot.
+            let first_slot = self.random() % index::SLOTS;
             let a = self.arena();
             let _g = self.p.pin();
             let loc = index::locate(a, db, start)?;
             // Probe buckets from a random one until a live key turns up.
             for step in 0..index::NB {
                 let bucket = index::bucket_off(loc.seg, loc.b + step);
-                for i in 0..index::SLOTS {
+                for j in 0..index::SLOTS {
+                    let i = (first_slot + j) % index::SLOTS;
                     let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
                     if u == 0 {
                         continue;

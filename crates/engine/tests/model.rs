@@ -487,3 +487,16 @@ fn a_corrupted_arena_gives_errors_not_panics() {
     // The scribbles must have been noticed somewhere, or this test proves nothing.
     assert!(total_errors > 0, "no corruption was ever detected");
 }
+
+#[test]
+fn random_key_returns_every_key_of_a_small_database() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    h.set(0, b"foo", b"x", &SetOptions::default()).unwrap();
+    h.set(0, b"bar", b"y", &SetOptions::default()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200 {
+        seen.insert(h.random_key(0).unwrap().unwrap());
+    }
+    assert_eq!(seen.len(), 2, "RANDOMKEY never returned one of two keys");
+}

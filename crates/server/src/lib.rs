@@ -173,7 +173,8 @@ impl Server {
     pub fn start(config: Config) -> Result<Server, String> {
         let mut arena = ArenaConfig::default();
         if let Some(c) = config.capacity {
-            arena.capacity = c / larder_arena_page() * larder_arena_page();
+            // The arena is sized in whole 64 KiB allocator pages.
+            arena.capacity = c / (64 << 10) * (64 << 10);
         }
         arena.max_participants = (config.threads as u32 + 64).min(1023);
         let backing = match &config.shm {
@@ -238,9 +239,6 @@ impl Server {
     }
 }
 
-fn larder_arena_page() -> u64 {
-    64 * 1024
-}
 
 /// Every 100 ms: active expiry, as Redis's `activeExpireCycle` (sample each database and
 /// keep going while more than a quarter of the sampled keys with a TTL had expired, at most
@@ -300,12 +298,9 @@ pub fn run(args: &Args) -> Result<(), String> {
     tracing::info!("shutting down");
     server.stop();
     server.join();
-    if let Some(name) = &server_shm_name(args) {
+    if let Some(name) = &args.shm {
         tracing::info!("segment {name} stays in /dev/shm for local processes");
     }
     Ok(())
 }
 
-fn server_shm_name(args: &Args) -> Option<String> {
-    args.shm.clone()
-}

@@ -33,6 +33,9 @@ pub struct Report {
     pub stale_locks: u64,
     /// Blocks waiting on retire lists.
     pub retired_blocks: u64,
+    /// Collections stored as trees, and the bytes of their nodes and elements.
+    pub trees: u64,
+    pub tree_bytes: u64,
     /// Every broken invariant, in words. Empty means the arena is sound.
     pub problems: Vec<String>,
 }
@@ -138,7 +141,10 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                     let size = a.block_size(off)?;
                     let _ = it.expired(a, now)?;
                     r.item_bytes += size;
-                    r.payload_bytes += it.klen + it.strlen(a)?;
+                    r.payload_bytes += it.klen + if it.is_string() { it.strlen(a)? } else { it.vlen };
+                    if crate::item::is_tree_type(it.ty()) {
+                        crate::coll::check_item(a, &it, free, &mut r)?;
+                    }
                     if it.val_off + if it.is_int() { 0 } else { it.vlen } > off + size {
                         r.problems.push(format!("db {db}: item {off:#x} overruns its block"));
                     }

@@ -24,6 +24,17 @@ use crate::Error;
 
 pub(crate) const T_RAW: u64 = 0;
 pub(crate) const T_INT: u64 = 1;
+// Collections (see coll.rs): each kind has a packed type and, one above it, a tree type.
+pub(crate) const T_HASH_PACK: u64 = 2;
+pub(crate) const T_LIST_PACK: u64 = 4;
+pub(crate) const T_SET_PACK: u64 = 6;
+pub(crate) const T_ZSET_PACK: u64 = 8;
+const T_MAX: u64 = 9;
+
+/// Whether an item of this type holds tree roots (and owns the tree's blocks).
+pub(crate) fn is_tree_type(ty: u64) -> bool {
+    ty >= T_HASH_PACK && ty <= T_MAX && ty % 2 == 1
+}
 
 const HAS_EXPIRY: u64 = 1 << 4;
 const HAS_CFLAGS: u64 = 1 << 5;
@@ -40,12 +51,30 @@ pub const MAX_VALUE: u64 = 512 * 1024 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
     String,
+    Hash,
+    List,
+    Set,
+    ZSet,
 }
 
 impl Type {
     pub fn name(self) -> &'static str {
         match self {
             Type::String => "string",
+            Type::Hash => "hash",
+            Type::List => "list",
+            Type::Set => "set",
+            Type::ZSet => "zset",
+        }
+    }
+
+    pub(crate) fn of_code(ty: u64) -> Type {
+        match ty {
+            2 | 3 => Type::Hash,
+            4 | 5 => Type::List,
+            6 | 7 => Type::Set,
+            8 | 9 => Type::ZSet,
+            _ => Type::String,
         }
     }
 }
@@ -55,6 +84,8 @@ impl Type {
 pub(crate) enum Value<'a> {
     Raw(&'a [u8]),
     Int(i64),
+    /// A collection item: its type code and encoded bytes (coll.rs).
+    Coll(u64, &'a [u8]),
 }
 
 impl<'a> Value<'a> {
@@ -154,7 +185,7 @@ impl ItemView {
         let meta = a.u64(off)?.load(Ordering::Acquire);
         let vlen = a.u32(off + 8)?.load(Ordering::Relaxed) as u64;
         let ty = meta & 0xf;
-        if ty > T_INT {
+        if ty > T_MAX {
             return Err(Error::Corrupt("unknown item type"));
         }
         let cflags = if meta & HAS_CFLAGS != 0 { a.u32(off + 12)?.load(Ordering::Relaxed) } else { 0 };
@@ -199,6 +230,30 @@ impl ItemView {
         self.meta & 0xf == T_INT
     }
 
+    /// The item's type code (T_RAW, T_INT, T_HASH_PACK, …).
+    #[inline]
+    pub(crate) fn ty(&self) -> u64 {
+        self.meta & 0xf
+    }
+
+    #[inline]
+    pub(crate) fn is_string(&self) -> bool {
+        self.meta & 0xf <= T_INT
+    }
+
+    pub(crate) fn type_(&self) -> Type {
+        Type::of_code(self.ty())
+    }
+
+    /// The value's bytes as stored, for any type but an integer (a collection's encoding).
+    pub(crate) fn raw_value(&self, a: &Arena, out: &mut Vec<u8>) -> Result<(), Error> {
+        out.clear();
+        if self.is_int() {
+            return self.value(a, out);
+        }
+        Ok(a.read_append(self.val_off, self.vlen as usize, out)?)
+    }
+
     #[inline]
     pub(crate) fn int(&self, a: &Arena) -> Result<i64, Error> {
         Ok(a.u64(self.int_off.ok_or(Error::Corrupt("not an integer item"))?)?.load(Ordering::Acquire) as i64)
@@ -225,7 +280,7 @@ impl ItemView {
 
     pub(crate) fn meta(&self, a: &Arena) -> Result<Meta, Error> {
         Ok(Meta {
-            ty: Type::String,
+            ty: self.type_(),
             expire_at: self.expire_at(a)?,
             flags: self.cflags,
             version: a.u64(self.off)?.load(Ordering::Acquire) >> VERSION_SHIFT,
@@ -235,6 +290,9 @@ impl ItemView {
     /// Appends the value's bytes (an integer rendered in decimal) to `out`.
     #[inline]
     pub(crate) fn value(&self, a: &Arena, out: &mut Vec<u8>) -> Result<(), Error> {
+        if !self.is_string() {
+            return Err(Error::WrongType);
+        }
         if self.is_int() {
             let mut buf = itoa_buf();
             out.extend_from_slice(fmt_i64(self.int(a)?, &mut buf));
@@ -246,6 +304,9 @@ impl ItemView {
 
     /// Length of the value as a string.
     pub(crate) fn strlen(&self, a: &Arena) -> Result<u64, Error> {
+        if !self.is_string() {
+            return Err(Error::WrongType);
+        }
         if self.is_int() {
             let mut buf = itoa_buf();
             Ok(fmt_i64(self.int(a)?, &mut buf).len() as u64)
@@ -294,6 +355,7 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     let (ty, vraw, vlen) = match it.value {
         Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
         Value::Int(_) => (T_INT, 0, 8),
+        Value::Coll(ty, v) => (ty, v.len() as u64, v.len() as u64),
     };
     if vlen > MAX_VALUE || klen > MAX_VALUE {
         return Err(Error::TooLarge);
@@ -333,10 +395,24 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     }
     a.write(off, &head[..l.key as usize])?;
     a.write(off + l.key, it.key)?;
-    if let Value::Raw(v) = it.value {
+    if let Value::Raw(v) | Value::Coll(_, v) = it.value {
         a.write(off + l.key + klen, v)?;
     }
     Ok(off)
+}
+
+/// Retires a published item that is being dropped for good, with every block it owns (a
+/// collection tree's nodes and elements).
+pub(crate) fn retire_item(p: &Participant, off: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    let v = ItemView::read(a, off)?;
+    if is_tree_type(v.ty()) {
+        for b in crate::coll::owned_blocks(a, &v)? {
+            p.retire(b)?;
+        }
+    }
+    p.retire(off)?;
+    Ok(())
 }
 
 /// Sets a new version in an item's state word (in place, one atomic store).

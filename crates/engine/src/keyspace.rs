@@ -18,9 +18,15 @@ pub(crate) enum Action {
     Keep,
     /// The item was changed in place (integer or expiry): journal its post-image.
     InPlace,
-    /// Publish this new item in place of the old one (or as a new key).
+    /// Publish this new item in place of the old one (or as a new key). The old item is
+    /// dropped with everything it owns, unless the new one took over its tree (same roots).
     Put(u64),
     Delete,
+    /// A collection edit: publish the new version; the old item is retired alone (the edit
+    /// session retires the tree blocks it replaced).
+    Update(u64),
+    /// A collection edit that emptied it: delete the key, retiring the old item alone.
+    Drop,
 }
 
 /// A key's time to live, as `PTTL` reports it.
@@ -187,7 +193,7 @@ impl Handle {
             if f.item.expire_off.is_some() && f.item.expired(a, now_ms())? {
                 index::remove(a, loc, f)?;
                 self.journal_del(db, key);
-                self.p.retire(f.item.off)?;
+                item::retire_item(&self.p, f.item.off)?;
                 found = None;
             }
         }
@@ -210,21 +216,30 @@ impl Handle {
             (Action::Put(item), Some(f), _) => {
                 index::replace(a, f.bucket, f.slot, item)?;
                 self.journal_item(db, item);
+                retire_replaced(p, &f.item, item)?;
+            }
+            (Action::Update(item), Some(f), _) => {
+                index::replace(a, f.bucket, f.slot, item)?;
+                self.journal_item(db, item);
                 p.retire(f.item.off)?;
             }
-            (Action::Put(item), None, Some(r)) => {
+            (Action::Put(item) | Action::Update(item), None, Some(r)) => {
                 index::fill(p, loc, &r, self.hash(key), item)?;
                 self.journal_item(db, item);
             }
-            (Action::Put(item), None, None) => {
+            (Action::Put(item) | Action::Update(item), None, None) => {
                 p.free(item)?;
                 return Err(Error::Corrupt("new key without a reserved slot"));
             }
             (Action::InPlace, Some(f), _) => self.journal_item(db, f.item.off),
-            (Action::Delete, Some(f), _) => {
+            (action @ (Action::Delete | Action::Drop), Some(f), _) => {
                 index::remove(a, loc, &f)?;
                 self.journal_del(db, key);
-                p.retire(f.item.off)?;
+                if matches!(action, Action::Drop) {
+                    p.retire(f.item.off)?;
+                } else {
+                    item::retire_item(p, f.item.off)?;
+                }
                 if index::seg_count(a, loc.seg)? < index::MERGE_BELOW / 4 && loc.depth > 0 {
                     // Shrink opportunistically, once the locks are released.
                     self.maybe_merge.set(true);
@@ -290,7 +305,7 @@ impl Handle {
     }
 
     pub fn type_of(&self, db: u32, key: &[u8]) -> Result<Option<Type>, Error> {
-        self.read(db, key, |_, _| Ok(Type::String))
+        self.read(db, key, |_, it| Ok(it.type_()))
     }
 
     /// The key's metadata (type, expiry, client flags, version).
@@ -367,10 +382,16 @@ impl Handle {
     /// `raw` above that.
     pub fn encoding(&self, db: u32, key: &[u8]) -> Result<Option<&'static str>, Error> {
         self.read(db, key, |_, it| {
-            Ok(match it.is_int() {
-                true => "int",
-                false if it.vlen <= 44 => "embstr",
-                false => "raw",
+            Ok(match it.type_() {
+                Type::String if it.is_int() => "int",
+                Type::String if it.vlen <= 44 => "embstr",
+                Type::String => "raw",
+                Type::Hash | Type::ZSet if it.ty() % 2 == 0 => "listpack",
+                Type::Hash => "hashtable",
+                Type::ZSet => "skiplist",
+                Type::Set if it.ty() % 2 == 0 => "intset",
+                Type::Set => "hashtable",
+                Type::List => "quicklist",
             })
         })
     }
@@ -468,18 +489,21 @@ impl Handle {
                         Room::Busy => return Ok(Err(None)),
                     },
                 };
-                let mut val = Vec::new();
-                s.item.value(a, &mut val)?;
-                let built = item::build(
-                    p,
-                    &NewItem {
-                        key: dst,
-                        value: if s.item.is_int() { Value::of(&val) } else { Value::Raw(&val) },
-                        expire_at: s.item.expire_at(a)?,
-                        cflags: s.item.cflags,
-                        version: p.next_version()?,
-                    },
-                );
+                let version = p.next_version()?;
+                let expire_at = s.item.expire_at(a)?;
+                let built = if s.item.is_string() {
+                    let mut val = Vec::new();
+                    s.item.value(a, &mut val)?;
+                    let value = if s.item.is_int() { Value::of(&val) } else { Value::Raw(&val) };
+                    item::build(p, &NewItem { key: dst, value, expire_at, cflags: s.item.cflags, version })
+                } else if delete_src {
+                    // RENAME / MOVE: the new item takes over the collection (its tree stays).
+                    let mut raw = Vec::new();
+                    s.item.raw_value(a, &mut raw)?;
+                    item::build(p, &NewItem { key: dst, value: Value::Coll(s.item.ty(), &raw), expire_at, cflags: 0, version })
+                } else {
+                    crate::coll::deep_copy(p, &s.item, dst, expire_at, version)
+                };
                 let new = match built {
                     Ok(n) => n,
                     Err(e) => {
@@ -492,12 +516,13 @@ impl Handle {
                 match (d_raw, reserved) {
                     (Some(f), _) => {
                         index::replace(a, f.bucket, f.slot, new)?;
-                        p.retire(f.item.off)?;
+                        item::retire_item(p, f.item.off)?;
                     }
                     (None, Some(r)) => index::fill(p, &ld, &r, hd, new)?,
                     (None, None) => return Err(Error::Corrupt("new key without a reserved slot")),
                 }
                 if delete_src {
+                    // The source's tree, if any, now belongs to the new item.
                     index::remove(a, &ls, &s)?;
                     self.journal_del(db, src);
                     p.retire(s.item.off)?;
@@ -576,7 +601,7 @@ impl Handle {
         let _g = self.p.pin();
         for (seg, _) in index::swap_in_empty(&self.p, db)? {
             for it in index::drain_segment(&self.p, seg)? {
-                self.p.retire(it)?;
+                item::retire_item(&self.p, it)?;
             }
             self.p.retire(seg)?;
         }
@@ -782,6 +807,19 @@ impl Handle {
     pub fn collect(&self) -> Result<usize, Error> {
         Ok(self.p.collect()?)
     }
+}
+
+/// Retires the item `new` replaced: with its tree, unless `new` took the tree over (an
+/// expiry change rebuilds a collection's item around the same roots).
+fn retire_replaced(p: &Participant, old: &ItemView, new: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    if item::is_tree_type(old.ty()) {
+        let n = ItemView::read(a, new)?;
+        if crate::coll::tree_roots(a, &n)? == crate::coll::tree_roots(a, old)? {
+            return p.retire(old.off).map_err(Into::into);
+        }
+    }
+    item::retire_item(p, old.off)
 }
 
 /// Whether hash `h` has the same home bucket range as `cur` at depth `l`.

@@ -22,15 +22,18 @@
 //! ```
 
 mod check;
+mod coll;
 mod index;
 mod item;
 mod keyspace;
 mod pattern;
 mod string;
+mod tree;
 
 use std::sync::Arc;
 
 pub use check::Report;
+pub use coll::{Coll, Kind, Limits};
 pub use index::MAX_DBS;
 pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{ExpireCond, Handle, Ttl};
@@ -145,6 +148,7 @@ struct StoreInner {
     arena: Arc<Arena>,
     journal: Arc<dyn Journal>,
     databases: u32,
+    limits: Arc<Limits>,
 }
 
 impl Store {
@@ -185,7 +189,7 @@ impl Store {
                 r?
             }
         };
-        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases }) })
+        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases, limits: Arc::default() }) })
     }
 
     /// A handle for the calling thread (claims a participant slot).
@@ -204,6 +208,15 @@ impl Store {
     /// Walks every index and the allocator and checks the engine's invariants.
     pub fn check(&self) -> Result<Report, Error> {
         check::check(self)
+    }
+
+    /// The collection size thresholds (CONFIG SET changes them for this process).
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    pub(crate) fn limits_arc(&self) -> Arc<Limits> {
+        self.inner.limits.clone()
     }
 
     pub(crate) fn journal(&self) -> &dyn Journal {

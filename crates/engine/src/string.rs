@@ -505,7 +505,7 @@ impl Handle {
                 for pl in &places {
                     self.journal_item(db, pl.item);
                     if let Some(f) = &pl.found {
-                        p.retire(f.item.off)?;
+                        item::retire_item(p, f.item.off)?;
                     }
                 }
                 Ok(Ok(true))
@@ -560,8 +560,16 @@ pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Actio
         }
         None => {
             let mut v = Vec::new();
-            o.value(a, &mut v)?;
-            let value = if o.is_int() { Value::Int(o.int(a)?) } else { Value::Raw(&v) };
+            let value = if o.is_int() {
+                Value::Int(o.int(a)?)
+            } else if o.is_string() {
+                o.value(a, &mut v)?;
+                Value::Raw(&v)
+            } else {
+                // A collection keeps its encoding (and its tree, see retire_replaced).
+                o.raw_value(a, &mut v)?;
+                Value::Coll(o.ty(), &v)
+            };
             let mut k = Vec::new();
             o.key(a, &mut k)?;
             let off = item::build(p, &NewItem { key: &k, value, expire_at: at, cflags: o.cflags, version: p.next_version()? })?;

@@ -1,0 +1,1085 @@
+//! Collections: hashes, lists, sets and sorted sets, as values under a key.
+//!
+//! A small collection is one *packed* item: its entries encoded back to back in the item's
+//! value (`varint klen, key[, varint vlen, value]`), rewritten whole on every change, as
+//! Redis's listpack and intset are. Past a size threshold (Redis's names:
+//! `hash-max-listpack-entries`, `zset-max-listpack-value`, …) it becomes a *tree*: a
+//! persistent counted B+tree of arena nodes ([`crate::tree`]) whose root is published through
+//! the index in a small item (`root u64, second root u64, count u64`). A change copies the
+//! path it touches, so readers never lock and a writer that dies leaves the old version.
+//!
+//! | kind  | packed order              | tree order                     | element value |
+//! |-------|---------------------------|--------------------------------|---------------|
+//! | hash  | insertion                 | (hash(field), field)           | field value   |
+//! | set   | integer value (intset)    | (hash(member), member)         | empty         |
+//! | zset  | (score, member)           | two trees, sharing elements: by (hash(member), member) and by (score, member) | score, 8 bytes |
+//! | list  | position                  | position                       | empty (the element is the key) |
+//!
+//! The operations every command needs are on [`Coll`]: positions in the kind's natural
+//! order (a sorted set's is by score), lookups by field or member, and edits. Commands are
+//! built from these in the server; [`Handle::coll_read`] and [`Handle::coll_write`] give a
+//! consistent snapshot to read and an edit session that publishes atomically.
+//!
+//! ```
+//! use larder_engine::*;
+//! let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+//! let mut h = store.handle().unwrap();
+//! h.coll_write(0, b"user:1", Kind::Hash, true, |c| c.put(b"name", b"ada")).unwrap();
+//! let name = h.coll_read(0, b"user:1", Kind::Hash, |c| c.find(b"name")).unwrap();
+//! assert_eq!(name, Some(Some(b"ada".to_vec())));
+//! ```
+
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering as AO};
+
+use larder_arena::{Arena, Participant};
+
+use crate::item::{self, parse_canonical_i64, ItemView, NewItem, Value};
+use crate::keyspace::Action;
+use crate::tree::{self, Edit};
+use crate::{index, Error, Handle};
+
+/// The kind of a collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Hash,
+    List,
+    Set,
+    ZSet,
+}
+
+impl Kind {
+    pub(crate) fn pack_type(self) -> u64 {
+        match self {
+            Kind::Hash => item::T_HASH_PACK,
+            Kind::List => item::T_LIST_PACK,
+            Kind::Set => item::T_SET_PACK,
+            Kind::ZSet => item::T_ZSET_PACK,
+        }
+    }
+
+    pub(crate) fn tree_type(self) -> u64 {
+        self.pack_type() + 1
+    }
+
+    /// Whether entries carry a value (hash values, sorted-set scores).
+    fn has_value(self) -> bool {
+        matches!(self, Kind::Hash | Kind::ZSet)
+    }
+
+    fn keyed(self) -> bool {
+        self != Kind::List
+    }
+}
+
+/// The size thresholds past which a packed collection becomes a tree, by Redis's names.
+/// Shared by the handles of one process; the server sets them from its configuration.
+#[derive(Debug)]
+pub struct Limits {
+    pub hash_max_listpack_entries: AtomicU64,
+    pub hash_max_listpack_value: AtomicU64,
+    pub set_max_intset_entries: AtomicU64,
+    pub zset_max_listpack_entries: AtomicU64,
+    pub zset_max_listpack_value: AtomicU64,
+    /// Redis's `list-max-listpack-size`: negative = a byte budget (-1 4 KiB … -5 64 KiB),
+    /// positive = entries. Larder keeps a list packed while it fits one such node.
+    pub list_max_listpack_size: std::sync::atomic::AtomicI64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            hash_max_listpack_entries: AtomicU64::new(128),
+            hash_max_listpack_value: AtomicU64::new(64),
+            set_max_intset_entries: AtomicU64::new(512),
+            zset_max_listpack_entries: AtomicU64::new(128),
+            zset_max_listpack_value: AtomicU64::new(64),
+            list_max_listpack_size: std::sync::atomic::AtomicI64::new(-2),
+        }
+    }
+}
+
+/// The prefix that orders sorted-set elements by score: IEEE bits made to compare as
+/// unsigned integers (and -0 folded into +0, since Redis treats them as equal).
+pub(crate) fn score_key(s: f64) -> u64 {
+    let s = if s == 0.0 { 0.0 } else { s };
+    let b = s.to_bits();
+    if b >> 63 == 0 {
+        b | 1 << 63
+    } else {
+        !b
+    }
+}
+
+fn score_of(v: &[u8]) -> Result<f64, Error> {
+    let b: [u8; 8] = v.try_into().map_err(|_| Error::Corrupt("sorted-set score is not 8 bytes"))?;
+    Ok(f64::from_le_bytes(b))
+}
+
+fn field_hash(seed: u64, key: &[u8]) -> u64 {
+    index::hash(seed ^ 0x9e37_79b9_7f4a_7c15, key)
+}
+
+/// How a collection is stored right now.
+enum Repr {
+    /// Entries in the packed order (see the module table).
+    Pack(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `r0`: the list, or the tree by hash; `r1`: a sorted set's tree by score.
+    Tree { r0: u64, r1: u64 },
+}
+
+/// A collection: a read-only snapshot inside [`Handle::coll_read`], or an edit session
+/// inside [`Handle::coll_write`].
+pub struct Coll<'a> {
+    a: &'a Arena,
+    p: Option<&'a Participant>,
+    kind: Kind,
+    seed: u64,
+    repr: Repr,
+    len: u64,
+    ed: Edit,
+    dirty: bool,
+    limits: &'a Limits,
+    scratch: Vec<u8>,
+}
+
+impl<'a> Coll<'a> {
+    fn open(a: &'a Arena, p: Option<&'a Participant>, kind: Kind, it: Option<&ItemView>, limits: &'a Limits) -> Result<Coll<'a>, Error> {
+        let mut c = Coll {
+            a,
+            p,
+            kind,
+            seed: a.seed(),
+            repr: Repr::Pack(Vec::new()),
+            len: 0,
+            ed: Edit::default(),
+            dirty: false,
+            limits,
+            scratch: Vec::new(),
+        };
+        let Some(it) = it else { return Ok(c) };
+        let ty = it.ty();
+        let mut raw = Vec::new();
+        it.raw_value(a, &mut raw)?;
+        if ty == kind.pack_type() {
+            let ents = decode(&raw, kind)?;
+            c.len = ents.len() as u64;
+            c.repr = Repr::Pack(ents);
+        } else if ty == kind.tree_type() {
+            if raw.len() != 24 {
+                return Err(Error::Corrupt("tree item of the wrong size"));
+            }
+            let w = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+            c.repr = Repr::Tree { r0: w(0), r1: w(1) };
+            c.len = tree::count(a, w(0))?;
+        } else {
+            return Err(Error::WrongType);
+        }
+        Ok(c)
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The encoding name `OBJECT ENCODING` reports (Redis 7.0's names).
+    pub fn encoding(&self) -> &'static str {
+        let packed = matches!(self.repr, Repr::Pack(_));
+        match (self.kind, packed) {
+            (Kind::Hash, true) | (Kind::ZSet, true) => "listpack",
+            (Kind::Hash, false) => "hashtable",
+            (Kind::ZSet, false) => "skiplist",
+            (Kind::Set, true) => "intset",
+            (Kind::Set, false) => "hashtable",
+            (Kind::List, _) => "quicklist",
+        }
+    }
+
+    /// Whether this collection is packed (one encoded item) rather than a tree.
+    pub fn is_packed(&self) -> bool {
+        matches!(self.repr, Repr::Pack(_))
+    }
+
+    // ---- positions (the kind's natural order) ----
+
+    /// The tree that holds the natural order.
+    fn order_root(&self) -> u64 {
+        match self.repr {
+            Repr::Tree { r0, r1 } => {
+                if self.kind == Kind::ZSet {
+                    r1
+                } else {
+                    r0
+                }
+            }
+            Repr::Pack(_) => 0,
+        }
+    }
+
+    /// The entry at position `i` (0-based): (field, value) for a hash, (member, 8-byte
+    /// score) for a sorted set, (element, empty) for lists and sets.
+    pub fn get(&self, i: u64) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        if i >= self.len {
+            return Err(Error::Corrupt("collection position out of range"));
+        }
+        match &self.repr {
+            Repr::Pack(v) => Ok(v[i as usize].clone()),
+            Repr::Tree { .. } => {
+                let (_, e) = tree::nth(self.a, self.order_root(), i)?;
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::read_elem(self.a, e, &mut k, &mut v)?;
+                Ok((k, v))
+            }
+        }
+    }
+
+    /// Calls `f(key, value)` for positions `from..to` in order, until it returns false.
+    pub fn range(&self, from: u64, to: u64, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<(), Error> {
+        let to = to.min(self.len);
+        if from >= to {
+            return Ok(());
+        }
+        match &self.repr {
+            Repr::Pack(v) => {
+                for (k, val) in &v[from as usize..to as usize] {
+                    if !f(k, val) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Repr::Tree { .. } => {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                let a = self.a;
+                tree::walk(a, self.order_root(), from, to, &mut |_, e| {
+                    tree::read_elem(a, e, &mut k, &mut v)?;
+                    Ok(f(&k, &v))
+                })
+            }
+        }
+    }
+
+    /// Every entry, in order.
+    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+        let mut out = Vec::with_capacity(self.len.min(1 << 20) as usize);
+        self.range(0, self.len, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    // ---- lookups by key (hash, set, sorted set) ----
+
+    fn seek_hashed(&mut self, key: &[u8]) -> Result<(u64, Option<u64>), Error> {
+        let Repr::Tree { r0, .. } = self.repr else { return Err(Error::Corrupt("not a tree")) };
+        let h = field_hash(self.seed, key);
+        let a = self.a;
+        let s = &mut self.scratch;
+        let rank = tree::seek(a, r0, &mut |prefix, e| {
+            Ok(match prefix.cmp(&h) {
+                Ordering::Equal => {
+                    tree::read_key(a, e, s)?;
+                    s.as_slice().cmp(key)
+                }
+                o => o,
+            })
+        })?;
+        if rank < self.len {
+            let (prefix, e) = tree::nth(a, r0, rank)?;
+            if prefix == h {
+                tree::read_key(a, e, s)?;
+                if s.as_slice() == key {
+                    return Ok((rank, Some(e)));
+                }
+            }
+        }
+        Ok((rank, None))
+    }
+
+    fn pack_find(&self, key: &[u8]) -> Option<usize> {
+        let Repr::Pack(v) = &self.repr else { return None };
+        if self.kind == Kind::Set {
+            let n = parse_canonical_i64(key)?;
+            return v.binary_search_by(|(k, _)| parse_canonical_i64(k).unwrap_or(0).cmp(&n)).ok();
+        }
+        v.iter().position(|(k, _)| k == key)
+    }
+
+    /// The value stored under `key`: a hash field's value, a sorted-set member's 8-byte
+    /// score, or an empty value for a set member; None if absent.
+    pub fn find(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.keyed()?;
+        match &self.repr {
+            Repr::Pack(v) => Ok(self.pack_find(key).map(|i| v[i].1.clone())),
+            Repr::Tree { .. } => match self.seek_hashed(key)? {
+                (_, Some(e)) => {
+                    let (mut k, mut v) = (Vec::new(), Vec::new());
+                    tree::read_elem(self.a, e, &mut k, &mut v)?;
+                    Ok(Some(v))
+                }
+                _ => Ok(None),
+            },
+        }
+    }
+
+    pub fn contains(&mut self, key: &[u8]) -> Result<bool, Error> {
+        Ok(self.find(key)?.is_some())
+    }
+
+    /// A sorted-set member's score.
+    pub fn score(&mut self, member: &[u8]) -> Result<Option<f64>, Error> {
+        self.zset()?;
+        self.find(member)?.map(|v| score_of(&v)).transpose()
+    }
+
+    fn keyed(&self) -> Result<(), Error> {
+        if self.kind.keyed() {
+            Ok(())
+        } else {
+            Err(Error::Corrupt("lookup by key in a list"))
+        }
+    }
+
+    fn zset(&self) -> Result<(), Error> {
+        if self.kind == Kind::ZSet {
+            Ok(())
+        } else {
+            Err(Error::Corrupt("sorted-set operation on another kind"))
+        }
+    }
+
+    /// One step of HSCAN/SSCAN/ZSCAN from `cursor` (0 to start): calls `f` with about
+    /// `count` entries and returns the next cursor (0 when done). A packed collection comes
+    /// back whole, as Redis returns a listpack. The cursor is a hash position, so an entry
+    /// present for the whole scan is returned whatever else changes.
+    pub fn scan(&mut self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> Result<u64, Error> {
+        self.keyed()?;
+        match &self.repr {
+            Repr::Pack(v) => {
+                for (k, val) in v {
+                    f(k, val);
+                }
+                Ok(0)
+            }
+            Repr::Tree { r0, .. } => {
+                let (r0, a) = (*r0, self.a);
+                let from = tree::seek(a, r0, &mut |prefix, _| Ok(prefix.cmp(&cursor)))?;
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                let mut n = 0usize;
+                let mut last = None;
+                let mut next = 0;
+                tree::walk(a, r0, from, self.len, &mut |prefix, e| {
+                    if n >= count.max(1) && last != Some(prefix) {
+                        next = prefix;
+                        return Ok(false);
+                    }
+                    tree::read_elem(a, e, &mut k, &mut v)?;
+                    f(&k, &v);
+                    n += 1;
+                    last = Some(prefix);
+                    Ok(true)
+                })?;
+                Ok(next)
+            }
+        }
+    }
+
+    // ---- sorted sets ----
+
+    /// Lower bound in score order. `hint`: the target's score prefix, which settles every
+    /// comparison with an element of another score without reading it; `by_score_only`:
+    /// (prefix, exclusive) when the target is a score alone.
+    fn zseek(&mut self, cmp: &mut dyn FnMut(f64, &[u8]) -> Ordering, hint: Option<u64>, by_score_only: Option<(u64, bool)>) -> Result<u64, Error> {
+        match &self.repr {
+            Repr::Pack(v) => {
+                let mut lo = 0;
+                let mut hi = v.len();
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    let (m, s) = &v[mid];
+                    if cmp(score_of(s)?, m) == Ordering::Less {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                Ok(lo as u64)
+            }
+            Repr::Tree { r1, .. } => {
+                let (r1, a) = (*r1, self.a);
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::seek(a, r1, &mut |prefix, e| {
+                    if let Some((target, excl)) = by_score_only {
+                        return Ok(if prefix < target || (excl && prefix == target) { Ordering::Less } else { Ordering::Greater });
+                    }
+                    if let Some(t) = hint {
+                        if prefix != t {
+                            return Ok(prefix.cmp(&t));
+                        }
+                    }
+                    tree::read_elem(a, e, &mut k, &mut v)?;
+                    Ok(cmp(score_of(&v)?, &k))
+                })
+            }
+        }
+    }
+
+    /// The position (in score order) of the first member whose score is ≥ `score`
+    /// (> `score` when `exclusive`).
+    pub fn zseek_score(&mut self, score: f64, exclusive: bool) -> Result<u64, Error> {
+        self.zset()?;
+        let target = score_key(score);
+        self.zseek(
+            &mut |s, _| {
+                let k = score_key(s);
+                if k < target || (exclusive && k == target) {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            },
+            Some(target),
+            Some((target, exclusive)),
+        )
+    }
+
+    /// The position of the first member that is ≥ `member` (> when `exclusive`), comparing
+    /// members only: meaningful when every score is equal, as ZRANGEBYLEX requires.
+    pub fn zseek_lex(&mut self, member: &[u8], exclusive: bool) -> Result<u64, Error> {
+        self.zset()?;
+        self.zseek(
+            &mut |_, m| match m.cmp(member) {
+                Ordering::Less => Ordering::Less,
+                Ordering::Equal if exclusive => Ordering::Less,
+                _ => Ordering::Greater,
+            },
+            None,
+            None,
+        )
+    }
+
+    /// A member's position in score order (its ZRANK), if present.
+    pub fn zrank(&mut self, member: &[u8]) -> Result<Option<u64>, Error> {
+        let Some(s) = self.score(member)? else { return Ok(None) };
+        let r = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(s), member)), Some(score_key(s)), None)?;
+        Ok(Some(r))
+    }
+
+    // ---- edits ----
+
+    fn writer(&self) -> Result<&'a Participant, Error> {
+        self.p.ok_or(Error::Corrupt("edit of a read-only collection"))
+    }
+
+    /// Sets `key` to `val` (a hash field, a set member with an empty value, a sorted-set
+    /// member with its 8-byte score); returns the old value.
+    pub fn put(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.keyed()?;
+        let p = self.writer()?;
+        if self.kind == Kind::ZSet {
+            let s = score_of(val)?;
+            return Ok(self.zput(key, s)?.map(|o| o.to_le_bytes().to_vec()));
+        }
+        self.dirty = true;
+        let old = match &mut self.repr {
+            Repr::Pack(_) => {
+                let at = self.pack_find(key);
+                let Repr::Pack(v) = &mut self.repr else { unreachable!() };
+                match at {
+                    Some(i) => Some(std::mem::replace(&mut v[i].1, val.to_vec())),
+                    None => {
+                        if self.kind == Kind::Set {
+                            let n = parse_canonical_i64(key);
+                            let i = match n {
+                                Some(n) => v.partition_point(|(k, _)| parse_canonical_i64(k).unwrap_or(0) < n),
+                                None => v.len(),
+                            };
+                            v.insert(i, (key.to_vec(), Vec::new()));
+                        } else {
+                            v.push((key.to_vec(), val.to_vec()));
+                        }
+                        self.len += 1;
+                        None
+                    }
+                }
+            }
+            Repr::Tree { .. } => {
+                let (rank, found) = self.seek_hashed(key)?;
+                let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
+                let h = field_hash(self.seed, key);
+                let e = self.ed.elem(p, key, val)?;
+                match found {
+                    Some(old) => {
+                        let (mut k, mut v) = (Vec::new(), Vec::new());
+                        tree::read_elem(self.a, old, &mut k, &mut v)?;
+                        let (root, _) = tree::replace_at(p, &mut self.ed, *r0, rank, h, e)?;
+                        *r0 = root;
+                        self.ed.drop_block(p, old)?;
+                        Some(v)
+                    }
+                    None => {
+                        *r0 = tree::insert_at(p, &mut self.ed, *r0, rank, h, e)?;
+                        self.len += 1;
+                        None
+                    }
+                }
+            }
+        };
+        self.maybe_convert(key.len(), val.len(), parse_canonical_i64(key).is_some())?;
+        Ok(old)
+    }
+
+    /// Sets a sorted-set member's score; returns the old score.
+    pub fn zput(&mut self, member: &[u8], score: f64) -> Result<Option<f64>, Error> {
+        self.zset()?;
+        let p = self.writer()?;
+        let old = self.score(member)?;
+        if old.is_some_and(|o| o == score && score_key(o) == score_key(score)) {
+            return Ok(old);
+        }
+        self.dirty = true;
+        if old.is_some() {
+            self.del(member)?;
+        }
+        match &mut self.repr {
+            Repr::Pack(v) => {
+                let k = (score_key(score), member);
+                let i = v.partition_point(|(m, s)| (score_key(score_of(s).unwrap_or(0.0)), m.as_slice()) < k);
+                v.insert(i, (member.to_vec(), score.to_le_bytes().to_vec()));
+                self.len += 1;
+            }
+            Repr::Tree { .. } => {
+                let (rank0, _) = self.seek_hashed(member)?;
+                let rank1 = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)), Some(score_key(score)), None)?;
+                let Repr::Tree { r0, r1 } = &mut self.repr else { unreachable!() };
+                let e = self.ed.elem(p, member, &score.to_le_bytes())?;
+                *r0 = tree::insert_at(p, &mut self.ed, *r0, rank0, field_hash(self.seed, member), e)?;
+                *r1 = tree::insert_at(p, &mut self.ed, *r1, rank1, score_key(score), e)?;
+                self.len += 1;
+            }
+        }
+        self.maybe_convert(member.len(), 0, false)?;
+        Ok(old)
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn del(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.keyed()?;
+        let p = self.writer()?;
+        match &mut self.repr {
+            Repr::Pack(_) => {
+                let Some(i) = self.pack_find(key) else { return Ok(None) };
+                let Repr::Pack(v) = &mut self.repr else { unreachable!() };
+                self.dirty = true;
+                self.len -= 1;
+                Ok(Some(v.remove(i).1))
+            }
+            Repr::Tree { .. } => {
+                let (rank0, found) = self.seek_hashed(key)?;
+                let Some(e) = found else { return Ok(None) };
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::read_elem(self.a, e, &mut k, &mut v)?;
+                let rank1 = if self.kind == Kind::ZSet {
+                    let s = score_of(&v)?;
+                    Some(self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(s), key)), Some(score_key(s)), None)?)
+                } else {
+                    None
+                };
+                let Repr::Tree { r0, r1 } = &mut self.repr else { unreachable!() };
+                self.dirty = true;
+                *r0 = tree::remove_at(p, &mut self.ed, *r0, rank0)?.0;
+                if let Some(rank1) = rank1 {
+                    *r1 = tree::remove_at(p, &mut self.ed, *r1, rank1)?.0;
+                }
+                self.ed.drop_block(p, e)?;
+                self.len -= 1;
+                Ok(Some(v))
+            }
+        }
+    }
+
+    /// Removes the entry at position `i` of the natural order; returns it.
+    pub fn remove_at(&mut self, i: u64) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        let p = self.writer()?;
+        if i >= self.len {
+            return Err(Error::Corrupt("collection position out of range"));
+        }
+        self.dirty = true;
+        match &mut self.repr {
+            Repr::Pack(v) => {
+                self.len -= 1;
+                Ok(v.remove(i as usize))
+            }
+            Repr::Tree { .. } if self.kind.keyed() => {
+                let kv = self.get(i)?;
+                self.del(&kv.0)?;
+                Ok(kv)
+            }
+            Repr::Tree { r0, .. } => {
+                let (root, e) = tree::remove_at(p, &mut self.ed, *r0, i)?;
+                *r0 = root;
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::read_elem(self.a, e, &mut k, &mut v)?;
+                self.ed.drop_block(p, e)?;
+                self.len -= 1;
+                Ok((k, v))
+            }
+        }
+    }
+
+    /// Lists: inserts `elem` at position `i` (0 = head, `len()` = tail).
+    pub fn insert_at(&mut self, i: u64, elem: &[u8]) -> Result<(), Error> {
+        self.list()?;
+        let p = self.writer()?;
+        if i > self.len {
+            return Err(Error::Corrupt("collection position out of range"));
+        }
+        self.dirty = true;
+        match &mut self.repr {
+            Repr::Pack(v) => v.insert(i as usize, (elem.to_vec(), Vec::new())),
+            Repr::Tree { r0, .. } => {
+                let e = self.ed.elem(p, elem, b"")?;
+                *r0 = tree::insert_at(p, &mut self.ed, *r0, i, 0, e)?;
+            }
+        }
+        self.len += 1;
+        self.maybe_convert(elem.len(), 0, false)
+    }
+
+    /// Lists: replaces the element at position `i`.
+    pub fn set_at(&mut self, i: u64, elem: &[u8]) -> Result<(), Error> {
+        self.list()?;
+        let p = self.writer()?;
+        if i >= self.len {
+            return Err(Error::Corrupt("collection position out of range"));
+        }
+        self.dirty = true;
+        match &mut self.repr {
+            Repr::Pack(v) => v[i as usize].0 = elem.to_vec(),
+            Repr::Tree { r0, .. } => {
+                let e = self.ed.elem(p, elem, b"")?;
+                let (root, old) = tree::replace_at(p, &mut self.ed, *r0, i, 0, e)?;
+                *r0 = root;
+                self.ed.drop_block(p, old)?;
+            }
+        }
+        self.maybe_convert(elem.len(), 0, false)
+    }
+
+    fn list(&self) -> Result<(), Error> {
+        if self.kind == Kind::List {
+            Ok(())
+        } else {
+            Err(Error::Corrupt("list operation on another kind"))
+        }
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) -> Result<(), Error> {
+        let p = self.writer()?;
+        self.dirty = true;
+        if let Repr::Tree { r0, r1 } = self.repr {
+            let a = self.a;
+            let ed = &mut self.ed;
+            let mut blocks = Vec::new();
+            tree::for_each_block(a, r0, true, &mut |b, _| {
+                blocks.push(b);
+                Ok(())
+            })?;
+            tree::for_each_block(a, r1, false, &mut |b, _| {
+                blocks.push(b);
+                Ok(())
+            })?;
+            for b in blocks {
+                ed.drop_block(p, b)?;
+            }
+        }
+        self.repr = Repr::Pack(Vec::new());
+        self.len = 0;
+        Ok(())
+    }
+
+    /// After an edit: a packed collection that outgrew its thresholds becomes a tree.
+    fn maybe_convert(&mut self, klen: usize, vlen: usize, is_int: bool) -> Result<(), Error> {
+        let Repr::Pack(v) = &self.repr else { return Ok(()) };
+        let l = self.limits;
+        let ld = |x: &AtomicU64| x.load(AO::Relaxed);
+        let too_big = match self.kind {
+            Kind::Hash => {
+                let max = ld(&l.hash_max_listpack_value) as usize;
+                v.len() as u64 > ld(&l.hash_max_listpack_entries) || klen > max || vlen > max
+            }
+            Kind::Set => v.len() as u64 > ld(&l.set_max_intset_entries) || !is_int,
+            Kind::ZSet => v.len() as u64 > ld(&l.zset_max_listpack_entries) || klen > ld(&l.zset_max_listpack_value) as usize,
+            Kind::List => {
+                let n = l.list_max_listpack_size.load(AO::Relaxed);
+                if n > 0 {
+                    v.len() as i64 > n
+                } else {
+                    let budget = 4096usize << (n.unsigned_abs().clamp(1, 5) - 1);
+                    v.iter().map(|(k, _)| k.len() + 2).sum::<usize>() > budget
+                }
+            }
+        };
+        if too_big {
+            self.to_tree()?;
+        }
+        Ok(())
+    }
+
+    /// Converts a packed collection to a tree (thresholds exceeded).
+    pub(crate) fn to_tree(&mut self) -> Result<(), Error> {
+        let p = self.writer()?;
+        let Repr::Pack(v) = std::mem::replace(&mut self.repr, Repr::Pack(Vec::new())) else { return Ok(()) };
+        self.dirty = true;
+        let mut elems = Vec::with_capacity(v.len());
+        for (k, val) in &v {
+            let e = self.ed.elem(p, k, val)?;
+            let prefix = match self.kind {
+                Kind::List => 0,
+                _ => field_hash(self.seed, k),
+            };
+            elems.push((prefix, e, k.as_slice(), val.as_slice()));
+        }
+        let (r0, r1);
+        if self.kind == Kind::List {
+            let order: Vec<(u64, u64)> = elems.iter().map(|&(pr, e, _, _)| (pr, e)).collect();
+            r0 = tree::build(p, &mut self.ed, &order)?;
+            r1 = 0;
+        } else {
+            let mut by_hash = elems.clone();
+            by_hash.sort_by(|x, y| (x.0, x.2).cmp(&(y.0, y.2)));
+            let order: Vec<(u64, u64)> = by_hash.iter().map(|&(pr, e, _, _)| (pr, e)).collect();
+            r0 = tree::build(p, &mut self.ed, &order)?;
+            r1 = if self.kind == Kind::ZSet {
+                // Packed sorted sets are already in score order.
+                let mut order = Vec::with_capacity(elems.len());
+                for &(_, e, _, val) in &elems {
+                    order.push((score_key(score_of(val)?), e));
+                }
+                tree::build(p, &mut self.ed, &order)?
+            } else {
+                0
+            };
+        }
+        self.repr = Repr::Tree { r0, r1 };
+        Ok(())
+    }
+
+    /// The item value and type to publish.
+    fn encode(&self) -> (u64, Vec<u8>) {
+        match &self.repr {
+            Repr::Pack(v) => (self.kind.pack_type(), encode(v, self.kind)),
+            Repr::Tree { r0, r1 } => {
+                let mut b = Vec::with_capacity(24);
+                b.extend_from_slice(&r0.to_le_bytes());
+                b.extend_from_slice(&r1.to_le_bytes());
+                b.extend_from_slice(&self.len.to_le_bytes());
+                (self.kind.tree_type(), b)
+            }
+        }
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, Error> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos).ok_or(Error::Corrupt("truncated packed collection"))?;
+        *pos += 1;
+        n |= ((byte & 0x7f) as u64) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(n);
+        }
+    }
+    Err(Error::Corrupt("bad varint in packed collection"))
+}
+
+fn encode(v: &[(Vec<u8>, Vec<u8>)], kind: Kind) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.iter().map(|(k, x)| k.len() + x.len() + 4).sum());
+    for (k, val) in v {
+        put_varint(&mut out, k.len() as u64);
+        out.extend_from_slice(k);
+        if kind.has_value() {
+            put_varint(&mut out, val.len() as u64);
+            out.extend_from_slice(val);
+        }
+    }
+    out
+}
+
+fn decode(b: &[u8], kind: Kind) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let take = |pos: &mut usize, n: u64| -> Result<Vec<u8>, Error> {
+        let end = pos.checked_add(n as usize).filter(|&e| e <= b.len()).ok_or(Error::Corrupt("truncated packed collection"))?;
+        let s = b[*pos..end].to_vec();
+        *pos = end;
+        Ok(s)
+    };
+    while pos < b.len() {
+        let kl = get_varint(b, &mut pos)?;
+        let k = take(&mut pos, kl)?;
+        let v = if kind.has_value() {
+            let vl = get_varint(b, &mut pos)?;
+            take(&mut pos, vl)?
+        } else {
+            Vec::new()
+        };
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// The tree roots of a tree item (for dropping and checking), or None for other items.
+pub(crate) fn tree_roots(a: &Arena, it: &ItemView) -> Result<Option<(u64, u64)>, Error> {
+    let ty = it.ty();
+    if !item::is_tree_type(ty) {
+        return Ok(None);
+    }
+    let mut raw = Vec::new();
+    it.raw_value(a, &mut raw)?;
+    if raw.len() != 24 {
+        return Err(Error::Corrupt("tree item of the wrong size"));
+    }
+    let w = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+    Ok(Some((w(0), w(1))))
+}
+
+/// Every block a tree item owns beyond itself: nodes of both trees and the elements (once).
+pub(crate) fn owned_blocks(a: &Arena, it: &ItemView) -> Result<Vec<u64>, Error> {
+    let mut out = Vec::new();
+    if let Some((r0, r1)) = tree_roots(a, it)? {
+        tree::for_each_block(a, r0, true, &mut |b, _| {
+            out.push(b);
+            Ok(())
+        })?;
+        tree::for_each_block(a, r1, false, &mut |b, _| {
+            out.push(b);
+            Ok(())
+        })?;
+    }
+    Ok(out)
+}
+
+/// The checker's part for a tree item: both trees well formed, in order, agreeing on
+/// their elements and with the item's count, and no block of theirs on a free list.
+pub(crate) fn check_item(
+    a: &Arena,
+    it: &ItemView,
+    free: &std::collections::HashMap<u64, u64>,
+    r: &mut crate::Report,
+) -> Result<(), Error> {
+    let Some((r0, r1)) = tree_roots(a, it)? else { return Ok(()) };
+    let mut key = Vec::new();
+    it.key(a, &mut key)?;
+    let name = String::from_utf8_lossy(&key).into_owned();
+    let kind = match it.type_() {
+        crate::Type::Hash => Kind::Hash,
+        crate::Type::List => Kind::List,
+        crate::Type::Set => Kind::Set,
+        _ => Kind::ZSet,
+    };
+    r.trees += 1;
+    let seed = a.seed();
+    let (mut k, mut v) = (Vec::new(), Vec::new());
+    let mut prev: Option<(u64, Vec<u8>)> = None;
+    let mut elems0 = Vec::new();
+    let mut problems = tree::check(a, r0, &mut |prefix, e| {
+        tree::read_elem(a, e, &mut k, &mut v)?;
+        elems0.push(e);
+        if kind != Kind::List {
+            if prefix != field_hash(seed, &k) {
+                r.problems.push(format!("{name}: element with a wrong hash prefix"));
+            }
+            let cur = (prefix, k.clone());
+            if prev.as_ref().is_some_and(|p| *p >= cur) {
+                r.problems.push(format!("{name}: elements out of hash order"));
+            }
+            prev = Some(cur);
+        }
+        Ok(())
+    })?;
+    let mut elems1 = Vec::new();
+    if kind == Kind::ZSet {
+        let mut prev: Option<(u64, Vec<u8>)> = None;
+        problems.extend(tree::check(a, r1, &mut |prefix, e| {
+            tree::read_elem(a, e, &mut k, &mut v)?;
+            elems1.push(e);
+            if prefix != score_key(score_of(&v)?) {
+                r.problems.push(format!("{name}: score prefix disagrees with the score"));
+            }
+            let cur = (prefix, k.clone());
+            if prev.as_ref().is_some_and(|p| *p >= cur) {
+                r.problems.push(format!("{name}: elements out of score order"));
+            }
+            prev = Some(cur);
+            Ok(())
+        })?);
+        let (mut s0, mut s1) = (elems0.clone(), elems1);
+        s0.sort_unstable();
+        s1.sort_unstable();
+        if s0 != s1 {
+            r.problems.push(format!("{name}: the two sorted-set trees hold different elements"));
+        }
+    }
+    let mut raw = Vec::new();
+    it.raw_value(a, &mut raw)?;
+    let count = u64::from_le_bytes(raw[16..24].try_into().unwrap());
+    if count != elems0.len() as u64 {
+        r.problems.push(format!("{name}: item says {count} elements, tree holds {}", elems0.len()));
+    }
+    for b in owned_blocks(a, it)? {
+        if free.contains_key(&b) {
+            r.problems.push(format!("{name}: tree block {b:#x} is on a free list"));
+        }
+        r.tree_bytes += a.block_size(b)?;
+    }
+    r.problems.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
+    Ok(())
+}
+
+/// Builds a deep copy of a collection item under a new key (COPY): a packed item's bytes
+/// are copied as they are; a tree is rebuilt from its elements.
+pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u64, version: u64) -> Result<u64, Error> {
+    let a = &**p.arena();
+    let ty = it.ty();
+    let mut raw = Vec::new();
+    it.raw_value(a, &mut raw)?;
+    if item::is_tree_type(ty) {
+        let (r0, r1) = tree_roots(a, it)?.unwrap_or((0, 0));
+        let mut ed = Edit::default();
+        let r = (|| -> Result<Vec<u8>, Error> {
+            let mut map = std::collections::HashMap::new();
+            let mut order0 = Vec::new();
+            let (mut k, mut v) = (Vec::new(), Vec::new());
+            tree::walk(a, r0, 0, tree::count(a, r0)?, &mut |prefix, e| {
+                tree::read_elem(a, e, &mut k, &mut v)?;
+                let ne = ed.elem(p, &k, &v)?;
+                map.insert(e, ne);
+                order0.push((prefix, ne));
+                Ok(true)
+            })?;
+            let n0 = tree::build(p, &mut ed, &order0)?;
+            let mut order1 = Vec::new();
+            tree::walk(a, r1, 0, tree::count(a, r1)?, &mut |prefix, e| {
+                order1.push((prefix, *map.get(&e).ok_or(Error::Corrupt("sorted-set trees disagree"))?));
+                Ok(true)
+            })?;
+            let n1 = tree::build(p, &mut ed, &order1)?;
+            let mut b = Vec::with_capacity(24);
+            b.extend_from_slice(&n0.to_le_bytes());
+            b.extend_from_slice(&n1.to_le_bytes());
+            b.extend_from_slice(&(order0.len() as u64).to_le_bytes());
+            Ok(b)
+        })();
+        match r {
+            Ok(b) => raw = b,
+            Err(e) => {
+                ed.abandon(p);
+                return Err(e);
+            }
+        }
+        // The copy is published by the caller; its blocks stay allocated.
+        drop(ed);
+    }
+    item::build(p, &NewItem { key, value: Value::Coll(ty, &raw), expire_at, cflags: 0, version })
+}
+
+impl Handle {
+    /// Reads the collection under `key`: `f` gets a consistent snapshot. Ok(None) if the
+    /// key is missing; `WRONGTYPE` if it holds another kind of value.
+    pub fn coll_read<R>(&self, db: u32, key: &[u8], kind: Kind, f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>) -> Result<Option<R>, Error> {
+        let limits = self.store.limits();
+        self.read(db, key, |a, it| {
+            let mut c = Coll::open(a, None, kind, Some(it), limits)?;
+            f(&mut c)
+        })
+    }
+
+    /// Edits the collection under `key` (an empty one if it is missing and `create`; if it
+    /// is missing and not `create`, `f` is not called and the result is None). When `f`
+    /// returns Ok, its changes are published at once (a collection left empty is deleted);
+    /// when it returns an error, nothing changes.
+    pub fn coll_write<R>(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        kind: Kind,
+        create: bool,
+        f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>,
+    ) -> Result<Option<R>, Error> {
+        let limits = self.store.limits_arc();
+        let mut ed_out = None;
+        let r = self.write(db, key, |p, old| {
+            let a = &**p.arena();
+            if old.is_none() && !create {
+                return Ok((Action::Keep, None));
+            }
+            let mut c = Coll::open(a, Some(p), kind, old, &limits)?;
+            let r = match f(&mut c) {
+                Ok(r) => r,
+                Err(e) => {
+                    std::mem::take(&mut c.ed).abandon(p);
+                    return Err(e);
+                }
+            };
+            if !c.dirty {
+                return Ok((Action::Keep, Some(r)));
+            }
+            let ed = std::mem::take(&mut c.ed);
+            if c.len == 0 {
+                ed_out = Some(ed);
+                return Ok((Action::Drop, Some(r)));
+            }
+            let (ty, bytes) = c.encode();
+            let expire_at = match old {
+                Some(o) => o.expire_at(a)?,
+                None => 0,
+            };
+            let built = p.next_version().map_err(Error::from).and_then(|version| {
+                item::build(p, &NewItem { key, value: Value::Coll(ty, &bytes), expire_at, cflags: 0, version })
+            });
+            match built {
+                Ok(off) => {
+                    ed_out = Some(ed);
+                    Ok((Action::Update(off), Some(r)))
+                }
+                Err(e) => {
+                    ed.abandon(p);
+                    Err(e)
+                }
+            }
+        });
+        match (&r, ed_out) {
+            (Ok(_), Some(ed)) => {
+                let _g = self.p.pin();
+                for off in ed.replaced {
+                    self.p.retire(off)?;
+                }
+            }
+            (Err(_), Some(ed)) => ed.abandon(&self.p),
+            _ => {}
+        }
+        if matches!(r, Ok(Some(_))) {
+            let _ = self.after_delete(db, key);
+        }
+        r
+    }
+}

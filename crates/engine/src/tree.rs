@@ -1,0 +1,653 @@
+//! The persistent (copy-on-write) counted B+tree that holds large collections.
+//!
+//! A tree is a sequence of *elements* (arena blocks `klen u32 | vlen u32 | key | value`).
+//! Every node records how many elements lie beneath each child, so the tree is addressed by
+//! position (`nth`, `insert_at`, `remove_at`): a list uses positions directly, and an ordered
+//! collection (hash, set, sorted set) finds the position of a key with [`seek`], which
+//! compares a 64-bit `prefix` per element (the field's hash, or a sortable score) before it
+//! ever reads key bytes.
+//!
+//! ```text
+//!   node   @0  u32  INNER bit | n          (entries in this node)
+//!          @4  u32  0
+//!          @8  u64  elements beneath this node
+//!          @16 n × leaf entry  { prefix u64, elem u64 }                       16 bytes
+//!           or n × inner entry { prefix u64, min elem u64, child u64, count u64 }  32 bytes
+//! ```
+//!
+//! An inner entry carries its child's smallest element (prefix and offset) so a search
+//! descends without reading the child. Published nodes never change: a mutation copies the
+//! nodes on its path into fresh blocks ([`Edit::fresh`]) and lists the ones it replaced
+//! ([`Edit::replaced`]); the caller publishes the new root through the index and retires the
+//! replaced nodes, so a reader that holds the old root keeps a whole, consistent version,
+//! and a writer that dies before publishing leaves the old version untouched.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use larder_arena::{Arena, Participant};
+
+use crate::Error;
+
+const INNER: u32 = 1 << 31;
+/// Entries per leaf and per inner node. 32 × 16 bytes and 16 × 32 bytes: both node kinds
+/// are 528-byte blocks, and a path copy in a tree of a million elements touches 5 of them.
+pub(crate) const LEAF_MAX: usize = 32;
+pub(crate) const INNER_MAX: usize = 16;
+const HEAD: u64 = 16;
+
+/// One entry of a node, leaf or inner (a leaf entry leaves `child` 0 and `count` 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ent {
+    pub prefix: u64,
+    /// The element (leaf), or the child's first element (inner).
+    pub elem: u64,
+    pub child: u64,
+    pub count: u64,
+}
+
+/// A node read out of the arena (nodes are small: one copy, then plain reads).
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub inner: bool,
+    pub n: usize,
+    pub ents: [Ent; LEAF_MAX],
+}
+
+impl Node {
+    fn new(inner: bool) -> Node {
+        Node { inner, n: 0, ents: [Ent::default(); LEAF_MAX] }
+    }
+
+    fn max(&self) -> usize {
+        if self.inner {
+            INNER_MAX
+        } else {
+            LEAF_MAX
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.ents[..self.n].iter().map(|e| e.count).sum()
+    }
+
+    fn first(&self) -> Ent {
+        self.ents[0]
+    }
+
+    fn insert(&mut self, i: usize, e: Ent) {
+        self.ents.copy_within(i..self.n, i + 1);
+        self.ents[i] = e;
+        self.n += 1;
+    }
+
+    fn remove(&mut self, i: usize) -> Ent {
+        let e = self.ents[i];
+        self.ents.copy_within(i + 1..self.n, i);
+        self.n -= 1;
+        e
+    }
+
+    pub(crate) fn read(a: &Arena, off: u64) -> Result<Node, Error> {
+        let mut head = [0u8; HEAD as usize];
+        a.read(off, &mut head)?;
+        let w = u32::from_le_bytes(head[0..4].try_into().unwrap());
+        let inner = w & INNER != 0;
+        let n = (w & 0xffff) as usize;
+        let mut node = Node::new(inner);
+        if n == 0 || n > node.max() {
+            return Err(Error::Corrupt("tree node with a bad entry count"));
+        }
+        node.n = n;
+        let esz = if inner { 32 } else { 16 };
+        let mut buf = [0u8; LEAF_MAX * 16];
+        a.read(off + HEAD, &mut buf[..n * esz])?;
+        for (i, e) in node.ents[..n].iter_mut().enumerate() {
+            let b = &buf[i * esz..];
+            let w = |k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
+            *e = if inner {
+                Ent { prefix: w(0), elem: w(1), child: w(2), count: w(3) }
+            } else {
+                Ent { prefix: w(0), elem: w(1), child: 0, count: 1 }
+            };
+        }
+        Ok(node)
+    }
+
+    fn write(&self, p: &Participant) -> Result<u64, Error> {
+        let esz = if self.inner { 32 } else { 16 };
+        let size = HEAD as usize + self.n * esz;
+        let mut buf = [0u8; HEAD as usize + LEAF_MAX * 16];
+        let w = (self.n as u32) | if self.inner { INNER } else { 0 };
+        buf[0..4].copy_from_slice(&w.to_le_bytes());
+        buf[8..16].copy_from_slice(&self.count().to_le_bytes());
+        for (i, e) in self.ents[..self.n].iter().enumerate() {
+            let o = HEAD as usize + i * esz;
+            buf[o..o + 8].copy_from_slice(&e.prefix.to_le_bytes());
+            buf[o + 8..o + 16].copy_from_slice(&e.elem.to_le_bytes());
+            if self.inner {
+                buf[o + 16..o + 24].copy_from_slice(&e.child.to_le_bytes());
+                buf[o + 24..o + 32].copy_from_slice(&e.count.to_le_bytes());
+            }
+        }
+        let off = p.alloc(size as u64)?;
+        p.arena().write(off, &buf[..size])?;
+        Ok(off)
+    }
+}
+
+/// Elements beneath a node (its header's count).
+pub(crate) fn count(a: &Arena, node: u64) -> Result<u64, Error> {
+    if node == 0 {
+        return Ok(0);
+    }
+    Ok(a.u64(node + 8)?.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+// ---- elements ----
+
+/// Allocates an element holding `key` and `val`.
+pub(crate) fn new_elem(p: &Participant, key: &[u8], val: &[u8]) -> Result<u64, Error> {
+    if key.len() > u32::MAX as usize || val.len() > u32::MAX as usize {
+        return Err(Error::TooLarge);
+    }
+    let off = p.alloc(8 + key.len() as u64 + val.len() as u64)?;
+    let a = p.arena();
+    let mut head = [0u8; 8];
+    head[0..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    head[4..8].copy_from_slice(&(val.len() as u32).to_le_bytes());
+    a.write(off, &head)?;
+    a.write(off + 8, key)?;
+    a.write(off + 8 + key.len() as u64, val)?;
+    Ok(off)
+}
+
+/// An element's key and value lengths.
+pub(crate) fn elem_lens(a: &Arena, e: u64) -> Result<(u64, u64), Error> {
+    let mut head = [0u8; 8];
+    a.read(e, &mut head)?;
+    let k = u32::from_le_bytes(head[0..4].try_into().unwrap()) as u64;
+    let v = u32::from_le_bytes(head[4..8].try_into().unwrap()) as u64;
+    if (e + 8).checked_add(k + v).is_none_or(|end| end > a.capacity()) {
+        return Err(Error::Corrupt("element extends past the arena"));
+    }
+    Ok((k, v))
+}
+
+/// Appends an element's key to `k` and value to `v` (both cleared first).
+pub(crate) fn read_elem(a: &Arena, e: u64, k: &mut Vec<u8>, v: &mut Vec<u8>) -> Result<(), Error> {
+    let (kl, vl) = elem_lens(a, e)?;
+    k.clear();
+    v.clear();
+    a.read_append(e + 8, kl as usize, k)?;
+    a.read_append(e + 8 + kl, vl as usize, v)?;
+    Ok(())
+}
+
+/// Appends an element's key to `k` (cleared first).
+pub(crate) fn read_key(a: &Arena, e: u64, k: &mut Vec<u8>) -> Result<(), Error> {
+    let (kl, _) = elem_lens(a, e)?;
+    k.clear();
+    a.read_append(e + 8, kl as usize, k)?;
+    Ok(())
+}
+
+// ---- reads ----
+
+/// The element at position `i` (0-based), with its prefix.
+pub(crate) fn nth(a: &Arena, root: u64, mut i: u64) -> Result<(u64, u64), Error> {
+    let mut node = root;
+    for _ in 0..64 {
+        let n = Node::read(a, node)?;
+        if !n.inner {
+            let e = n.ents.get(i as usize).filter(|_| (i as usize) < n.n).ok_or(Error::Corrupt("tree position out of range"))?;
+            return Ok((e.prefix, e.elem));
+        }
+        let mut next = None;
+        for e in &n.ents[..n.n] {
+            if i < e.count {
+                next = Some(e.child);
+                break;
+            }
+            i -= e.count;
+        }
+        node = next.ok_or(Error::Corrupt("tree position out of range"))?;
+    }
+    Err(Error::Corrupt("tree too deep"))
+}
+
+/// The position of the first element that is not less than the target (a lower bound).
+/// `cmp(prefix, elem)` orders an element against the target.
+pub(crate) fn seek(
+    a: &Arena,
+    root: u64,
+    cmp: &mut dyn FnMut(u64, u64) -> Result<Ordering, Error>,
+) -> Result<u64, Error> {
+    if root == 0 {
+        return Ok(0);
+    }
+    let mut node = root;
+    let mut rank = 0;
+    for _ in 0..64 {
+        let n = Node::read(a, node)?;
+        if !n.inner {
+            for (i, e) in n.ents[..n.n].iter().enumerate() {
+                if cmp(e.prefix, e.elem)? != Ordering::Less {
+                    return Ok(rank + i as u64);
+                }
+            }
+            return Ok(rank + n.n as u64);
+        }
+        // The last child whose first element is less than the target holds the bound (or
+        // the bound is the next child's first element, which the leaf scan reports as "one
+        // past its end").
+        let mut pick = 0;
+        for i in 1..n.n {
+            if cmp(n.ents[i].prefix, n.ents[i].elem)? == Ordering::Less {
+                pick = i;
+            } else {
+                break;
+            }
+        }
+        rank += n.ents[..pick].iter().map(|e| e.count).sum::<u64>();
+        node = n.ents[pick].child;
+    }
+    Err(Error::Corrupt("tree too deep"))
+}
+
+/// Calls `f(prefix, elem)` for positions `from..to`, in order; `f` returns false to stop.
+pub(crate) fn walk(
+    a: &Arena,
+    root: u64,
+    from: u64,
+    to: u64,
+    f: &mut dyn FnMut(u64, u64) -> Result<bool, Error>,
+) -> Result<(), Error> {
+    if root == 0 || from >= to {
+        return Ok(());
+    }
+    walk_node(a, root, from, to, 0, f).map(|_| ())
+}
+
+fn walk_node(
+    a: &Arena,
+    node: u64,
+    from: u64,
+    to: u64,
+    depth: u32,
+    f: &mut dyn FnMut(u64, u64) -> Result<bool, Error>,
+) -> Result<bool, Error> {
+    if depth > 64 {
+        return Err(Error::Corrupt("tree too deep"));
+    }
+    let n = Node::read(a, node)?;
+    let mut base = 0u64;
+    for e in &n.ents[..n.n] {
+        let end = base + e.count;
+        if end > from && base < to {
+            if n.inner {
+                if !walk_node(a, e.child, from.saturating_sub(base), to - base, depth + 1, f)? {
+                    return Ok(false);
+                }
+            } else if !f(e.prefix, e.elem)? {
+                return Ok(false);
+            }
+        }
+        base = end;
+        if base >= to {
+            break;
+        }
+    }
+    Ok(true)
+}
+
+/// Calls `f` for every node and (when `elems`) every element of the tree: what a drop
+/// retires, and what the checker accounts for.
+pub(crate) fn for_each_block(a: &Arena, root: u64, elems: bool, f: &mut dyn FnMut(u64, bool) -> Result<(), Error>) -> Result<(), Error> {
+    fn go(a: &Arena, node: u64, elems: bool, depth: u32, f: &mut dyn FnMut(u64, bool) -> Result<(), Error>) -> Result<(), Error> {
+        if depth > 64 {
+            return Err(Error::Corrupt("tree too deep"));
+        }
+        let n = Node::read(a, node)?;
+        for e in &n.ents[..n.n] {
+            if n.inner {
+                go(a, e.child, elems, depth + 1, f)?;
+            } else if elems {
+                f(e.elem, false)?;
+            }
+        }
+        f(node, true)
+    }
+    if root == 0 {
+        return Ok(());
+    }
+    go(a, root, elems, 0, f)
+}
+
+// ---- writes ----
+
+/// The blocks one mutation session allocated (not yet published: free them on failure)
+/// and the published blocks it replaced (retire them once the new root is published).
+#[derive(Default)]
+pub(crate) struct Edit {
+    pub fresh: HashSet<u64>,
+    pub replaced: Vec<u64>,
+}
+
+impl Edit {
+    /// A block this session no longer references: freed at once if nobody else can have
+    /// seen it, otherwise retired after publication.
+    pub(crate) fn drop_block(&mut self, p: &Participant, off: u64) -> Result<(), Error> {
+        if self.fresh.remove(&off) {
+            p.free(off)?;
+        } else {
+            self.replaced.push(off);
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, p: &Participant, n: &Node) -> Result<u64, Error> {
+        let off = n.write(p)?;
+        self.fresh.insert(off);
+        Ok(off)
+    }
+
+    pub(crate) fn elem(&mut self, p: &Participant, key: &[u8], val: &[u8]) -> Result<u64, Error> {
+        let off = new_elem(p, key, val)?;
+        self.fresh.insert(off);
+        Ok(off)
+    }
+
+    /// Undo: free everything allocated, forget what would have been retired.
+    pub(crate) fn abandon(self, p: &Participant) {
+        for off in self.fresh {
+            let _ = p.free(off);
+        }
+    }
+}
+
+fn inner_ent(n: &Node, off: u64) -> Ent {
+    let f = n.first();
+    Ent { prefix: f.prefix, elem: f.elem, child: off, count: n.count() }
+}
+
+/// Splits a full node that must take one more entry at `i`. Appends keep the left node
+/// full (a list pushed at its tail, a sorted set fed in order); prepends keep the right one
+/// full; otherwise the halves are even.
+fn split_insert(n: &Node, i: usize, e: Ent) -> (Node, Node) {
+    let mut all = [Ent::default(); LEAF_MAX + 1];
+    all[..i].copy_from_slice(&n.ents[..i]);
+    all[i] = e;
+    all[i + 1..n.n + 1].copy_from_slice(&n.ents[i..n.n]);
+    let total = n.n + 1;
+    let cut = if i == n.n {
+        n.n
+    } else if i == 0 {
+        1
+    } else {
+        total / 2
+    };
+    let mut l = Node::new(n.inner);
+    let mut r = Node::new(n.inner);
+    l.ents[..cut].copy_from_slice(&all[..cut]);
+    l.n = cut;
+    r.ents[..total - cut].copy_from_slice(&all[cut..total]);
+    r.n = total - cut;
+    (l, r)
+}
+
+/// Inserts `(prefix, elem)` at position `i`; returns the new root.
+pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefix: u64, elem: u64) -> Result<u64, Error> {
+    let a = &**p.arena();
+    if root == 0 {
+        let mut n = Node::new(false);
+        n.insert(0, Ent { prefix, elem, child: 0, count: 1 });
+        return ed.put(p, &n);
+    }
+    let (l, r) = insert_rec(p, a, ed, root, i, Ent { prefix, elem, child: 0, count: 1 }, 0)?;
+    match r {
+        None => Ok(l.1),
+        Some(r) => {
+            let mut n = Node::new(true);
+            n.insert(0, inner_ent(&l.0, l.1));
+            n.insert(1, inner_ent(&r.0, r.1));
+            ed.put(p, &n)
+        }
+    }
+}
+
+type Written = (Node, u64);
+
+fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: Ent, depth: u32) -> Result<(Written, Option<Written>), Error> {
+    if depth > 64 {
+        return Err(Error::Corrupt("tree too deep"));
+    }
+    let mut n = Node::read(a, node)?;
+    let (pos, ent) = if n.inner {
+        // Descend into the child covering position i; a position on a boundary goes to the
+        // end of the left child (so appends stay in the last leaf).
+        let mut k = 0;
+        let mut base = 0;
+        while k + 1 < n.n && i > base + n.ents[k].count {
+            base += n.ents[k].count;
+            k += 1;
+        }
+        let (l, r) = insert_rec(p, a, ed, n.ents[k].child, i - base, e, depth + 1)?;
+        n.ents[k] = inner_ent(&l.0, l.1);
+        match r {
+            None => {
+                ed.drop_block(p, node)?;
+                let off = ed.put(p, &n)?;
+                return Ok(((n, off), None));
+            }
+            Some(r) => (k + 1, inner_ent(&r.0, r.1)),
+        }
+    } else {
+        (i as usize, e)
+    };
+    if pos > n.n {
+        return Err(Error::Corrupt("tree position out of range"));
+    }
+    ed.drop_block(p, node)?;
+    if n.n < n.max() {
+        n.insert(pos, ent);
+        let off = ed.put(p, &n)?;
+        Ok(((n, off), None))
+    } else {
+        let (l, r) = split_insert(&n, pos, ent);
+        let lo = ed.put(p, &l)?;
+        let ro = ed.put(p, &r)?;
+        Ok(((l, lo), Some((r, ro))))
+    }
+}
+
+/// Replaces the element at position `i`; returns the new root and the old element.
+pub(crate) fn replace_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefix: u64, elem: u64) -> Result<(u64, u64), Error> {
+    let a = &**p.arena();
+    let mut old = 0;
+    let (_, off) = replace_rec(p, a, ed, root, i, prefix, elem, &mut old, 0)?;
+    Ok((off, old))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, prefix: u64, elem: u64, old: &mut u64, depth: u32) -> Result<Written, Error> {
+    if depth > 64 {
+        return Err(Error::Corrupt("tree too deep"));
+    }
+    let mut n = Node::read(a, node)?;
+    if n.inner {
+        let (k, base) = child_at(&n, i)?;
+        let w = replace_rec(p, a, ed, n.ents[k].child, i - base, prefix, elem, old, depth + 1)?;
+        n.ents[k] = inner_ent(&w.0, w.1);
+    } else {
+        let e = n.ents.get_mut(i as usize).filter(|_| (i as usize) < n.n).ok_or(Error::Corrupt("tree position out of range"))?;
+        *old = e.elem;
+        e.prefix = prefix;
+        e.elem = elem;
+    }
+    ed.drop_block(p, node)?;
+    let off = ed.put(p, &n)?;
+    Ok((n, off))
+}
+
+fn child_at(n: &Node, i: u64) -> Result<(usize, u64), Error> {
+    let mut base = 0;
+    for k in 0..n.n {
+        if i < base + n.ents[k].count {
+            return Ok((k, base));
+        }
+        base += n.ents[k].count;
+    }
+    Err(Error::Corrupt("tree position out of range"))
+}
+
+/// Removes the element at position `i`; returns the new root (0 when the tree is empty)
+/// and the removed element.
+pub(crate) fn remove_at(p: &Participant, ed: &mut Edit, root: u64, i: u64) -> Result<(u64, u64), Error> {
+    let a = &**p.arena();
+    let mut old = 0;
+    let w = remove_rec(p, a, ed, root, i, &mut old, 0)?;
+    let mut root = match w {
+        None => 0,
+        Some((_, off)) => off,
+    };
+    // A root with one child gives way to the child.
+    while root != 0 {
+        let n = Node::read(a, root)?;
+        if n.inner && n.n == 1 {
+            ed.drop_block(p, root)?;
+            root = n.ents[0].child;
+        } else {
+            break;
+        }
+    }
+    Ok((root, old))
+}
+
+fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old: &mut u64, depth: u32) -> Result<Option<Written>, Error> {
+    if depth > 64 {
+        return Err(Error::Corrupt("tree too deep"));
+    }
+    let mut n = Node::read(a, node)?;
+    if n.inner {
+        let (k, base) = child_at(&n, i)?;
+        match remove_rec(p, a, ed, n.ents[k].child, i - base, old, depth + 1)? {
+            None => {
+                n.remove(k);
+            }
+            Some((c, coff)) => {
+                n.ents[k] = inner_ent(&c, coff);
+                // An underfull child merges with a neighbour when both fit in one node.
+                if c.n < c.max() / 4 && n.n > 1 {
+                    let j = if k + 1 < n.n { k + 1 } else { k - 1 };
+                    let (lk, rk) = (k.min(j), k.max(j));
+                    let left = if lk == k { c.clone() } else { Node::read(a, n.ents[lk].child)? };
+                    let right = if rk == k { c.clone() } else { Node::read(a, n.ents[rk].child)? };
+                    if left.n + right.n <= c.max() {
+                        let mut m = left.clone();
+                        m.ents[m.n..m.n + right.n].copy_from_slice(&right.ents[..right.n]);
+                        m.n += right.n;
+                        ed.drop_block(p, n.ents[lk].child)?;
+                        ed.drop_block(p, n.ents[rk].child)?;
+                        let moff = ed.put(p, &m)?;
+                        n.ents[lk] = inner_ent(&m, moff);
+                        n.remove(rk);
+                    }
+                }
+            }
+        }
+    } else {
+        if i as usize >= n.n {
+            return Err(Error::Corrupt("tree position out of range"));
+        }
+        *old = n.remove(i as usize).elem;
+    }
+    ed.drop_block(p, node)?;
+    if n.n == 0 {
+        return Ok(None);
+    }
+    let off = ed.put(p, &n)?;
+    Ok(Some((n, off)))
+}
+
+/// Builds a tree from elements already in order, bottom up, with full nodes.
+pub(crate) fn build(p: &Participant, ed: &mut Edit, elems: &[(u64, u64)]) -> Result<u64, Error> {
+    if elems.is_empty() {
+        return Ok(0);
+    }
+    let mut level: Vec<Ent> = Vec::with_capacity(elems.len() / LEAF_MAX + 1);
+    for chunk in elems.chunks(LEAF_MAX) {
+        let mut n = Node::new(false);
+        for &(prefix, elem) in chunk {
+            n.insert(n.n, Ent { prefix, elem, child: 0, count: 1 });
+        }
+        let off = ed.put(p, &n)?;
+        level.push(inner_ent(&n, off));
+    }
+    while level.len() > 1 {
+        let mut up = Vec::with_capacity(level.len() / INNER_MAX + 1);
+        for chunk in level.chunks(INNER_MAX) {
+            let mut n = Node::new(true);
+            for &e in chunk {
+                n.insert(n.n, e);
+            }
+            let off = ed.put(p, &n)?;
+            up.push(inner_ent(&n, off));
+        }
+        level = up;
+    }
+    Ok(level[0].child)
+}
+
+/// Checks a tree's structure: counts agree, separators are each child's first element,
+/// inner nodes hold at least one entry, every leaf is at the same depth. Returns the
+/// element count and calls `f(prefix, elem)` in order.
+pub(crate) fn check(a: &Arena, root: u64, f: &mut dyn FnMut(u64, u64) -> Result<(), Error>) -> Result<Vec<String>, Error> {
+    let mut problems = Vec::new();
+    let mut leaf_depth = None;
+    fn go(
+        a: &Arena,
+        node: u64,
+        depth: u32,
+        leaf_depth: &mut Option<u32>,
+        problems: &mut Vec<String>,
+        f: &mut dyn FnMut(u64, u64) -> Result<(), Error>,
+    ) -> Result<(u64, Ent), Error> {
+        if depth > 64 {
+            return Err(Error::Corrupt("tree too deep"));
+        }
+        let n = Node::read(a, node)?;
+        let stored = count(a, node)?;
+        let mut total = 0;
+        for e in &n.ents[..n.n] {
+            if n.inner {
+                let (c, first) = go(a, e.child, depth + 1, leaf_depth, problems, f)?;
+                if c != e.count {
+                    problems.push(format!("tree node {node:#x}: child count {} but {} below", e.count, c));
+                }
+                if first.prefix != e.prefix || first.elem != e.elem {
+                    problems.push(format!("tree node {node:#x}: separator is not the child's first element"));
+                }
+                total += c;
+            } else {
+                f(e.prefix, e.elem)?;
+                total += 1;
+            }
+        }
+        if !n.inner {
+            match leaf_depth {
+                None => *leaf_depth = Some(depth),
+                Some(d) if *d != depth => problems.push(format!("tree leaf {node:#x} at depth {depth}, others at {d}")),
+                _ => {}
+            }
+        }
+        if stored != total {
+            problems.push(format!("tree node {node:#x}: header count {stored} but {total} below"));
+        }
+        Ok((total, n.first()))
+    }
+    if root != 0 {
+        go(a, root, 0, &mut leaf_depth, &mut problems, f)?;
+    }
+    Ok(problems)
+}

@@ -139,6 +139,9 @@ pub struct Coll<'a> {
     len: u64,
     ed: Edit,
     dirty: bool,
+    /// Something was added (a push onto a list, a new sorted-set member): blocked
+    /// clients may now be served.
+    pushed: bool,
     limits: &'a Limits,
     scratch: Vec<u8>,
 }
@@ -154,6 +157,7 @@ impl<'a> Coll<'a> {
             len: 0,
             ed: Edit::default(),
             dirty: false,
+            pushed: false,
             limits,
             scratch: Vec::new(),
         };
@@ -547,6 +551,7 @@ impl<'a> Coll<'a> {
             return Ok(old);
         }
         self.dirty = true;
+        self.pushed |= old.is_none();
         if old.is_some() {
             self.del(member)?;
         }
@@ -644,6 +649,7 @@ impl<'a> Coll<'a> {
             return Err(Error::Corrupt("collection position out of range"));
         }
         self.dirty = true;
+        self.pushed = true;
         match &mut self.repr {
             Repr::Pack(v) => v.insert(i as usize, (elem.to_vec(), Vec::new())),
             Repr::Tree { r0, .. } => {
@@ -1027,6 +1033,7 @@ impl Handle {
     ) -> Result<Option<R>, Error> {
         let limits = self.store.limits_arc();
         let mut ed_out = None;
+        let mut pushed = false;
         let r = self.write(db, key, |p, old| {
             let a = &**p.arena();
             if old.is_none() && !create {
@@ -1043,6 +1050,7 @@ impl Handle {
             if !c.dirty {
                 return Ok((Action::Keep, Some(r)));
             }
+            pushed = c.pushed && c.len > 0;
             let ed = std::mem::take(&mut c.ed);
             if c.len == 0 {
                 ed_out = Some(ed);
@@ -1079,6 +1087,9 @@ impl Handle {
         }
         if matches!(r, Ok(Some(_))) {
             let _ = self.after_delete(db, key);
+            if pushed {
+                self.store.notify_push();
+            }
         }
         r
     }

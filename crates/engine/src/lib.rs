@@ -210,6 +210,50 @@ impl Store {
         check::check(self)
     }
 
+    /// The push sequence: bumped by every push onto a list or sorted set (by any attached
+    /// process) while some process has declared blocked clients with [`Store::add_blockers`].
+    pub fn push_seq(&self) -> u32 {
+        self.push_word(PUSH_SEQ).map(|w| w.load(std::sync::atomic::Ordering::Acquire)).unwrap_or(0)
+    }
+
+    /// Declares (`delta > 0`) or withdraws blocked clients waiting for pushes; pushes only
+    /// pay for a wake-up while the total is above zero.
+    pub fn add_blockers(&self, delta: i32) {
+        if let Ok(w) = self.push_word(PUSH_BLOCKERS) {
+            w.fetch_add(delta as u32, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    /// Waits until the push sequence differs from `seen`, or `timeout` passes (a futex on
+    /// the shared word, so a push from another process wakes it too).
+    pub fn wait_push(&self, seen: u32, timeout: std::time::Duration) {
+        use rustix::thread::futex;
+        let (Ok(seq), Ok(waiters)) = (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS)) else { return };
+        waiters.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if seq.load(std::sync::atomic::Ordering::SeqCst) == seen {
+            let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: timeout.subsec_nanos() as _ };
+            let _ = futex::wait(seq, futex::Flags::empty(), seen, Some(&ts));
+        }
+        waiters.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// After a push: wakes the waiters of [`Store::wait_push`] if anyone is blocked.
+    pub(crate) fn notify_push(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (Ok(seq), Ok(waiters), Ok(blockers)) = (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS), self.push_word(PUSH_BLOCKERS)) else { return };
+        if blockers.load(SeqCst) == 0 {
+            return;
+        }
+        seq.fetch_add(1, SeqCst);
+        if waiters.load(SeqCst) > 0 {
+            let _ = rustix::thread::futex::wake(seq, rustix::thread::futex::Flags::empty(), u32::MAX);
+        }
+    }
+
+    fn push_word(&self, off: u64) -> Result<&std::sync::atomic::AtomicU32, Error> {
+        Ok(self.inner.arena.u32(larder_arena::ROOT_OFF + off)?)
+    }
+
     /// The collection size thresholds (CONFIG SET changes them for this process).
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
@@ -223,6 +267,11 @@ impl Store {
         &*self.inner.journal
     }
 }
+
+// Words in the engine's root area (after the magic, database count and init lock).
+const PUSH_SEQ: u64 = 16;
+const PUSH_WAITERS: u64 = 20;
+const PUSH_BLOCKERS: u64 = 24;
 
 /// Milliseconds since the Unix epoch.
 #[inline]

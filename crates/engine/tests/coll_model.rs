@@ -393,3 +393,32 @@ fn readers_keep_their_version_while_a_writer_changes_a_tree() {
     w.collect().unwrap();
     checked(&s);
 }
+
+#[test]
+fn a_push_wakes_a_waiter_only_while_someone_is_blocked() {
+    let s = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = s.handle().unwrap();
+    let seq0 = s.push_seq();
+    h.coll_write(0, b"q", Kind::List, true, |c| c.insert_at(0, b"a")).unwrap();
+    assert_eq!(s.push_seq(), seq0, "no blockers: pushes do not touch the sequence");
+    s.add_blockers(1);
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            while s.push_seq() == seq0 && t.elapsed() < std::time::Duration::from_secs(10) {
+                s.wait_push(seq0, std::time::Duration::from_secs(5));
+            }
+            t.elapsed()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // A pop is not a push; a new sorted-set member is.
+    h.coll_write(0, b"q", Kind::List, false, |c| c.remove_at(0)).unwrap();
+    assert_eq!(s.push_seq(), seq0);
+    h.coll_write(0, b"z", Kind::ZSet, true, |c| c.zput(b"m", 1.0)).unwrap();
+    let waited = waiter.join().unwrap();
+    assert!(waited < std::time::Duration::from_secs(5), "waiter slept through the push: {waited:?}");
+    assert_ne!(s.push_seq(), seq0);
+    s.add_blockers(-1);
+}

@@ -7,8 +7,9 @@ pub mod keys;
 pub mod memcache;
 pub mod server;
 pub mod string;
+pub mod zset;
 
 use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
-pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, zset::COMMANDS];

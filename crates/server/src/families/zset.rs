@@ -1153,7 +1153,8 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let items = ctx.h.coll_read(db, key, Kind::ZSet, |c| {
         let n = c.len();
         if count >= n {
-            return read_span(c, 0, n, false);
+            // The whole set, from the highest score down, as Redis's iterator walks it.
+            return read_span(c, 0, n, true);
         }
         // Distinct positions: a partial Fisher-Yates over the positions when the sample is
         // a large part of the set, else rejection sampling.

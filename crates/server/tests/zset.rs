@@ -255,7 +255,7 @@ fn model() {
         let member = format!("m{}", rnd(200)).into_bytes();
         let score = rnd(50) as f64 - 25.0;
         match rnd(8) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let r = send_words(&mut c, &format!("ZADD z {score} {}", String::from_utf8_lossy(&member)));
                 let added = model.insert(member, score).is_none();
                 assert_eq!(r, format!(":{}\r\n", added as u8).into_bytes(), "step {step}");

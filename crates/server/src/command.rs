@@ -233,6 +233,66 @@ impl std::hash::Hasher for FnvHasher {
     }
 }
 
+/// An open-addressed table from a command name's first 8 bytes (lowercased) and its
+/// length to the command's index.
+struct NameIndex {
+    slots: Vec<(u64, u16, u16, &'static str)>,
+}
+
+const NAME_SLOTS: usize = 1024;
+
+impl Default for NameIndex {
+    fn default() -> Self {
+        NameIndex { slots: vec![(0, 0, u16::MAX, ""); NAME_SLOTS] }
+    }
+}
+
+impl NameIndex {
+    #[inline]
+    fn key(name: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        for (d, &b) in w.iter_mut().zip(name) {
+            *d = b.to_ascii_lowercase();
+        }
+        u64::from_le_bytes(w)
+    }
+
+    #[inline]
+    fn home(key: u64, len: usize) -> usize {
+        ((key ^ (len as u64).rotate_left(56)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+    }
+
+    fn insert(&mut self, name: &'static str, idx: usize) {
+        let (key, len) = (Self::key(name.as_bytes()), name.len() as u16);
+        let mut h = Self::home(key, name.len());
+        while self.slots[h].2 != u16::MAX {
+            h = (h + 1) % NAME_SLOTS;
+        }
+        self.slots[h] = (key, len, idx as u16, name);
+    }
+
+    /// The command with this name, any case.
+    #[inline]
+    fn get(&self, name: &[u8]) -> Option<usize> {
+        if name.len() > 64 {
+            return None;
+        }
+        let key = Self::key(name);
+        let mut h = Self::home(key, name.len());
+        loop {
+            let (k, l, i, full) = self.slots[h];
+            if i == u16::MAX {
+                return None;
+            }
+            // The first 8 bytes and the length match; a longer name must match in full.
+            if k == key && l as usize == name.len() && (name.len() <= 8 || name[8..].eq_ignore_ascii_case(&full.as_bytes()[8..])) {
+                return Some(i as usize);
+            }
+            h = (h + 1) & (NAME_SLOTS - 1);
+        }
+    }
+}
+
 pub struct Table {
     /// Every command, then every subcommand of the container commands (named
     /// `parent|sub`, as Redis names them in COMMAND, CLIENT LIST and INFO commandstats).
@@ -240,6 +300,9 @@ pub struct Table {
     by_name: HashMap<&'static str, usize, Fnv>,
     by_full_name: HashMap<&'static str, usize, Fnv>,
     children: Vec<Vec<usize>>,
+    /// The wire-name index [`Table::lookup`] probes: every command is found with one
+    /// multiply and a compare or two, without lowercasing the name into a buffer first.
+    fast: NameIndex,
 }
 
 impl Table {
@@ -250,18 +313,11 @@ impl Table {
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
     }
-    /// Looks a command up by name, case-insensitively, without allocating for short names.
-    /// Subcommands are not found this way (`client|list` is not a command name on the wire).
+    /// Looks a command up by name, case-insensitively. Subcommands are not found this way
+    /// (`client|list` is not a command name on the wire).
+    #[inline]
     pub fn lookup(&self, name: &[u8]) -> Option<usize> {
-        let mut buf = [0u8; 32];
-        if name.len() > buf.len() {
-            return None;
-        }
-        for (d, s) in buf.iter_mut().zip(name) {
-            *d = s.to_ascii_lowercase();
-        }
-        let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
-        self.by_name.get(lower).copied()
+        self.fast.get(name)
     }
     /// A subcommand of command `parent` by its name on the wire (`LIST` of `CLIENT LIST`).
     pub fn lookup_sub(&self, parent: usize, sub: &[u8]) -> Option<usize> {
@@ -317,7 +373,13 @@ pub fn table() -> &'static Table {
             children[p].push(i);
             by_full_name.insert(sub.name, i);
         }
-        Table { specs, by_name, by_full_name, children }
+        let mut fast = NameIndex::default();
+        for (i, spec) in specs.iter().enumerate() {
+            if !spec.name.contains('|') {
+                fast.insert(spec.name, i);
+            }
+        }
+        Table { specs, by_name, by_full_name, children, fast }
     })
 }
 
@@ -465,5 +527,35 @@ fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
     log.entries.push_front(entry);
     while log.entries.len() > max {
         log.entries.pop_back();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_by_its_wire_name_in_any_case() {
+        let t = table();
+        for i in t.commands() {
+            let name = t.specs[i].name;
+            assert_eq!(t.lookup(name.as_bytes()), Some(i), "{name}");
+            assert_eq!(t.lookup(name.to_ascii_uppercase().as_bytes()), Some(i), "{name}");
+            let mixed: String = name.chars().enumerate().map(|(k, c)| if k % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+            assert_eq!(t.lookup(mixed.as_bytes()), Some(i), "{mixed}");
+            // Near misses are not commands.
+            assert_eq!(t.lookup(format!("{name}x").as_bytes()), None, "{name}x");
+            if name.len() > 1 {
+                assert_eq!(t.lookup(&name.as_bytes()[..name.len() - 1]).map(|j| t.specs[j].name), None.or(t.lookup_full(&name[..name.len() - 1]).map(|j| t.specs[j].name)));
+            }
+            let mut tail = name.as_bytes().to_vec();
+            *tail.last_mut().unwrap() ^= 0x01;
+            if let Some(j) = t.lookup(&tail) {
+                assert!(t.specs[j].name.as_bytes().eq_ignore_ascii_case(&tail));
+            }
+        }
+        assert_eq!(t.lookup(b"client|list"), None);
+        assert_eq!(t.lookup(b""), None);
+        assert_eq!(t.lookup(&[b'g'; 100]), None);
     }
 }

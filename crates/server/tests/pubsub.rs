@@ -256,3 +256,27 @@ fn slow_subscriber_is_disconnected_past_the_pubsub_hard_limit() {
     let shared = &t.server.as_ref().unwrap().shared;
     assert!(!shared.clients.lock().unwrap().contains_key(&slow_id));
 }
+
+#[test]
+fn slow_subscriber_is_disconnected_once_over_the_soft_limit_for_its_seconds() {
+    let t = start();
+    let (mut slow, mut p) = one_per_worker(&t);
+    // No hard limit: only the soft one (64 KiB for more than 1 s) can cut the client off.
+    p.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 0 64kb 1"]), b"+OK\r\n");
+    socket2::SockRef::from(&slow.s).set_recv_buffer_size(4096).unwrap();
+    ask(&mut slow, &[b"SUBSCRIBE", b"soft"]);
+    let payload = vec![b'y'; 16 * 1024];
+    // Well past what the kernel's socket buffers absorb.
+    for _ in 0..600 {
+        let r = ask(&mut p, &[b"PUBLISH", b"soft", &payload]);
+        assert!(r == ":1\r\n" || r == ":0\r\n", "{r}");
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    // The next delivery finds the buffer over the soft limit for more than a second.
+    ask(&mut p, &[b"PUBLISH", b"soft", b"last"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while numsub(&mut p, "soft") != "*2\r\n$4\r\nsoft\r\n:0\r\n" {
+        assert!(Instant::now() < deadline, "slow subscriber still connected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

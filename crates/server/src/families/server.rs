@@ -721,6 +721,11 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("pexpireat", &["RW", "update"]),
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
+    ("watch", &["RO"]),
+    // Shard channels stand where keys would (cluster slots), but are not keys.
+    ("ssubscribe", &["not_key"]),
+    ("sunsubscribe", &["not_key"]),
+    ("spublish", &["not_key"]),
 ];
 
 /// Key-spec flags for a command's keys: [`KEY_FLAGS`], else from its read/write flags.

@@ -69,6 +69,8 @@ pub struct ClientInfo {
     pub last_ms: AtomicU64,
     pub qbuf: AtomicU64,
     pub obuf: AtomicU64,
+    /// Bytes of pub/sub messages in its worker's mailbox, not yet in its output buffer.
+    pub pending: AtomicU64,
     pub killed: AtomicBool,
     pub no_evict: AtomicBool,
     /// The socket's file descriptor (CLIENT LIST `fd`).
@@ -108,6 +110,7 @@ impl ClientInfo {
             last_ms: AtomicU64::new(now_ms),
             qbuf: Default::default(),
             obuf: Default::default(),
+            pending: Default::default(),
             killed: Default::default(),
             no_evict: Default::default(),
             fd,

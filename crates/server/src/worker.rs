@@ -406,6 +406,7 @@ impl Worker {
                     if c.state.id != client {
                         continue;
                     }
+                    c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
                     let start = c.wbuf.len();
                     c.wbuf.extend_from_slice(&data);
                     if c.state.proto == Protocol::Resp3 {
@@ -413,6 +414,7 @@ impl Worker {
                     }
                     // A subscriber that does not read is cut off here, before the rest of
                     // the backlog lands in its buffer.
+                    c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
                     if over_output_limit(&self.shared, c) {
                         self.close(i);
                         continue;

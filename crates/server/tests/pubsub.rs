@@ -280,3 +280,50 @@ fn slow_subscriber_is_disconnected_once_over_the_soft_limit_for_its_seconds() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A connection owned by worker `w`.
+fn on_worker(t: &TestServer, w: usize) -> Raw {
+    for _ in 0..200 {
+        let mut c = Raw::connect(t.resp);
+        if worker_of(t, &mut c) == w {
+            return c;
+        }
+    }
+    panic!("no connection reached worker {w}");
+}
+
+#[test]
+fn messages_for_a_stalled_worker_count_against_the_limit() {
+    let t = start();
+    let (mut s, mut p) = one_per_worker(&t);
+    let ws = worker_of(&t, &mut s);
+    let s_id = ask(&mut s, &[b"CLIENT", b"ID"]).trim_start_matches(':').trim_end().parse::<u64>().unwrap();
+    let mut z = on_worker(&t, ws);
+    p.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 256kb 0 0"]), b"+OK\r\n");
+    ask(&mut s, &[b"SUBSCRIBE", b"stalled"]);
+    // The subscriber's worker is busy for a second: nothing leaves its mailbox meanwhile.
+    z.send(&cmd(&[b"DEBUG", b"SLEEP", b"1"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let payload = vec![b'z'; 16 * 1024];
+    for _ in 0..64 {
+        // Counted as a receiver until its worker closes it, as Redis counts a client that is
+        // closing asynchronously.
+        p.check(&cmd(&[b"PUBLISH", b"stalled", &payload]), b":1\r\n");
+    }
+    // Cut off at the publisher, while the worker still sleeps: what waits in the mailbox
+    // stays under the 256 KiB limit (16 messages), and the client is marked for closing.
+    let shared = &t.server.as_ref().unwrap().shared;
+    let info = shared.clients.lock().unwrap()[&s_id].clone();
+    assert!(started.elapsed() < Duration::from_millis(800), "the worker woke up before the test finished");
+    let pending = info.pending.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(pending > 0 && pending <= 256 * 1024, "{pending} bytes pending");
+    assert!(info.killed.load(std::sync::atomic::Ordering::Relaxed));
+    drop(info);
+    z.check(b"", b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while numsub(&mut p, "stalled") != "*2\r\n$7\r\nstalled\r\n:0\r\n" {
+        assert!(Instant::now() < deadline, "killed subscriber still subscribed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

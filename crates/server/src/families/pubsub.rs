@@ -113,12 +113,14 @@ impl Kind {
     }
 }
 
-/// Where a subscriber lives: enough for any worker to route a message to it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a subscriber lives: enough for any worker to route a message to it, and its
+/// shared info (to count what is on its way to it).
+#[derive(Clone, Debug)]
 pub struct Subscriber {
     pub client: u64,
     pub worker: u32,
     pub slot: u32,
+    pub info: Arc<crate::ClientInfo>,
 }
 
 #[derive(Default)]
@@ -220,7 +222,7 @@ impl Subs {
 }
 
 fn me(ctx: &Ctx<'_>) -> Subscriber {
-    Subscriber { client: ctx.conn.id, worker: ctx.worker as u32, slot: ctx.conn.slot }
+    Subscriber { client: ctx.conn.id, worker: ctx.worker as u32, slot: ctx.conn.slot, info: ctx.conn.info.clone() }
 }
 
 /// Mirrors the connection's counts into its shared info; drops the state at zero (which
@@ -259,7 +261,7 @@ fn subscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
         let name = ctx.arg(j);
         let subs = ctx.conn.subs.get_or_insert_with(Default::default);
         if subs.set(kind).insert(name.to_vec()) {
-            ctx.shared.pubsub.add(kind, name, who);
+            ctx.shared.pubsub.add(kind, name, who.clone());
         }
         let count = subs.count_for(kind);
         confirm(ctx, kind.subscribe_word(), Some(name), count);
@@ -358,6 +360,10 @@ struct Router<'c, 'a> {
     ctx: &'c mut Ctx<'a>,
     per_worker: Vec<Vec<Msg>>,
     receivers: i64,
+    /// The pubsub class's hard output limit (0: none).
+    hard: u64,
+    /// Workers that must sweep a subscriber killed here.
+    sweep: Vec<bool>,
 }
 
 impl Router<'_, '_> {
@@ -373,6 +379,21 @@ impl Router<'_, '_> {
             }
             return;
         }
+        // What is in mailboxes for a subscriber counts against its output limit, so one
+        // whose worker is stalled cannot pile messages up without bound either: past the
+        // hard limit it is killed here and its worker closes it.
+        let len = data.len() as u64;
+        let pending = s.info.pending.fetch_add(len, Ordering::Relaxed) + len;
+        if self.hard > 0 && pending + s.info.obuf.load(Ordering::Relaxed) > self.hard {
+            s.info.pending.fetch_sub(len, Ordering::Relaxed);
+            if !s.info.killed.swap(true, Ordering::Relaxed) {
+                tracing::warn!(client = s.client, "closing client for overcoming of output buffer limits");
+            }
+            if let Some(w) = self.sweep.get_mut(s.worker as usize) {
+                *w = true;
+            }
+            return;
+        }
         if let Some(v) = self.per_worker.get_mut(s.worker as usize) {
             v.push(Msg::Push { client: s.client, slot: s.slot, data: data.clone() });
         }
@@ -383,7 +404,14 @@ impl Router<'_, '_> {
 pub fn publish(ctx: &mut Ctx<'_>, channel: &[u8], message: &[u8], shard: bool) -> i64 {
     let workers = ctx.shared.mailboxes.len();
     let shared = ctx.shared;
-    let mut r = Router { ctx, per_worker: (0..workers).map(|_| Vec::new()).collect(), receivers: 0 };
+    let hard = shared.config.pubsub_output_limit.hard.load(Ordering::Relaxed);
+    let mut r = Router {
+        ctx,
+        per_worker: (0..workers).map(|_| Vec::new()).collect(),
+        receivers: 0,
+        hard,
+        sweep: vec![false; workers],
+    };
     {
         let maps = shared.pubsub.read();
         let direct = if shard { maps.shard.get(channel) } else { maps.channels.get(channel) };
@@ -407,7 +435,10 @@ pub fn publish(ctx: &mut Ctx<'_>, channel: &[u8], message: &[u8], shard: bool) -
     }
     let receivers = r.receivers;
     for (w, msgs) in r.per_worker.into_iter().enumerate() {
-        if !msgs.is_empty() {
+        if r.sweep[w] {
+            shared.mailboxes[w].sweep.store(true, Ordering::Release);
+        }
+        if !msgs.is_empty() || r.sweep[w] {
             shared.send(w, msgs);
         }
     }

@@ -127,6 +127,44 @@ pub struct ConnState {
     /// When the current command started: the batch start for the first request of a read,
     /// then the end of the previous command (one clock read per command, not two).
     pub clock: Instant,
+    /// The connection's slot in its worker: with the worker index and the id, how other
+    /// threads address it (pub/sub deliveries).
+    pub slot: u32,
+    /// Channel, pattern and shard-channel subscriptions; None when there are none (a RESP2
+    /// client with some is in the subscribed context).
+    pub subs: Option<Box<crate::families::pubsub::Subs>>,
+    /// The queue of an open MULTI.
+    pub multi: Option<Box<crate::families::multi::Queue>>,
+    /// Keys WATCHed for the next EXEC.
+    pub watched: Vec<crate::families::multi::Watched>,
+    /// Running the commands of an EXEC (Redis's CLIENT_DENY_BLOCKING): a blocking command
+    /// must answer as on timeout instead of blocking.
+    pub in_exec: bool,
+    /// The command's output must not be silenced as a whole by CLIENT REPLY OFF / SKIP:
+    /// pub/sub pushes, or an EXEC that turned replies off part way.
+    pub pushed: bool,
+}
+
+impl ConnState {
+    /// A new connection's state: database 0, RESP2, replies on.
+    pub fn new(id: u64, slot: u32, info: std::sync::Arc<crate::ClientInfo>) -> ConnState {
+        ConnState {
+            id,
+            db: 0,
+            proto: Protocol::Resp2,
+            reply: ReplyMode::On,
+            close: false,
+            info,
+            mc_swallow: 0,
+            clock: Instant::now(),
+            slot,
+            subs: None,
+            multi: None,
+            watched: Vec::new(),
+            in_exec: false,
+            pushed: false,
+        }
+    }
 }
 
 /// The arguments of one request, borrowed from the connection's read buffer.
@@ -351,7 +389,11 @@ impl Table {
 /// Subcommand tables, each `Spec` named `parent|sub`. The parent must be in a family's
 /// `COMMANDS`; the dispatcher routes `PARENT SUB ...` to the subcommand's own arity check
 /// and handler, as Redis 7 does for its container commands.
-const SUBCOMMANDS: &[&[Spec]] = &[crate::families::connection::SUBCOMMANDS, crate::families::server::SUBCOMMANDS];
+const SUBCOMMANDS: &[&[Spec]] = &[
+    crate::families::connection::SUBCOMMANDS,
+    crate::families::server::SUBCOMMANDS,
+    crate::families::pubsub::SUBCOMMANDS,
+];
 
 /// The command table: every family's commands, then the subcommands.
 pub fn table() -> &'static Table {
@@ -405,10 +447,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>) {
     }
     execute(ctx);
     // Whether the reply goes out is decided after the command ran, as Redis checks the flags
-    // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not.
-    if matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping) {
+    // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not. Pub/sub
+    // pushes go out whatever the mode.
+    if matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping) && !ctx.conn.pushed {
         ctx.out.buf().truncate(mark);
     }
+    ctx.conn.pushed = false;
     if ctx.conn.reply == ReplyMode::Skipping {
         ctx.conn.reply = ReplyMode::On;
     }
@@ -425,7 +469,7 @@ fn execute(ctx: &mut Ctx<'_>) {
             quote_arg(&mut msg, a);
             msg.push(' ');
         }
-        reply_error(ctx, &CmdError(msg), None);
+        reject(ctx, None, msg);
         return;
     };
     if ctx.argc() >= 2 && !t.subcommands(i).is_empty() {
@@ -435,7 +479,7 @@ fn execute(ctx: &mut Ctx<'_>) {
                 let mut msg = String::from("ERR unknown subcommand ");
                 quote_arg(&mut msg, ctx.arg(1));
                 msg.push_str(&format!(". Try {} HELP.", String::from_utf8_lossy(name).to_ascii_uppercase()));
-                reply_error(ctx, &CmdError(msg), None);
+                reject(ctx, None, msg);
                 return;
             }
         }
@@ -444,10 +488,73 @@ fn execute(ctx: &mut Ctx<'_>) {
     let argc = ctx.argc() as i32;
     if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
         let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
-        reply_error(ctx, &CmdError(msg), Some((i, true)));
+        reject(ctx, Some(i), msg);
         return;
     }
-    ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+    // The rare states (in MULTI, subscribed) cost one branch on the common path.
+    if (ctx.conn.multi.is_some() || ctx.conn.subs.is_some()) && !admit(ctx, i) {
+        return;
+    }
+    call(ctx, i);
+}
+
+/// The checks Redis's `processCommand` makes for a client in MULTI or subscribed, in its
+/// order; then queueing inside MULTI. Returns whether the command runs now.
+fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
+    let spec = table().specs[i];
+    let top = spec.name.split('|').next().unwrap_or(spec.name);
+    if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
+        reject(ctx, Some(i), "ERR Command not allowed inside a transaction".into());
+        return false;
+    }
+    // RESP2 has no push type: a subscribed client may only (un)subscribe, PING, QUIT, RESET.
+    if ctx.conn.subs.is_some()
+        && ctx.conn.proto == Protocol::Resp2
+        && !matches!(
+            top,
+            "ping" | "subscribe" | "ssubscribe" | "unsubscribe" | "sunsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset"
+        )
+    {
+        let msg = format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        );
+        reject(ctx, Some(i), msg);
+        return false;
+    }
+    if ctx.conn.multi.is_some() && !crate::families::multi::runs_in_multi(top) {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+        crate::families::multi::queue(ctx, i);
+        return false;
+    }
+    true
+}
+
+/// Refuses a request before it runs (Redis's `rejectCommand`): marks an open transaction so
+/// EXEC aborts, counts the rejection, and answers the error; a rejected EXEC aborts the
+/// transaction with `-EXECABORT`.
+fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: String) {
+    crate::families::multi::flag(ctx.conn);
+    if let Some(i) = i {
+        if table().specs[i].name == "exec" {
+            crate::families::multi::discard(ctx.conn);
+            let reason = msg.strip_prefix("ERR ").unwrap_or(&msg);
+            let e = CmdError(format!("EXECABORT Transaction discarded because of: {reason}"));
+            reply_error(ctx, &e, Some((i, true)));
+            return;
+        }
+    }
+    reply_error(ctx, &CmdError(msg), i.map(|i| (i, true)));
+}
+
+/// Runs command `i` (arity already checked): the handler, then commandstats, the dirty
+/// counter, error accounting and the slow log. EXEC calls this for each queued command.
+pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
+    let spec = table().specs[i];
+    // Inside EXEC, CLIENT LIST goes on showing `cmd=exec`, as Redis's `lastcmd`.
+    if !ctx.conn.in_exec {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+    }
     let r = (spec.handler)(ctx);
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;

@@ -55,6 +55,14 @@ pub struct Args {
     pub capacity: Option<u64>,
 }
 
+/// One class of `client-output-buffer-limit` (bytes, bytes, seconds; 0 = no limit).
+#[derive(Debug)]
+pub struct OutputLimit {
+    pub hard: AtomicU64,
+    pub soft: AtomicU64,
+    pub soft_secs: AtomicU64,
+}
+
 /// The settings a running server uses. Fields that `CONFIG SET` may change are atomics.
 #[derive(Debug)]
 pub struct Config {
@@ -68,6 +76,9 @@ pub struct Config {
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub client_output_buffer_limit: AtomicU64,
+    /// The pubsub class of `client-output-buffer-limit`: a subscribed client whose pending
+    /// output passes `hard`, or stays above `soft` for `soft_secs`, is disconnected.
+    pub pubsub_output_limit: OutputLimit,
     pub item_size_max: AtomicU64,
     pub client_query_buffer_limit: AtomicU64,
     pub slowlog_log_slower_than: AtomicU64,
@@ -425,6 +436,11 @@ impl Config {
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             client_output_buffer_limit: AtomicU64::new(0),
+            pubsub_output_limit: OutputLimit {
+                hard: AtomicU64::new(32 << 20),
+                soft: AtomicU64::new(8 << 20),
+                soft_secs: AtomicU64::new(60),
+            },
             item_size_max: AtomicU64::new(1 << 20),
             client_query_buffer_limit: AtomicU64::new(1 << 30),
             slowlog_log_slower_than: AtomicU64::new(10_000),
@@ -543,6 +559,14 @@ impl Config {
                 let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
                 let hard = merged.split_whitespace().collect::<Vec<_>>().chunks(4).find(|c| c[0] == "normal").and_then(|c| c[1].parse().ok());
                 self.client_output_buffer_limit.store(hard.unwrap_or(0), Ordering::Relaxed);
+                let parts: Vec<&str> = merged.split_whitespace().collect();
+                if let Some(c) = parts.chunks(4).find(|c| c.len() == 4 && c[0] == "pubsub") {
+                    let n = |s: &str| s.parse::<u64>().unwrap_or(0);
+                    let l = &self.pubsub_output_limit;
+                    l.hard.store(n(c[1]), Ordering::Relaxed);
+                    l.soft.store(n(c[2]), Ordering::Relaxed);
+                    l.soft_secs.store(n(c[3]), Ordering::Relaxed);
+                }
                 self.store_passive(p.name, merged);
             }
             _ => self.store_passive(p.name, v.to_string()),
@@ -720,6 +744,12 @@ mod tests {
         assert_eq!(c.check("notify-keyspace-events", "Ex").unwrap().1, "xE");
         c.set("client-output-buffer-limit", "normal 1mb 2 3").unwrap();
         assert_eq!(c.get("client-output-buffer-limit").unwrap(), "normal 1048576 2 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60");
+        assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
+        assert_eq!(c.pubsub_output_limit.hard.load(Ordering::Relaxed), 32 << 20);
+        c.set("client-output-buffer-limit", "pubsub 100kb 10kb 5").unwrap();
+        assert_eq!(c.pubsub_output_limit.hard.load(Ordering::Relaxed), 100 << 10);
+        assert_eq!(c.pubsub_output_limit.soft.load(Ordering::Relaxed), 10 << 10);
+        assert_eq!(c.pubsub_output_limit.soft_secs.load(Ordering::Relaxed), 5);
         assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
         assert_eq!(c.get("HASH-MAX-ZIPLIST-ENTRIES").unwrap(), "128");
     }

@@ -5,10 +5,13 @@
 pub mod connection;
 pub mod keys;
 pub mod memcache;
+pub mod multi;
+pub mod pubsub;
 pub mod server;
 pub mod string;
 
 use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
-pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const ALL: &[&[Spec]] =
+    &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, pubsub::COMMANDS, multi::COMMANDS];

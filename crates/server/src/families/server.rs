@@ -377,6 +377,9 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("evicted_clients:0");
             line!("keyspace_hits:{}", st.sum(|w| &w.keyspace_hits));
             line!("keyspace_misses:{}", st.sum(|w| &w.keyspace_misses));
+            line!("pubsub_channels:{}", shared.pubsub.channel_count());
+            line!("pubsub_patterns:{}", shared.pubsub.pattern_count());
+            line!("pubsubshard_channels:{}", shared.pubsub.shard_count());
             line!("latest_fork_usec:0");
             line!("total_forks:0");
             line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
@@ -718,6 +721,11 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("pexpireat", &["RW", "update"]),
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
+    ("watch", &["RO"]),
+    // Shard channels stand where keys would (cluster slots), but are not keys.
+    ("ssubscribe", &["not_key"]),
+    ("sunsubscribe", &["not_key"]),
+    ("spublish", &["not_key"]),
 ];
 
 /// Key-spec flags for a command's keys: [`KEY_FLAGS`], else from its read/write flags.

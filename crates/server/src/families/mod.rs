@@ -2,7 +2,9 @@
 //! an op (engine in, result out) where there is one, and a `cmd_*` handler that parses
 //! arguments and writes the reply.
 
+pub mod collection;
 pub mod connection;
+pub mod hash;
 pub mod keys;
 pub mod memcache;
 pub mod server;
@@ -11,4 +13,4 @@ pub mod string;
 use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
-pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, hash::COMMANDS];

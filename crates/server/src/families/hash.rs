@@ -49,6 +49,7 @@ pub fn op_hset(h: &mut Handle, db: u32, key: &[u8], pairs: &[(&[u8], &[u8])]) ->
 
 /// The field/value pairs from argument 2 on; an odd count is an arity error naming the
 /// command, as Redis's `addReplyErrorArity`.
+#[allow(clippy::type_complexity)]
 fn pairs<'a>(ctx: &Ctx<'a>, name: &str) -> Result<Vec<(&'a [u8], &'a [u8])>, CmdError> {
     if ctx.argc() % 2 == 1 {
         return Err(CmdError::new(format!("ERR wrong number of arguments for '{name}' command")));

@@ -9,9 +9,10 @@ pub mod keys;
 pub mod memcache;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 
 use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
-pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, hash::COMMANDS, set::COMMANDS];
+pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, hash::COMMANDS, set::COMMANDS, sort::COMMANDS];

@@ -308,3 +308,37 @@ fn model() {
         }
     }
 }
+
+/// CONFIG SET of the thresholds (and their ziplist aliases) changes when new edits convert.
+#[test]
+fn thresholds_from_config_set() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "CONFIG GET hash-max-listpack-entries", "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n512\r\n");
+    ck(&mut c, "CONFIG SET hash-max-ziplist-entries 2", "+OK\r\n");
+    ck(&mut c, "CONFIG GET hash-max-listpack-entries", "*2\r\n$25\r\nhash-max-listpack-entries\r\n$1\r\n2\r\n");
+    ck(&mut c, "HSET h a 1 b 2", ":2\r\n");
+    ck(&mut c, "OBJECT ENCODING h", "$8\r\nlistpack\r\n");
+    ck(&mut c, "HSET h c 3", ":1\r\n");
+    ck(&mut c, "OBJECT ENCODING h", "$9\r\nhashtable\r\n");
+    ck(&mut c, "CONFIG SET hash-max-listpack-entries 100 hash-max-listpack-value 4", "+OK\r\n");
+    ck(&mut c, "HSET h2 a 1234", ":1\r\n");
+    ck(&mut c, "OBJECT ENCODING h2", "$8\r\nlistpack\r\n");
+    ck(&mut c, "HSET h2 b 12345", ":1\r\n");
+    ck(&mut c, "OBJECT ENCODING h2", "$9\r\nhashtable\r\n");
+    ck(&mut c, "CONFIG SET set-max-intset-entries 3", "+OK\r\n");
+    ck(&mut c, "SADD s 1 2 3", ":3\r\n");
+    ck(&mut c, "OBJECT ENCODING s", "$6\r\nintset\r\n");
+    ck(&mut c, "SADD s 4", ":1\r\n");
+    ck(&mut c, "OBJECT ENCODING s", "$9\r\nhashtable\r\n");
+    ck(
+        &mut c,
+        "CONFIG SET hash-max-listpack-value -1",
+        "-ERR CONFIG SET failed (possibly related to argument 'hash-max-listpack-value') - argument must be a memory value\r\n",
+    );
+    ck(&mut c, "CONFIG SET set-max-listpack-entries 1", "-ERR Unknown option or number of arguments for CONFIG SET - 'set-max-listpack-entries'\r\n");
+    ck(&mut c, "CONFIG SET zset-max-ziplist-value 1kb", "+OK\r\n");
+    ck(&mut c, "CONFIG GET zset-max-ziplist-value", "*2\r\n$22\r\nzset-max-ziplist-value\r\n$4\r\n1024\r\n");
+    let l = t.server.as_ref().unwrap().shared.store.limits();
+    assert_eq!(l.zset_max_listpack_value.load(std::sync::atomic::Ordering::Relaxed), 1024);
+}

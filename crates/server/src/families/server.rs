@@ -557,6 +557,7 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     for (p, v) in &checked {
         cfg.apply(p, v);
     }
+    cfg.sync_limits(ctx.shared.store.limits());
     ctx.out.ok();
     Ok(())
 }

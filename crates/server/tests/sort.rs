@@ -179,3 +179,16 @@ fn lists_and_sorted_sets() {
     ck(&mut c, "SORT big BY nosort LIMIT 4998 10", &arr(&["4998", "4999"]));
     ck(&mut c, "SORT big DESC LIMIT 0 3", &arr(&["4999", "4998", "4997"]));
 }
+
+#[test]
+fn command_getkeys_finds_the_store_key() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "COMMAND GETKEYS sort abc store def", &arr(&["abc", "def"]));
+    ck(&mut c, "COMMAND GETKEYS sort abc store invalid store stillbad store def", &arr(&["abc", "def"]));
+    ck(&mut c, "COMMAND GETKEYS sort abc get store", &arr(&["abc"]));
+    ck(&mut c, "COMMAND GETKEYS sort_ro abc", &arr(&["abc"]));
+    ck(&mut c, "COMMAND GETKEYS sintercard 2 a b limit 1", &arr(&["a", "b"]));
+    ck(&mut c, "COMMAND GETKEYS sintercard 3 a b", "-ERR Invalid arguments specified for command\r\n");
+    ck(&mut c, "COMMAND GETKEYS sintercard x a", "-ERR Invalid arguments specified for command\r\n");
+}

@@ -16,3 +16,14 @@ use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
 pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS, hash::COMMANDS, set::COMMANDS, sort::COMMANDS];
+
+/// Where the keys are in a command whose key positions depend on its arguments
+/// (MOVABLEKEYS), for COMMAND GETKEYS: argument indices, or None for a command without such
+/// a function (its legacy key range is used).
+pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
+    match name {
+        "sort" => Some(sort::key_positions(args)),
+        "sintercard" => Some(set::sintercard_key_positions(args)),
+        _ => None,
+    }
+}

@@ -59,7 +59,12 @@ pub fn op_sadd(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result
     let n = h.coll_write(db, key, Kind::Set, true, |c| {
         let mut n = 0;
         for m in members {
-            n += c.put(m, b"")?.is_none() as u64;
+            // A member already there changes nothing: no edit, so nothing is rewritten or
+            // published (put would replace it with an equal copy).
+            if !c.contains(m)? {
+                c.put(m, b"")?;
+                n += 1;
+            }
         }
         Ok(n)
     })?;
@@ -427,6 +432,15 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_sinter(ctx.h, ctx.conn.db, &keys, limit)?;
     ctx.out.integer(r.len() as i64);
     Ok(())
+}
+
+/// SINTERCARD's keys for COMMAND GETKEYS: the `numkeys` arguments after it (none when
+/// numkeys is not a count the arguments hold, which GETKEYS reports as an error).
+pub fn sintercard_key_positions(args: &[&[u8]]) -> Vec<usize> {
+    match args.get(1).and_then(|n| crate::command::parse_i64(n)) {
+        Some(n) if n >= 1 && (n as u64) <= args.len() as u64 - 2 => (2..2 + n as usize).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// # Format

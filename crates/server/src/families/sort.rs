@@ -313,6 +313,28 @@ fn cmd_sort_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     sort_generic(ctx, true)
 }
 
+/// SORT's keys as Redis's `sortGetKeys` finds them: the sorted key, and the last STORE
+/// destination (the arguments of LIMIT, GET and BY are skipped, so `GET store` is no STORE).
+pub fn key_positions(args: &[&[u8]]) -> Vec<usize> {
+    let mut keys = vec![1];
+    let mut store = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = args[i];
+        if a.eq_ignore_ascii_case(b"limit") {
+            i += 2;
+        } else if a.eq_ignore_ascii_case(b"get") || a.eq_ignore_ascii_case(b"by") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"store") && i + 1 < args.len() {
+            store = Some(i + 1);
+            i += 1;
+        }
+        i += 1;
+    }
+    keys.extend(store);
+    keys
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +353,16 @@ mod tests {
         assert_eq!(sort_score(b"   "), None);
         assert_eq!(sort_score(b"abc"), None);
         assert_eq!(sort_score(b"2\0junk"), Some(2.0));
+    }
+
+    #[test]
+    fn store_keys_as_redis_finds_them() {
+        let k = |s: &str| key_positions(&s.split(' ').map(str::as_bytes).collect::<Vec<_>>());
+        assert_eq!(k("sort abc store def"), [1, 3]);
+        assert_eq!(k("sort abc store invalid store stillbad store def"), [1, 7]);
+        assert_eq!(k("sort abc get store"), [1]);
+        assert_eq!(k("sort abc limit store 1 store x"), [1, 6]);
+        assert_eq!(k("sort abc store"), [1]);
     }
 
     #[test]

@@ -342,3 +342,23 @@ fn thresholds_from_config_set() {
     let l = t.server.as_ref().unwrap().shared.store.limits();
     assert_eq!(l.zset_max_listpack_value.load(std::sync::atomic::Ordering::Relaxed), 1024);
 }
+
+/// A negative count no reply could hold (Redis streams it until its output limit closes
+/// the client) ends at the output bound with the connection closed, the server unharmed.
+#[test]
+fn endless_random_replies_are_cut_off() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 1mb 0 0"]), b"+OK\r\n");
+    ck(&mut c, "HSET h a 1", ":1\r\n");
+    ck(&mut c, "SADD s a", ":1\r\n");
+    for req in ["HRANDFIELD h -9223372036854775807", "HRANDFIELD h -4611686018427387903 WITHVALUES", "SRANDMEMBER s -9223372036854775807"] {
+        let mut d = Raw::connect(t.resp);
+        let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
+        d.send(&cmd(&args));
+        let got = d.read_n(64 << 20);
+        assert!(got.len() > 1 << 20 && got.len() < 8 << 20, "{req}: {} bytes", got.len());
+        assert!(d.closed(), "{req}: still open");
+    }
+    ck(&mut c, "HRANDFIELD h -2", "*2\r\n$1\r\na\r\n$1\r\na\r\n");
+}

@@ -233,6 +233,7 @@ impl Server {
             None => Backing::Anonymous,
         };
         let store = Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
+        config.sync_limits(store.limits());
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());

@@ -53,6 +53,14 @@ pub struct Args {
     /// Bytes reserved for the arena (sparse; default: half the machine's memory).
     #[arg(long)]
     pub capacity: Option<u64>,
+    /// Benchmark floor: the same event loop and parsers, but GET/MGET/get answer a fixed
+    /// value and SET/set answer OK/STORED without touching the keyspace (other commands run
+    /// as usual). Measures what the network path alone costs; never for real use.
+    #[arg(long)]
+    pub floor: bool,
+    /// Size of the fixed value `--floor` answers GET with.
+    #[arg(long, default_value_t = 32, requires = "floor")]
+    pub floor_value_size: usize,
 }
 
 /// The settings a running server uses. Fields that `CONFIG SET` may change are atomics.
@@ -65,6 +73,8 @@ pub struct Config {
     pub shm: Option<String>,
     pub databases: u32,
     pub capacity: Option<u64>,
+    /// `--floor`: the fixed value GET answers with, when the server is a benchmark floor.
+    pub floor: Option<Vec<u8>>,
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub client_output_buffer_limit: AtomicU64,
@@ -422,6 +432,7 @@ impl Config {
             shm: None,
             databases: 16,
             capacity: None,
+            floor: None,
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             client_output_buffer_limit: AtomicU64::new(0),
@@ -470,6 +481,9 @@ impl Config {
         }
         if let Some(v) = args.capacity {
             c.capacity = Some(v);
+        }
+        if args.floor {
+            c.floor = Some(crate::floor::value(args.floor_value_size));
         }
         let set = |a: &AtomicU64, v: Option<u64>| {
             if let Some(v) = v {

@@ -17,6 +17,7 @@
 pub mod command;
 pub mod config;
 pub mod families;
+mod floor;
 pub mod stats;
 mod worker;
 

@@ -555,6 +555,8 @@ fn config_rewrite_writes_the_file() {
         client_output_buffer_limit: None,
         item_size_max: None,
         capacity: None,
+        floor: false,
+        floor_value_size: 32,
     };
     let cfg = larder_server::Config::load(&args).unwrap();
     assert_eq!(cfg.get("save").unwrap(), "3600 1");

@@ -46,6 +46,8 @@ pub fn start_with(f: impl Fn(&mut Args)) -> TestServer {
             client_output_buffer_limit: None,
             item_size_max: None,
             capacity: Some(256 << 20),
+            floor: false,
+            floor_value_size: 32,
         };
         f(&mut args);
         let config = Config::load(&args).unwrap();

@@ -160,7 +160,8 @@ impl Plan {
         if a.duration.is_some() && a.requests.is_some() {
             return Err("give --requests or --duration, not both".into());
         }
-        if a.duration.is_some_and(|d| !(d > 0.0)) || !(a.warmup >= 0.0) {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if a.duration.is_some_and(|d| !positive(d)) || !(a.warmup == 0.0 || positive(a.warmup)) {
             return Err("--duration must be positive and --warmup not negative".into());
         }
         let addr = match protocol {
@@ -297,19 +298,15 @@ pub fn run(plan: &Plan) -> Result<Report, String> {
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("client thread panicked".into()))).collect()
     });
     let mut stats = Stats::new(plan.interval_ms);
-    let mut first_err = None;
+    let mut errors = Vec::new();
     for r in results {
         match r {
             Ok(s) => stats.merge(&s),
-            // The threads that stopped because another failed say "stopped"; report the cause.
-            Err(e) if e != "stopped" || first_err.is_none() => {
-                if first_err.as_deref().map_or(true, |f: &str| f == "stopped") {
-                    first_err = Some(e)
-                }
-            }
-            Err(_) => {}
+            Err(e) => errors.push(e),
         }
     }
+    // Threads that stopped because another one failed say "stopped": report the cause.
+    let first_err = errors.iter().find(|e| *e != "stopped").or(errors.first()).cloned();
     if let Some(e) = first_err {
         return Err(e);
     }
@@ -358,7 +355,13 @@ pub fn main(args: &Args) -> Result<(), String> {
         return Err(format!("{} error replies: {}", s.errors, s.first_errors.join("; ")));
     }
     if s.ops() == 0 {
-        return Err("no operation completed".into());
+        return Err(match plan.duration {
+            Some(d) => format!(
+                "no request could be issued in the {d} s measured window: no reply to the requests sent before it \
+                 arrived until it had ended (the server or the machine stalled for at least that long)"
+            ),
+            None => "no operation completed".into(),
+        });
     }
     Ok(())
 }

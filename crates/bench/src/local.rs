@@ -29,8 +29,7 @@ pub fn run_thread(plan: &Plan, shared: &Shared, store: &Store, t: usize) -> Resu
     let mut keys: Vec<Vec<u8>> = (0..plan.multiget).map(|_| Vec::new()).collect();
     let mut now = Instant::now();
     let mut since_progress = 0u64;
-    loop {
-        let Some((op, counted)) = gen.next(now, &clock) else { break };
+    while let Some((op, counted)) = gen.next(now, &clock) {
         let kind = match op {
             Op::Set => {
                 format_key(&mut key, plan.prefix.as_bytes(), gen.set_keys.next_key(), plan.key_len);

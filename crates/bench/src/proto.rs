@@ -222,7 +222,9 @@ mod tests {
         assert_eq!(out, b"set k1 0 0 3\r\nabc\r\nget a bc\r\n");
     }
 
-    fn resp_all(buf: &[u8], kind: Kind) -> (Option<(usize, Status)>, Vec<(usize, Vec<u8>)>) {
+    type Values = Vec<(usize, Vec<u8>)>;
+
+    fn resp_all(buf: &[u8], kind: Kind) -> (Option<(usize, Status)>, Values) {
         let mut got = Vec::new();
         let r = resp_reply(buf, kind, |i, v| got.push((i, v.to_vec()))).unwrap();
         (r, got)

@@ -171,7 +171,12 @@ impl Worker {
             let (mut stream, addr) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // A connection reset before we took it, or a signal: the queue may still hold
+                // others, and the edge-triggered listener will not say so again.
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionAborted | ErrorKind::Interrupted) => continue,
                 Err(e) => {
+                    // Out of descriptors or memory: the connections wait in the queue until
+                    // the next one arrives (as in Redis, which also just logs).
                     tracing::warn!("accept: {e}");
                     return;
                 }

@@ -2,14 +2,19 @@
 //!
 //! Per readable connection: read everything available, execute every complete request in
 //! the buffer (pipelining), then write all replies at once. Limits: the query buffer
-//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`) and
-//! `maxclients`; a client over a limit is disconnected, as in Redis.
+//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`: the normal
+//! class, or the pubsub class for a subscribed client) and `maxclients`; a client over a
+//! limit is disconnected, as in Redis.
+//!
+//! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
+//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
+//! connections, and CLIENT KILL sweeps.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -17,8 +22,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use larder_engine::Handle;
 use larder_resp::{Args, Limits, Protocol, Writer};
 
-use crate::command::{dispatch, ConnState, Ctx, ReplyMode};
-use crate::{ClientInfo, Proto, Shared};
+use crate::command::{dispatch, ConnState, Ctx};
+use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
 const MC_LISTENER: Token = Token(1);
@@ -35,6 +40,8 @@ struct Conn {
     args: Args,
     state: ConnState,
     writing: bool,
+    /// Since when the output buffer has been over the pubsub class's soft limit.
+    soft_since: Option<Instant>,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -129,7 +136,7 @@ impl Worker {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
                     MC_LISTENER => self.accept(Proto::Memcache),
-                    WAKER => self.sweep_killed(),
+                    WAKER => self.on_wake(),
                     Token(t) => {
                         let i = t - FIRST_CONN;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -164,7 +171,12 @@ impl Worker {
             let (mut stream, addr) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // A connection reset before we took it, or a signal: the queue may still hold
+                // others, and the edge-triggered listener will not say so again.
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionAborted | ErrorKind::Interrupted) => continue,
                 Err(e) => {
+                    // Out of descriptors or memory: the connections wait in the queue until
+                    // the next one arrives (as in Redis, which also just logs).
                     tracing::warn!("accept: {e}");
                     return;
                 }
@@ -206,8 +218,9 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 args: Args::new(),
-                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now() },
+                state: ConnState::new(id, slot as u32, info),
                 writing: false,
+                soft_since: None,
             });
         }
     }
@@ -220,6 +233,7 @@ impl Worker {
     fn close(&mut self, i: usize) {
         if let Some(Some(mut c)) = self.conns.get_mut(i).map(|c| c.take()) {
             let _ = self.poll.registry().deregister(&mut c.stream);
+            crate::families::pubsub::forget(&self.shared, &mut c.state);
             self.forget(&c.state.info);
             self.free.push(i);
         }
@@ -277,9 +291,11 @@ impl Worker {
         self.flush(i);
     }
 
-    /// Executes every complete request in the read buffer.
+    /// Executes every complete request in the read buffer, holding the worker's exec gate
+    /// (an EXEC on another worker waits for the batch to end, and the batch for the EXEC).
     fn process(&mut self, i: usize) {
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        let _gate = self.shared.gates[self.id].hold();
         c.state.clock = std::time::Instant::now();
         c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
@@ -297,15 +313,21 @@ impl Worker {
                                 // CLIENT LIST's qbuf counts the request being executed, as
                                 // Redis's query buffer still holds it.
                                 c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
-                                let mut ctx = Ctx {
-                                    argv: crate::command::Argv { args: &c.args, buf },
-                                    out: Writer::new(&mut c.wbuf, c.state.proto),
-                                    h: &mut self.h,
-                                    conn: &mut c.state,
-                                    shared: &self.shared,
-                                    worker: self.id,
+                                let floored = match &self.shared.config.floor {
+                                    Some(v) => crate::floor::resp(&c.args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
+                                    None => false,
                                 };
-                                dispatch(&mut ctx);
+                                if !floored {
+                                    let mut ctx = Ctx {
+                                        argv: crate::command::Argv { args: &c.args, buf },
+                                        out: Writer::new(&mut c.wbuf, c.state.proto),
+                                        h: &mut self.h,
+                                        conn: &mut c.state,
+                                        shared: &self.shared,
+                                        worker: self.id,
+                                    };
+                                    dispatch(&mut ctx);
+                                }
                             }
                             pos += n;
                         }
@@ -322,9 +344,18 @@ impl Worker {
                     }
                 }
             }
-            Proto::Memcache => {
-                pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
-            }
+            Proto::Memcache => match &self.shared.config.floor {
+                Some(v) if c.state.mc_swallow == 0 => {
+                    let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
+                    let max = usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+                    pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
+                        crate::families::memcache::process(b, out, h, state, shared, id)
+                    });
+                }
+                _ => {
+                    pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
+                }
+            },
         }
         c.rbuf.drain(..pos.min(c.rbuf.len()));
         c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);
@@ -335,7 +366,6 @@ impl Worker {
 
     fn flush(&mut self, i: usize) {
         let ws = self.shared.stats.worker(self.id);
-        let obuf_limit = self.shared.config.client_output_buffer_limit.load(Ordering::Relaxed) as usize;
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
         let mut written = 0;
         while written < c.wbuf.len() {
@@ -354,8 +384,7 @@ impl Worker {
         c.wbuf.drain(..written);
         c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
         c.state.info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
-        if obuf_limit > 0 && c.wbuf.len() > obuf_limit {
-            tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
+        if over_output_limit(&self.shared, c) {
             self.close(i);
             return;
         }
@@ -378,6 +407,55 @@ impl Worker {
         }
         if c.rbuf.capacity() > 1 << 20 && c.rbuf.is_empty() {
             c.rbuf = Vec::new();
+        }
+    }
+
+    /// The mailbox: sweep killed clients if asked, then deliver messages to connections.
+    fn on_wake(&mut self) {
+        let mb = &self.shared.mailboxes[self.id];
+        if mb.sweep.swap(false, Ordering::AcqRel) {
+            self.sweep_killed();
+        }
+        let msgs = std::mem::take(&mut *self.shared.mailboxes[self.id].msgs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut touched: Vec<usize> = Vec::new();
+        for m in msgs {
+            match m {
+                Msg::Push { client, slot, data } => {
+                    let i = slot as usize;
+                    let Some(Some(c)) = self.conns.get_mut(i) else { continue };
+                    if c.state.id != client {
+                        continue;
+                    }
+                    c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
+                    let start = c.wbuf.len();
+                    c.wbuf.extend_from_slice(&data);
+                    if c.state.proto == Protocol::Resp3 {
+                        c.wbuf[start] = b'>';
+                    }
+                    // A subscriber that does not read is cut off here, before the rest of
+                    // the backlog lands in its buffer.
+                    c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
+                    if over_output_limit(&self.shared, c) {
+                        self.close(i);
+                        continue;
+                    }
+                    if touched.last() != Some(&i) {
+                        touched.push(i);
+                    }
+                }
+                Msg::Wake { client, slot } => {
+                    let i = slot as usize;
+                    if matches!(self.conns.get(i), Some(Some(c)) if c.state.id == client) {
+                        self.process(i);
+                        touched.push(i);
+                    }
+                }
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for i in touched {
+            self.flush(i);
         }
     }
 
@@ -405,4 +483,31 @@ impl Worker {
             }
         }
     }
+}
+
+/// Whether a connection's pending output is over its class's `client-output-buffer-limit`:
+/// the hard limit at once, the soft limit once it has lasted more than its seconds (as
+/// Redis's `checkClientOutputBufferLimits`). Logs the disconnection.
+fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
+    let len = c.wbuf.len() as u64;
+    let cfg = &shared.config;
+    let (hard, soft, secs) = if c.state.subs.is_some() {
+        let l = &cfg.pubsub_output_limit;
+        (l.hard.load(Ordering::Relaxed), l.soft.load(Ordering::Relaxed), l.soft_secs.load(Ordering::Relaxed))
+    } else {
+        (cfg.client_output_buffer_limit.load(Ordering::Relaxed), 0, 0)
+    };
+    let mut over = hard > 0 && len > hard;
+    if soft > 0 && len > soft {
+        match c.soft_since {
+            None => c.soft_since = Some(Instant::now()),
+            Some(t) => over |= t.elapsed().as_secs() > secs,
+        }
+    } else {
+        c.soft_since = None;
+    }
+    if over {
+        tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
+    }
+    over
 }

@@ -311,3 +311,10 @@ fn model() {
     let r = send_words(&mut c, "ZRANGEBYSCORE z -inf +inf WITHSCORES");
     assert_eq!(String::from_utf8_lossy(&r), String::from_utf8_lossy(&flat(&v, true)));
 }
+
+#[test]
+fn command_getkeys_for_numkeys_commands() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    run_cases(&t, &mut c, cases::GETKEYS);
+}

@@ -19,12 +19,13 @@
 
 use std::cmp::Ordering as CmpOrd;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use larder_engine::{Coll, Error, Handle, Kind, Type};
 use larder_resp::Protocol;
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, MOVABLEKEYS, READONLY, WRITE};
+use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
+use crate::families::string::count_lookup;
 
 const RO: u32 = READONLY;
 const ROF: u32 = READONLY | FAST;
@@ -807,7 +808,9 @@ fn cmd_zrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `ZSCORE key member` → the score, or null.
 fn cmd_zscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let m = ctx.arg(2);
-    match ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| c.score(m))?.flatten() {
+    let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| c.score(m))?;
+    count_lookup(ctx, r.is_some());
+    match r.flatten() {
         Some(s) => reply_score(ctx, s),
         None => {
             ctx.out.null();
@@ -822,8 +825,9 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let argv = ctx.argv;
     let scores = ctx
         .h
-        .coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>())?
-        .unwrap_or_else(|| vec![None; argv.len() - 2]);
+        .coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>())?;
+    count_lookup(ctx, scores.is_some());
+    let scores = scores.unwrap_or_else(|| vec![None; argv.len() - 2]);
     ctx.out.array(scores.len());
     for s in scores {
         match s {
@@ -840,6 +844,7 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `ZCARD key` → the number of members.
 fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| Ok(c.len()))?;
+    count_lookup(ctx, n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -849,6 +854,7 @@ fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = parse_score_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| score_span(c, &r).map(|(f, t)| t - f))?;
+    count_lookup(ctx, n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -858,6 +864,7 @@ fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zlexcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (min, max) = parse_lex_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| lex_span(c, min, max).map(|(f, t)| t - f))?;
+    count_lookup(ctx, n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -925,6 +932,7 @@ fn zrange_generic(ctx: &mut Ctx<'_>, at: usize, store: Option<usize>, mut by: By
         _ => RangeBy::Rank(ctx.int(lo)?, ctx.int(hi)?),
     };
     let items = op_range(ctx.h, db(ctx), ctx.arg(at), spec, rev, (offset, limit))?;
+    count_lookup(ctx, items.is_some());
     match store {
         Some(d) => {
             let mut items = items.unwrap_or_default();
@@ -988,6 +996,7 @@ fn cmd_zrevrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn zrank_generic(ctx: &mut Ctx<'_>, rev: bool) -> Result<(), CmdError> {
     let m = ctx.arg(2);
     let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| Ok(c.zrank(m)?.map(|r| if rev { c.len() - 1 - r } else { r })))?;
+    count_lookup(ctx, r.is_some());
     match r.flatten() {
         Some(r) => ctx.out.integer(r as i64),
         None => ctx.out.null(),
@@ -1081,24 +1090,6 @@ fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// A small xorshift generator for ZRANDMEMBER, seeded per thread from the clock.
-fn random() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new(
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1) | 1,
-        );
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    })
-}
-
 /// # Format
 /// `ZRANDMEMBER key [count [WITHSCORES]]` → a member, or `count` distinct members
 /// (negative: `|count|` members, repeats allowed).
@@ -1106,14 +1097,15 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let db = db(ctx);
     let key = ctx.arg(1);
     if ctx.argc() == 2 {
-        let m = ctx.h.coll_read(db, key, Kind::ZSet, |c| c.get(random() % c.len()).map(|(m, _)| m))?;
+        let m = ctx.h.coll_read(db, key, Kind::ZSet, |c| c.get(rand_below(c.len())).map(|(m, _)| m))?;
+        count_lookup(ctx, m.is_some());
         match m {
             Some(m) => ctx.out.bulk(&m),
             None => ctx.out.null(),
         };
         return Ok(());
     }
-    let l = int_in(ctx, 2, -i64::MAX, i64::MAX, "value is out of range, value must between -9223372036854775807 and 9223372036854775807")?;
+    let l = rand_count(ctx, 2)?;
     if ctx.argc() > 4 || (ctx.argc() == 4 && !is(ctx.arg(3), "withscores")) {
         return Err(CmdError::syntax());
     }
@@ -1123,37 +1115,30 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     let nested = withscores && resp3(ctx);
     let count = l.unsigned_abs();
-    let uniq = l >= 0;
-    // Repeats: |count| random picks, written as they are drawn. A reply larger than the
-    // output-buffer limit (or 1 GiB without one) closes the connection, as Redis would.
-    let hard = match ctx.shared.config.client_output_buffer_limit.load(Ordering::Relaxed) {
-        0 => 1 << 30,
-        n => n as usize,
-    };
-    if !uniq || count == 1 {
-        let mut out = std::mem::take(ctx.out.buf());
-        let proto = ctx.conn.proto;
+    if l < 0 || count == 1 {
+        // Repeats: written as drawn, cut off at the output bound (see collection.rs).
+        let cap = reply_cap(ctx);
+        let out = &mut ctx.out;
         let r = ctx.h.coll_read(db, key, Kind::ZSet, |c| {
-            let mut w = larder_resp::Writer::new(&mut out, proto);
             let n = c.len();
-            w.array(if withscores && !nested { count as usize * 2 } else { count as usize });
+            out.array(if withscores && !nested { count as usize * 2 } else { count as usize });
             for _ in 0..count {
-                let (m, s) = c.get(random() % n)?;
+                let (m, s) = c.get(rand_below(n))?;
                 if nested {
-                    w.array(2);
+                    out.array(2);
                 }
-                w.bulk(&m);
+                out.bulk(&m);
                 if withscores {
-                    write_score(&mut w, score_of(&s));
+                    write_score(out, score_of(&s));
                 }
-                if w.buf().len() > hard {
+                if out.buf().len() > cap {
                     return Ok(false);
                 }
             }
             Ok(true)
-        });
-        *ctx.out.buf() = out;
-        match r? {
+        })?;
+        count_lookup(ctx, r.is_some());
+        match r {
             Some(true) => {}
             Some(false) => ctx.conn.close = true,
             None => {
@@ -1168,30 +1153,9 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             // The whole set, from the highest score down, as Redis's iterator walks it.
             return read_span(c, 0, n, true);
         }
-        // Distinct positions: a partial Fisher-Yates over the positions when the sample is
-        // a large part of the set, else rejection sampling.
-        let mut picked: Vec<u64> = if count * 3 > n {
-            let mut all: Vec<u64> = (0..n).collect();
-            for i in 0..count as usize {
-                let j = i + (random() % (n - i as u64)) as usize;
-                all.swap(i, j);
-            }
-            all.truncate(count as usize);
-            all
-        } else {
-            let mut seen = std::collections::HashSet::new();
-            let mut v = Vec::with_capacity(count as usize);
-            while (v.len() as u64) < count {
-                let p = random() % n;
-                if seen.insert(p) {
-                    v.push(p);
-                }
-            }
-            v
-        };
-        picked.truncate(count as usize);
-        picked.iter().map(|&p| c.get(p).map(|(m, s)| (m, score_of(&s)))).collect()
+        distinct_positions(n, count).into_iter().map(|p| c.get(p).map(|(m, s)| (m, score_of(&s)))).collect()
     })?;
+    count_lookup(ctx, items.is_some());
     reply_pairs(ctx, &items.unwrap_or_default(), withscores, nested);
     Ok(())
 }
@@ -1377,50 +1341,27 @@ fn cmd_zintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]` → `[next cursor, [member, score, ...]]`.
 fn cmd_zscan(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let cursor = crate::families::keys::parse_cursor(ctx.arg(2)).ok_or_else(|| CmdError::new("ERR invalid cursor"))?;
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < ctx.argc() {
-        if i + 1 >= ctx.argc() {
-            return Err(CmdError::syntax());
-        }
-        let a = ctx.arg(i);
-        if is(a, "count") {
-            let n = ctx.int(i + 1)?;
-            if n < 1 {
-                return Err(CmdError::syntax());
-            }
-            count = n.min(i32::MAX as i64) as usize;
-        } else if is(a, "match") {
-            pattern = Some(ctx.arg(i + 1)).filter(|p| *p != b"*");
-        } else {
-            return Err(CmdError::syntax());
-        }
-        i += 2;
-    }
-    let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| {
-        let mut items = Vec::new();
-        let next = c.scan(cursor, count, |k, v| {
-            if pattern.is_none_or(|p| larder_engine::glob_match(p, k, false)) {
-                items.push((k.to_vec(), score_of(v)));
-            }
-        })?;
-        Ok((next, items))
-    })?;
-    let (next, items) = r.unwrap_or((0, Vec::new()));
-    ctx.out.array(2);
-    ctx.out.bulk(next.to_string().as_bytes());
-    // ZSCAN's scores are strings in both protocols (Redis sends the listpack's text).
-    ctx.out.array(items.len() * 2);
+    let Some(ents) = scan_command(ctx, Kind::ZSet)? else { return Ok(()) };
+    // Scores are strings in both protocols here (Redis sends the listpack's text).
+    ctx.out.array(ents.len() * 2);
     let mut s = Vec::with_capacity(24);
-    for (m, sc) in &items {
+    for (m, v) in &ents {
         ctx.out.bulk(m);
         s.clear();
-        fmt_score(&mut s, *sc);
+        fmt_score(&mut s, score_of(v));
         ctx.out.bulk(&s);
     }
     Ok(())
+}
+
+/// The keys of ZUNION / ZINTER / ZDIFF / ZINTERCARD / ZMPOP (numkeys at `at`) for COMMAND
+/// GETKEYS: the `numkeys` arguments after it (none when numkeys is not a count the
+/// arguments hold).
+pub fn numkeys_key_positions(args: &[&[u8]], at: usize) -> Vec<usize> {
+    match args.get(at).and_then(|n| crate::command::parse_i64(n)) {
+        Some(n) if n >= 1 && (n as u64) < (args.len() - at) as u64 => (at + 1..at + 1 + n as usize).collect(),
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

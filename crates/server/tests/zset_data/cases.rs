@@ -345,3 +345,12 @@ pub const Q3_RESP3: &[(&str, &[u8])] = &[
     ("ZREM nokey a", b":0\r\n"),
     ("ZREM str a", b":1\r\n"),
 ];
+pub const GETKEYS: &[(&str, &[u8])] = &[
+    ("COMMAND GETKEYS ZUNIONSTORE dst 2 a b WEIGHTS 1 2", b"*3\r\n$3\r\ndst\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("COMMAND GETKEYS ZUNION 2 a b WITHSCORES", b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("COMMAND GETKEYS ZINTERCARD 1 a LIMIT 2", b"*1\r\n$1\r\na\r\n"),
+    ("COMMAND GETKEYS ZMPOP 2 a b MIN COUNT 2", b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("COMMAND GETKEYS ZDIFFSTORE dst 1 a", b"*2\r\n$3\r\ndst\r\n$1\r\na\r\n"),
+    ("COMMAND GETKEYS ZRANGESTORE dst src 0 1", b"*2\r\n$3\r\ndst\r\n$3\r\nsrc\r\n"),
+    ("COMMAND GETKEYS ZUNION 5 a b", b"-ERR Invalid arguments specified for command\r\n"),
+];

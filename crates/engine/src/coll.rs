@@ -633,6 +633,23 @@ impl<'a> Coll<'a> {
                 self.len -= 1;
                 Ok(v.remove(i as usize))
             }
+            Repr::Tree { r1, .. } if self.kind == Kind::ZSet => {
+                // The position is in score order: take it out of that tree directly, then
+                // out of the tree by member.
+                let (root1, e) = tree::remove_at(p, &mut self.ed, *r1, i)?;
+                *r1 = root1;
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::read_elem(self.a, e, &mut k, &mut v)?;
+                let (rank0, found) = self.seek_hashed(&k)?;
+                if found != Some(e) {
+                    return Err(Error::Corrupt("sorted-set trees disagree"));
+                }
+                let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
+                *r0 = tree::remove_at(p, &mut self.ed, *r0, rank0)?.0;
+                self.ed.drop_block(p, e)?;
+                self.len -= 1;
+                Ok((k, v))
+            }
             Repr::Tree { .. } if self.kind.keyed() => {
                 let kv = self.get(i)?;
                 self.del(&kv.0)?;

@@ -127,6 +127,12 @@ pub struct ConnState {
     /// When the current command started: the batch start for the first request of a read,
     /// then the end of the previous command (one clock read per command, not two).
     pub clock: Instant,
+    /// Set by a blocking command that found nothing: the worker parks the client (see
+    /// [`crate::blocking`]) and runs nothing else of it until it is served or times out.
+    pub park: Option<Box<crate::blocking::Park>>,
+    /// Blocking commands must not block (Redis's CLIENT_DENY_BLOCKING): they reply null at
+    /// once. EXEC sets it while it runs the queued commands.
+    pub deny_blocking: bool,
 }
 
 /// The arguments of one request, borrowed from the connection's read buffer.

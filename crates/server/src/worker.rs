@@ -90,7 +90,18 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
         }
         let h = shared.store.handle().map_err(|e| e.to_string())?;
         let shared = shared.clone();
-        let mut w = Worker { id: i, poll, resp, mc, conns: Vec::new(), free: Vec::new(), h, shared, scratch: vec![0u8; READ_CHUNK].into_boxed_slice() };
+        let mut w = Worker {
+            id: i,
+            poll,
+            resp,
+            mc,
+            conns: Vec::new(),
+            free: Vec::new(),
+            h,
+            shared,
+            scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            parked: Vec::new(),
+        };
         handles.push(
             std::thread::Builder::new()
                 .name(format!("larder-worker-{i}"))
@@ -113,13 +124,16 @@ struct Worker {
     shared: Arc<Shared>,
     /// Where reads land before they are appended to a connection's buffer.
     scratch: Box<[u8]>,
+    /// Connections parked in a blocking command, in the order they blocked.
+    parked: Vec<usize>,
 }
 
 impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
         while !self.shared.shutdown.load(Ordering::Relaxed) {
-            if let Err(e) = self.poll.poll(&mut events, Some(Duration::from_millis(100))) {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!("poll: {e}");
                     return;
@@ -129,7 +143,10 @@ impl Worker {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
                     MC_LISTENER => self.accept(Proto::Memcache),
-                    WAKER => self.sweep_killed(),
+                    WAKER => {
+                        self.sweep_killed();
+                        self.retry_parked();
+                    }
                     Token(t) => {
                         let i = t - FIRST_CONN;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -140,6 +157,9 @@ impl Worker {
                         }
                     }
                 }
+            }
+            if !self.parked.is_empty() {
+                self.expire_parked();
             }
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
@@ -206,7 +226,7 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 args: Args::new(),
-                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now() },
+                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now(), park: None, deny_blocking: false },
                 writing: false,
             });
         }
@@ -219,6 +239,10 @@ impl Worker {
 
     fn close(&mut self, i: usize) {
         if let Some(Some(mut c)) = self.conns.get_mut(i).map(|c| c.take()) {
+            if c.state.park.is_some() {
+                crate::blocking::leave(&self.shared, self.id, &mut c.state);
+                self.parked.retain(|&s| s != i);
+            }
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.forget(&c.state.info);
             self.free.push(i);
@@ -277,9 +301,27 @@ impl Worker {
         self.flush(i);
     }
 
-    /// Executes every complete request in the read buffer.
+    /// Executes every complete request in the read buffer, up to a command that blocks.
+    /// A client that blocks is retried once at once (see [`crate::blocking::enter`]); if
+    /// that serves it, the rest of its buffer runs.
     fn process(&mut self, i: usize) {
-        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        while self.process_until_parked(i) {
+            self.parked.push(i);
+            if !self.serve_parked(i) {
+                return;
+            }
+        }
+    }
+
+    /// Runs requests until the buffer is consumed (false) or a command parked the client
+    /// (true).
+    fn process_until_parked(&mut self, i: usize) -> bool {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return false };
+        if c.state.park.is_some() {
+            // A blocked client's next commands wait in its buffer, as in Redis.
+            return false;
+        }
+        let mut parked = false;
         c.state.clock = std::time::Instant::now();
         c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
@@ -306,6 +348,12 @@ impl Worker {
                                     worker: self.id,
                                 };
                                 dispatch(&mut ctx);
+                                if c.state.park.is_some() {
+                                    crate::blocking::enter(&self.shared, self.id, &mut c.state, &buf[..n], &c.args);
+                                    pos += n;
+                                    parked = true;
+                                    break;
+                                }
                             }
                             pos += n;
                         }
@@ -331,6 +379,57 @@ impl Worker {
         if c.state.info.killed.load(Ordering::Relaxed) {
             c.state.close = true;
         }
+        parked
+    }
+
+    /// Tries to serve parked connection `i`; true if it was (and is no longer parked).
+    fn serve_parked(&mut self, i: usize) -> bool {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return false };
+        if !crate::blocking::try_serve(&mut self.h, &self.shared, self.id, &mut c.state, &mut c.wbuf) {
+            return false;
+        }
+        self.parked.retain(|&s| s != i);
+        true
+    }
+
+    /// Something was pushed (or a queue head left): retry the parked clients, longest
+    /// waiting first; a served one goes on with its pipeline.
+    fn retry_parked(&mut self) {
+        for i in self.parked.clone() {
+            if self.serve_parked(i) {
+                self.process(i);
+                self.flush(i);
+            }
+        }
+    }
+
+    /// Replies null to parked clients whose timeout has passed.
+    fn expire_parked(&mut self) {
+        let now = std::time::Instant::now();
+        for i in self.parked.clone() {
+            let Some(Some(c)) = self.conns.get_mut(i) else { continue };
+            if crate::blocking::expire(&self.shared, self.id, &mut c.state, &mut c.wbuf, now) {
+                self.parked.retain(|&s| s != i);
+                self.process(i);
+                self.flush(i);
+            }
+        }
+    }
+
+    /// How long to wait for events: 100 ms, or less if a parked client's deadline is nearer.
+    fn poll_timeout(&self) -> Duration {
+        let mut t = Duration::from_millis(100);
+        if !self.parked.is_empty() {
+            let now = std::time::Instant::now();
+            for &i in &self.parked {
+                if let Some(Some(c)) = self.conns.get(i) {
+                    if let Some(d) = crate::blocking::deadline(&c.state) {
+                        t = t.min(d.saturating_duration_since(now));
+                    }
+                }
+            }
+        }
+        t
     }
 
     fn flush(&mut self, i: usize) {
@@ -399,7 +498,8 @@ impl Worker {
         }
         let now = self.shared.uptime_ms();
         for i in 0..self.conns.len() {
-            let idle = matches!(&self.conns[i], Some(c) if now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
+            // Blocked clients are not idle (Redis times them out by their own deadline).
+            let idle = matches!(&self.conns[i], Some(c) if c.state.park.is_none() && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
             if idle {
                 self.close(i);
             }

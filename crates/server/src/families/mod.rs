@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod keys;
+pub mod list;
 pub mod memcache;
 pub mod server;
 pub mod string;
@@ -11,4 +12,4 @@ pub mod string;
 use crate::command::Spec;
 
 /// Every family's table, joined by [`crate::command::table`].
-pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const ALL: &[&[Spec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, list::COMMANDS, server::COMMANDS];

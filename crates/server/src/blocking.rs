@@ -116,9 +116,12 @@ pub fn serve_or_block(
     Ok(())
 }
 
+/// (db, key) → the clients waiting on it, as (client id, worker), longest waiting first.
+type Queues = HashMap<(u32, Vec<u8>), VecDeque<(u64, usize)>>;
+
 /// Who waits on which key, across all workers.
 pub struct Registry {
-    queues: Mutex<HashMap<(u32, Vec<u8>), VecDeque<(u64, usize)>>>,
+    queues: Mutex<Queues>,
     /// Parked clients per worker: the watcher wakes only workers that have some.
     per_worker: Vec<AtomicU64>,
 }
@@ -128,7 +131,7 @@ impl Registry {
         Registry { queues: Mutex::new(HashMap::new()), per_worker: (0..workers).map(|_| AtomicU64::new(0)).collect() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u32, Vec<u8>), VecDeque<(u64, usize)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 

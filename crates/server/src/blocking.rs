@@ -2,52 +2,55 @@
 //! element, serving blocked clients in the order they blocked, and their timeouts.
 //!
 //! ```text
-//!   command handler ── serve_or_block: try `serve` on each key ── served: reply
-//!                                         └─ nothing: ConnState.park = Park { keys, deadline, serve }
-//!   worker ── enter(): the Registry queues (db, key) → FIFO of (client, worker);
-//!             the engine is told a client blocks (store.add_blockers), then one retry
-//!   any push (this server, or a local process on the --shm segment)
-//!        └─ engine bumps the push sequence (a futex word) while blockers > 0
-//!   watcher thread ── wait_push(seen) ── sequence moved ── wakes the workers that hold
-//!                                                          parked clients (mio Waker)
-//!   worker ── try_serve(): for each key where this client heads the queue, call `serve`
-//!             again with the original arguments; served: reply, leave(), run the rest
-//!             of its pipeline; else stay parked. Deadlines: poll timeout = nearest one.
+//!   handler ── serve_or_block: `serve` on each key ── served: reply
+//!                 └─ nothing: ConnState.park = Park { keys, deadline, serve, args }
+//!   worker ── enter(): the Registry takes the Park: (db, key) → FIFO of client ids,
+//!             the engine is told a client blocks (store.add_blockers); one retry
+//!
+//!   who serves (any worker, under the registry lock): serve_ready(keys) — while a key's
+//!   queue has a head, call the head's `serve` with its original arguments; served: its
+//!   reply bytes wait in the registry, it leaves every queue, its worker is woken
+//!      ├─ after every write command run by a worker, for the command's keys (so, as in
+//!      │  Redis, the blocked client is served before the pusher gets its reply)
+//!      └─ the watcher thread: sleeps on the engine's push sequence (a futex word bumped by
+//!         pushes of any thread or of a local process on the --shm segment while clients
+//!         are blocked) and wakes the workers holding parked clients; they retry their
+//!         clients' keys
+//!   owner worker (woken) ── take the reply bytes, send, run the rest of the pipeline;
+//!                           deadlines: poll timeout = the nearest one, then null
 //! ```
 //!
-//! One mechanism for every push: pushes through the server are engine pushes too. When no
-//! client is blocked anywhere the engine skips the notification (one atomic load per push).
+//! When no client is blocked the cost is one atomic load per write command here and one
+//! per push in the engine (it skips the futex wake).
 //!
-//! Fairness: a client may only take from a key while it is the head of that key's queue, so
-//! the longest waiter is served first whichever worker holds it. When a served client leaves
-//! a queue, the worker holding the new head is woken (the element may not be the last).
-//!
-//! Unlike Redis, which serves blocked clients right after the command that pushed, a client
-//! here is served asynchronously, a wake-up later: a command pipelined right behind the push
-//! on the pushing connection (an LPOP) may take the element first.
+//! Fairness: only the head of a key's queue is served from it, whichever worker holds it,
+//! so the longest waiter is served first. A served BLMOVE pushed onto its destination: that
+//! key is served next, in the same pass (a chain of BLMOVEs completes at once).
 //!
 //! The per-command part is a [`ServeFn`]: "serve this client from this key, or say there is
 //! nothing". Lists have theirs in `families/list.rs`; sorted sets (BZPOPMIN & co.) plug in
 //! the same way.
 //!
-//! Non-blocking mode: when `ConnState::deny_blocking` is set (EXEC running queued commands,
-//! as Redis's CLIENT_DENY_BLOCKING), [`serve_or_block`] answers with the null reply at once
-//! instead of parking.
+//! Non-blocking mode: with `ConnState::deny_blocking` set (EXEC running queued commands,
+//! Redis's CLIENT_DENY_BLOCKING), [`serve_or_block`] replies null at once instead of parking.
+//!
+//! Not as Redis: a push made inside a transaction, or by a local process, can be served
+//! before the transaction's later commands run (there is no global lock to wait for).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use larder_engine::Handle;
-use larder_resp::{Args, Writer};
+use larder_resp::{Args, Protocol, Writer};
 
-use crate::command::{reply_error, Argv, CmdError, ConnState, Ctx};
-use crate::Shared;
+use crate::command::{reply_error, table, Argv, CmdError, ConnState, Ctx, ReplyMode, MOVABLEKEYS, WRITE};
+use crate::{ClientInfo, Shared};
 
 /// Serves a client from `key`: writes its reply and returns true, or returns false if there
 /// is nothing to take. `retry` is false on the command's own first attempt (errors go to the
-/// client) and true when a parked client is retried (a key of another type then just means
+/// client) and true when a parked client is served (a key of another type then just means
 /// "not yet", as Redis only serves keys of the type a client waits for).
 pub type ServeFn = fn(&mut Ctx<'_>, &[u8], bool) -> Result<bool, CmdError>;
 
@@ -65,11 +68,13 @@ pub struct Park {
     pub db: u32,
     /// Distinct keys, in the order given.
     pub keys: Vec<Vec<u8>>,
+    /// Where serving it pushes (BLMOVE's destination): served next.
+    pub dst: Option<Vec<u8>>,
     /// None: forever.
     pub deadline: Option<Instant>,
     pub serve: ServeFn,
-    /// The request's bytes and parsed arguments, so `serve` sees the same arguments on a
-    /// retry (set by the worker when it parks the client).
+    /// The request's bytes and parsed arguments, so `serve` sees the same arguments later
+    /// (set by the worker when it parks the client).
     req: Vec<u8>,
     args: Args,
 }
@@ -81,12 +86,14 @@ impl std::fmt::Debug for Park {
 }
 
 /// Tries `serve` on the keys `ctx.arg(first..last)` in order; if none serves, parks the
-/// client (or, in non-blocking mode, replies `null`). Errors of the first attempt (a key of
-/// another type) are the command's reply.
+/// client (or, in non-blocking mode, replies null). `dst`: the argument a served client
+/// pushes onto (BLMOVE). Errors of this first attempt (a key of another type) are the
+/// command's reply.
 pub fn serve_or_block(
     ctx: &mut Ctx<'_>,
     first: usize,
     last: usize,
+    dst: Option<usize>,
     timeout: Option<Duration>,
     serve: ServeFn,
     null: NullReply,
@@ -112,147 +119,270 @@ pub fn serve_or_block(
     }
     // A deadline past what Instant can hold is as good as forever.
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
-    ctx.conn.park = Some(Box::new(Park { db: ctx.conn.db, keys, deadline, serve, req: Vec::new(), args: Args::new() }));
+    let dst = dst.map(|i| ctx.arg(i).to_vec());
+    ctx.conn.park = Some(Box::new(Park { db: ctx.conn.db, keys, dst, deadline, serve, req: Vec::new(), args: Args::new() }));
     Ok(())
 }
 
-/// (db, key) → the clients waiting on it, as (client id, worker), longest waiting first.
-type Queues = HashMap<(u32, Vec<u8>), VecDeque<(u64, usize)>>;
+struct Waiter {
+    park: Box<Park>,
+    worker: usize,
+    info: Arc<ClientInfo>,
+    proto: Protocol,
+    /// Set once served (by any worker): the reply its own worker is to send.
+    reply: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// (db, key) → ids of the clients waiting on it, longest waiting first.
+    queues: HashMap<(u32, Vec<u8>), VecDeque<u64>>,
+    waiters: HashMap<u64, Waiter>,
+}
 
 /// Who waits on which key, across all workers.
 pub struct Registry {
-    queues: Mutex<Queues>,
-    /// Parked clients per worker: the watcher wakes only workers that have some.
+    inner: Mutex<Inner>,
+    /// Clients queued per worker: the watcher wakes only workers that have some.
     per_worker: Vec<AtomicU64>,
 }
 
 impl Registry {
     pub fn new(workers: usize) -> Registry {
-        Registry { queues: Mutex::new(HashMap::new()), per_worker: (0..workers).map(|_| AtomicU64::new(0)).collect() }
+        Registry { inner: Mutex::new(Inner::default()), per_worker: (0..workers).map(|_| AtomicU64::new(0)).collect() }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Clients waiting on `key` of `db` (for tests and introspection).
+    /// Clients waiting on `key` of `db`.
     pub fn waiters(&self, db: u32, key: &[u8]) -> usize {
-        self.lock().get(&(db, key.to_vec())).map_or(0, |q| q.len())
+        self.lock().queues.get(&(db, key.to_vec())).map_or(0, |q| q.len())
     }
-}
 
-/// The worker parked the client whose command just ran: queue it on its keys and declare it
-/// to the engine. The caller then retries it once ([`try_serve`]): a push that landed
-/// between the command's attempt and the declaration did not bump the sequence.
-pub(crate) fn enter(shared: &Shared, worker: usize, st: &mut ConnState, req: &[u8], args: &Args) {
-    let Some(p) = st.park.as_mut() else { return };
-    p.req = req.to_vec();
-    p.args = args.clone();
-    {
-        let mut q = shared.blocking.lock();
-        for k in &p.keys {
-            q.entry((p.db, k.clone())).or_default().push_back((st.id, worker));
+    /// CLIENT UNBLOCK: ends client `id`'s wait with a timeout's null, or with
+    /// `-UNBLOCKED` if `error`. False if it is not blocked.
+    pub fn unblock(&self, shared: &Shared, id: u64, error: bool) -> bool {
+        let mut g = self.lock();
+        let Some(w) = g.waiters.get(&id) else { return false };
+        if w.reply.is_some() {
+            return false;
         }
+        let mut out = Vec::new();
+        if error {
+            Writer::new(&mut out, w.proto).error(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            Writer::new(&mut out, w.proto).null_array();
+        }
+        let worker = w.worker;
+        unqueue(shared, &mut g, id);
+        if let Some(w) = g.waiters.get_mut(&id) {
+            w.reply = Some(out);
+        }
+        drop(g);
+        wake(shared, worker);
+        true
     }
-    shared.blocking.per_worker[worker].fetch_add(1, Ordering::SeqCst);
-    shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
-    st.info.blocked.store(true, Ordering::Relaxed);
-    // SeqCst in the engine: either the pusher sees this and bumps the sequence, or the retry
-    // that follows sees the pushed element.
-    shared.store.add_blockers(1);
 }
 
-/// Unparks the client (served, timed out, disconnected or killed): out of every queue, and
-/// the workers of the new queue heads are woken, since what was left may serve them.
-pub(crate) fn leave(shared: &Shared, worker: usize, st: &mut ConnState) {
-    let Some(p) = st.park.take() else { return };
-    let mut wake = Vec::new();
-    {
-        let mut q = shared.blocking.lock();
-        for k in &p.keys {
-            let id = (p.db, k.clone());
-            if let Some(v) = q.get_mut(&id) {
-                let was_head = v.front().map(|x| x.0) == Some(st.id);
-                v.retain(|x| x.0 != st.id);
-                if v.is_empty() {
-                    q.remove(&id);
-                } else if was_head {
-                    if let Some(&(_, w)) = v.front() {
-                        wake.push(w);
-                    }
-                }
+fn wake(shared: &Shared, worker: usize) {
+    if let Some(w) = shared.wakers.get().and_then(|w| w.get(worker)) {
+        let _ = w.wake();
+    }
+}
+
+/// Takes client `id` out of its queues (served, timed out, gone): it no longer counts as
+/// blocked. Its entry stays until its worker collects the reply (or it is dropped).
+fn unqueue(shared: &Shared, g: &mut Inner, id: u64) {
+    let Some(w) = g.waiters.get(&id) else { return };
+    if w.reply.is_some() {
+        return;
+    }
+    let db = w.park.db;
+    let keys: Vec<Vec<u8>> = w.park.keys.clone();
+    let (worker, info) = (w.worker, w.info.clone());
+    for k in keys {
+        let qk = (db, k);
+        if let Some(q) = g.queues.get_mut(&qk) {
+            q.retain(|&x| x != id);
+            if q.is_empty() {
+                g.queues.remove(&qk);
             }
         }
     }
     shared.blocking.per_worker[worker].fetch_sub(1, Ordering::SeqCst);
     shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
-    st.info.blocked.store(false, Ordering::Relaxed);
+    info.blocked.store(false, Ordering::Relaxed);
     shared.store.add_blockers(-1);
-    wake.sort_unstable();
-    wake.dedup();
-    if let Some(wakers) = shared.wakers.get() {
-        for w in wake {
-            if let Some(w) = wakers.get(w) {
-                let _ = w.wake();
+}
+
+/// The worker parked the client whose command just ran: the registry takes its Park, then
+/// its keys are tried once more (a push that landed between the command's attempt and
+/// the declaration to the engine bumped no sequence). Returns the reply if that served it,
+/// else the deadline to watch.
+pub(crate) fn enter(
+    h: &mut Handle,
+    shared: &Shared,
+    worker: usize,
+    st: &mut ConnState,
+    req: &[u8],
+    args: &Args,
+) -> Result<Vec<u8>, Option<Instant>> {
+    let Some(mut p) = st.park.take() else { return Ok(Vec::new()) };
+    p.req = req.to_vec();
+    p.args = args.clone();
+    let (db, keys, deadline) = (p.db, p.keys.clone(), p.deadline);
+    {
+        let mut g = shared.blocking.lock();
+        for k in &keys {
+            g.queues.entry((db, k.clone())).or_default().push_back(st.id);
+        }
+        g.waiters.insert(st.id, Waiter { park: p, worker, info: st.info.clone(), proto: st.proto, reply: None });
+    }
+    shared.blocking.per_worker[worker].fetch_add(1, Ordering::SeqCst);
+    shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
+    st.info.blocked.store(true, Ordering::Relaxed);
+    // SeqCst in the engine: either a pusher sees this and bumps the sequence, or the retry
+    // below sees the pushed element.
+    shared.store.add_blockers(1);
+    serve_ready(h, shared, worker, db, keys.iter().map(|k| k.as_slice()));
+    match take_reply(shared, st.id) {
+        Some(r) => Ok(r),
+        None => Err(deadline),
+    }
+}
+
+/// Serves the clients waiting on `keys` of `db` that can be served now, longest waiting
+/// first, and the destinations of served moves after them.
+pub(crate) fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
+    let mut g = shared.blocking.lock();
+    let mut todo: VecDeque<Vec<u8>> = keys.filter(|k| g.queues.contains_key(&(db, k.to_vec()))).map(|k| k.to_vec()).collect();
+    while let Some(key) = todo.pop_front() {
+        loop {
+            let Some(&id) = g.queues.get(&(db, key.clone())).and_then(|q| q.front()) else { break };
+            let Some(w) = g.waiters.get(&id) else { break };
+            let mut out = Vec::new();
+            let served = {
+                let mut st = ConnState {
+                    id,
+                    db,
+                    proto: w.proto,
+                    reply: ReplyMode::On,
+                    close: false,
+                    info: w.info.clone(),
+                    mc_swallow: 0,
+                    clock: Instant::now(),
+                    park: None,
+                    deny_blocking: true,
+                };
+                let mut ctx = Ctx {
+                    argv: Argv { args: &w.park.args, buf: &w.park.req },
+                    out: Writer::new(&mut out, w.proto),
+                    h: &mut *h,
+                    conn: &mut st,
+                    shared,
+                    worker,
+                };
+                match (w.park.serve)(&mut ctx, &key, true) {
+                    Ok(served) => served,
+                    Err(e) => {
+                        ctx.out.buf().clear();
+                        reply_error(&mut ctx, &e, None);
+                        true
+                    }
+                }
+            };
+            if !served {
+                break;
             }
+            let owner = w.worker;
+            if let Some(d) = w.park.dst.clone() {
+                todo.push_back(d);
+            }
+            unqueue(shared, &mut g, id);
+            if let Some(w) = g.waiters.get_mut(&id) {
+                w.reply = Some(out);
+            }
+            wake(shared, owner);
         }
     }
 }
 
-/// Retries a parked client on the keys whose queue it heads. Returns true if it was served
-/// (its reply, or an error, is in `wbuf` and it has left the registry).
-pub(crate) fn try_serve(h: &mut Handle, shared: &Shared, worker: usize, st: &mut ConnState, wbuf: &mut Vec<u8>) -> bool {
-    let Some(park) = st.park.take() else { return false };
-    let heads: Vec<usize> = {
-        let q = shared.blocking.lock();
-        (0..park.keys.len())
-            .filter(|&i| q.get(&(park.db, park.keys[i].clone())).and_then(|v| v.front()).map(|x| x.0) == Some(st.id))
-            .collect()
+/// After a write command ran on a worker: serve clients waiting on the keys it wrote, so
+/// they are served before the writer's reply goes out (as Redis's `handleClientsBlockedOnKeys`).
+/// Commands that move keys between databases or have no key positions (SWAPDB, MOVE) try
+/// every waited-on key.
+pub(crate) fn after_command(h: &mut Handle, shared: &Shared, worker: usize, st: &ConnState, argv: Argv<'_>) {
+    if shared.blocked_clients.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Some(spec) = table().specs.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) else { return };
+    if spec.flags & WRITE == 0 {
+        return;
+    }
+    if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
+        let all: Vec<(u32, Vec<u8>)> = shared.blocking.lock().queues.keys().cloned().collect();
+        for (db, k) in all {
+            serve_ready(h, shared, worker, db, std::iter::once(k.as_slice()));
+        }
+        return;
+    }
+    if spec.first_key <= 0 {
+        return;
+    }
+    let argc = argv.len() as i32;
+    let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
+    let step = spec.step.max(1) as usize;
+    let keys = (spec.first_key..=last).step_by(step).map(|i| argv.get(i as usize));
+    serve_ready(h, shared, worker, st.db, keys);
+}
+
+/// The reply of client `id`, if it has been served (it then leaves the registry).
+pub(crate) fn take_reply(shared: &Shared, id: u64) -> Option<Vec<u8>> {
+    let mut g = shared.blocking.lock();
+    if g.waiters.get(&id)?.reply.is_none() {
+        return None;
+    }
+    g.waiters.remove(&id).and_then(|w| w.reply)
+}
+
+/// The watcher woke this worker: try the keys its parked clients wait on (pushes by local
+/// processes, and anything the write-command path did not see).
+pub(crate) fn retry(h: &mut Handle, shared: &Shared, worker: usize, ids: &[u64]) {
+    let keys: Vec<(u32, Vec<Vec<u8>>)> = {
+        let g = shared.blocking.lock();
+        ids.iter().filter_map(|id| g.waiters.get(id)).filter(|w| w.reply.is_none()).map(|w| (w.park.db, w.park.keys.clone())).collect()
     };
-    let mut served = false;
-    if !heads.is_empty() {
-        let proto = st.proto;
-        let mut ctx = Ctx { argv: Argv { args: &park.args, buf: &park.req }, out: Writer::new(wbuf, proto), h, conn: st, shared, worker };
-        let mark = ctx.out.buf().len();
-        for &k in &heads {
-            match (park.serve)(&mut ctx, &park.keys[k], true) {
-                Ok(true) => {
-                    served = true;
-                    break;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    ctx.out.buf().truncate(mark);
-                    reply_error(&mut ctx, &e, None);
-                    served = true;
-                    break;
-                }
-            }
-        }
-    }
-    st.park = Some(park);
-    if served {
-        leave(shared, worker, st);
-    }
-    served
-}
-
-/// Times the client out if its deadline has passed: a null array (`*-1`, RESP3 `_`), as
-/// Redis replies to every timed-out blocking command. Returns whether it did.
-pub(crate) fn expire(shared: &Shared, worker: usize, st: &mut ConnState, wbuf: &mut Vec<u8>, now: Instant) -> bool {
-    match st.park.as_ref().and_then(|p| p.deadline) {
-        Some(d) if d <= now => {
-            leave(shared, worker, st);
-            Writer::new(wbuf, st.proto).null_array();
-            true
-        }
-        _ => false,
+    for (db, ks) in keys {
+        serve_ready(h, shared, worker, db, ks.iter().map(|k| k.as_slice()));
     }
 }
 
-/// The parked client's deadline, if it has one.
-pub(crate) fn deadline(st: &ConnState) -> Option<Instant> {
-    st.park.as_ref().and_then(|p| p.deadline)
+/// Client `id` at `now`: its reply if it was served, a null array (`*-1`, RESP3 `_`, as
+/// Redis replies to every timed-out blocking command) if its deadline has passed, else None.
+pub(crate) fn expire(shared: &Shared, id: u64, now: Instant) -> Option<Vec<u8>> {
+    let mut g = shared.blocking.lock();
+    let w = g.waiters.get(&id)?;
+    if w.reply.is_none() {
+        match w.park.deadline {
+            Some(d) if d <= now => {}
+            _ => return None,
+        }
+        let mut out = Vec::new();
+        Writer::new(&mut out, w.proto).null_array();
+        unqueue(shared, &mut g, id);
+        g.waiters.remove(&id);
+        return Some(out);
+    }
+    g.waiters.remove(&id).and_then(|w| w.reply)
+}
+
+/// The client is gone (disconnected, killed): out of the registry.
+pub(crate) fn leave(shared: &Shared, id: u64) {
+    let mut g = shared.blocking.lock();
+    unqueue(shared, &mut g, id);
+    g.waiters.remove(&id);
 }
 
 /// The watcher thread: sleeps on the engine's push sequence (woken by a push from any
@@ -270,13 +400,9 @@ pub(crate) fn watch(shared: Arc<Shared>) {
             continue;
         }
         seen = now;
-        if let Some(wakers) = shared.wakers.get() {
-            for (w, n) in shared.blocking.per_worker.iter().enumerate() {
-                if n.load(Ordering::SeqCst) > 0 {
-                    if let Some(w) = wakers.get(w) {
-                        let _ = w.wake();
-                    }
-                }
+        for (w, n) in shared.blocking.per_worker.iter().enumerate() {
+            if n.load(Ordering::SeqCst) > 0 {
+                wake(&shared, w);
             }
         }
     }

@@ -35,6 +35,8 @@ struct Conn {
     args: Args,
     state: ConnState,
     writing: bool,
+    /// Blocked in a blocking command: its next requests wait in `rbuf`.
+    parked: bool,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -124,8 +126,9 @@ struct Worker {
     shared: Arc<Shared>,
     /// Where reads land before they are appended to a connection's buffer.
     scratch: Box<[u8]>,
-    /// Connections parked in a blocking command, in the order they blocked.
-    parked: Vec<usize>,
+    /// Connections parked in a blocking command, in the order they blocked: (slot, client
+    /// id, deadline).
+    parked: Vec<(usize, u64, Option<std::time::Instant>)>,
 }
 
 impl Worker {
@@ -145,7 +148,7 @@ impl Worker {
                     MC_LISTENER => self.accept(Proto::Memcache),
                     WAKER => {
                         self.sweep_killed();
-                        self.retry_parked();
+                        self.wake_parked();
                     }
                     Token(t) => {
                         let i = t - FIRST_CONN;
@@ -159,7 +162,10 @@ impl Worker {
                 }
             }
             if !self.parked.is_empty() {
-                self.expire_parked();
+                let now = std::time::Instant::now();
+                if self.parked.iter().any(|p| p.2.is_some_and(|d| d <= now)) {
+                    self.settle_parked(true);
+                }
             }
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
@@ -228,6 +234,7 @@ impl Worker {
                 args: Args::new(),
                 state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now(), park: None, deny_blocking: false },
                 writing: false,
+                parked: false,
             });
         }
     }
@@ -239,9 +246,9 @@ impl Worker {
 
     fn close(&mut self, i: usize) {
         if let Some(Some(mut c)) = self.conns.get_mut(i).map(|c| c.take()) {
-            if c.state.park.is_some() {
-                crate::blocking::leave(&self.shared, self.id, &mut c.state);
-                self.parked.retain(|&s| s != i);
+            if c.parked {
+                crate::blocking::leave(&self.shared, c.state.id);
+                self.parked.retain(|p| p.0 != i);
             }
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.forget(&c.state.info);
@@ -302,26 +309,24 @@ impl Worker {
     }
 
     /// Executes every complete request in the read buffer, up to a command that blocks.
-    /// A client that blocks is retried once at once (see [`crate::blocking::enter`]); if
-    /// that serves it, the rest of its buffer runs.
     fn process(&mut self, i: usize) {
-        while self.process_until_parked(i) {
-            self.parked.push(i);
-            if !self.serve_parked(i) {
-                return;
+        if let Some(deadline) = self.process_until_parked(i) {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                c.parked = true;
+                self.parked.push((i, c.state.id, deadline));
             }
         }
     }
 
-    /// Runs requests until the buffer is consumed (false) or a command parked the client
-    /// (true).
-    fn process_until_parked(&mut self, i: usize) -> bool {
-        let Some(Some(c)) = self.conns.get_mut(i) else { return false };
-        if c.state.park.is_some() {
+    /// Runs requests until the buffer is consumed (None) or a command parked the client
+    /// (Some(its deadline)).
+    fn process_until_parked(&mut self, i: usize) -> Option<Option<std::time::Instant>> {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return None };
+        if c.parked {
             // A blocked client's next commands wait in its buffer, as in Redis.
-            return false;
+            return None;
         }
-        let mut parked = false;
+        let mut parked = None;
         c.state.clock = std::time::Instant::now();
         c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
@@ -349,10 +354,19 @@ impl Worker {
                                 };
                                 dispatch(&mut ctx);
                                 if c.state.park.is_some() {
-                                    crate::blocking::enter(&self.shared, self.id, &mut c.state, &buf[..n], &c.args);
-                                    pos += n;
-                                    parked = true;
-                                    break;
+                                    let (h, sh) = (&mut self.h, &self.shared);
+                                    match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
+                                        // Served by the retry: go on.
+                                        Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                                        Err(deadline) => {
+                                            pos += n;
+                                            parked = Some(deadline);
+                                            break;
+                                        }
+                                    }
+                                } else {
+                                    let argv = crate::command::Argv { args: &c.args, buf };
+                                    crate::blocking::after_command(&mut self.h, &self.shared, self.id, &c.state, argv);
                                 }
                             }
                             pos += n;
@@ -382,37 +396,37 @@ impl Worker {
         parked
     }
 
-    /// Tries to serve parked connection `i`; true if it was (and is no longer parked).
-    fn serve_parked(&mut self, i: usize) -> bool {
-        let Some(Some(c)) = self.conns.get_mut(i) else { return false };
-        if !crate::blocking::try_serve(&mut self.h, &self.shared, self.id, &mut c.state, &mut c.wbuf) {
-            return false;
+    /// Woken: parked clients may have been served by another worker (their replies wait
+    /// in the registry), or something was pushed (the watcher): retry their keys, then
+    /// send what was served.
+    fn wake_parked(&mut self) {
+        if self.parked.is_empty() {
+            return;
         }
-        self.parked.retain(|&s| s != i);
-        true
+        let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
+        crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
+        self.settle_parked(false);
     }
 
-    /// Something was pushed (or a queue head left): retry the parked clients, longest
-    /// waiting first; a served one goes on with its pipeline.
-    fn retry_parked(&mut self) {
-        for i in self.parked.clone() {
-            if self.serve_parked(i) {
-                self.process(i);
-                self.flush(i);
-            }
-        }
-    }
-
-    /// Replies null to parked clients whose timeout has passed.
-    fn expire_parked(&mut self) {
+    /// Sends the replies of served parked clients (and, with `expire`, the nulls of those
+    /// whose deadline passed), and runs what they sent meanwhile.
+    fn settle_parked(&mut self, expire: bool) {
         let now = std::time::Instant::now();
-        for i in self.parked.clone() {
-            let Some(Some(c)) = self.conns.get_mut(i) else { continue };
-            if crate::blocking::expire(&self.shared, self.id, &mut c.state, &mut c.wbuf, now) {
-                self.parked.retain(|&s| s != i);
-                self.process(i);
-                self.flush(i);
+        let mut k = 0;
+        while k < self.parked.len() {
+            let (slot, id, _) = self.parked[k];
+            let r = if expire { crate::blocking::expire(&self.shared, id, now) } else { crate::blocking::take_reply(&self.shared, id) };
+            let Some(reply) = r else {
+                k += 1;
+                continue;
+            };
+            self.parked.remove(k);
+            if let Some(Some(c)) = self.conns.get_mut(slot) {
+                c.parked = false;
+                c.wbuf.extend_from_slice(&reply);
             }
+            self.process(slot);
+            self.flush(slot);
         }
     }
 
@@ -421,12 +435,8 @@ impl Worker {
         let mut t = Duration::from_millis(100);
         if !self.parked.is_empty() {
             let now = std::time::Instant::now();
-            for &i in &self.parked {
-                if let Some(Some(c)) = self.conns.get(i) {
-                    if let Some(d) = crate::blocking::deadline(&c.state) {
-                        t = t.min(d.saturating_duration_since(now));
-                    }
-                }
+            for d in self.parked.iter().filter_map(|p| p.2) {
+                t = t.min(d.saturating_duration_since(now));
             }
         }
         t
@@ -499,7 +509,7 @@ impl Worker {
         let now = self.shared.uptime_ms();
         for i in 0..self.conns.len() {
             // Blocked clients are not idle (Redis times them out by their own deadline).
-            let idle = matches!(&self.conns[i], Some(c) if c.state.park.is_none() && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
+            let idle = matches!(&self.conns[i], Some(c) if !c.parked && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
             if idle {
                 self.close(i);
             }

@@ -537,6 +537,9 @@ fn blmove_chain() {
     z.send(&cmd(&[b"BLPOP", b"c3", b"0"]));
     wait_blocked(&mut p, 3);
     c(&mut p, &["LPUSH", "c1", "x"], ":1\r\n");
+    // As in Redis, the waiters were served before the pusher got its reply: the element
+    // has already gone down the whole chain.
+    c(&mut p, &["EXISTS", "c1", "c2", "c3"], ":0\r\n");
     a.check(b"", b"$1\r\nx\r\n");
     b.check(b"", b"$1\r\nx\r\n");
     z.check(b"", b"*2\r\n$2\r\nc3\r\n$1\r\nx\r\n");
@@ -548,6 +551,48 @@ fn blmove_chain() {
     c(&mut p, &["RPUSH", "r", "1"], ":1\r\n");
     a.check(b"", b"$1\r\n1\r\n");
     c(&mut p, &["LRANGE", "r", "0", "-1"], "*1\r\n$1\r\n1\r\n");
+    // Self-referential BRPOPLPUSH: the rotation is done when RPUSH replies.
+    a.send(&cmd(&[b"BRPOPLPUSH", b"s", b"s", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["RPUSH", "s", "foo"], ":1\r\n");
+    c(&mut p, &["LRANGE", "s", "0", "-1"], "*1\r\n$3\r\nfoo\r\n");
+    a.check(b"", b"$3\r\nfoo\r\n");
+    // A destination of the wrong type: the waiter gets WRONGTYPE, the element stays.
+    c(&mut p, &["SET", "str", "x"], "+OK\r\n");
+    a.send(&cmd(&[b"BLMOVE", b"w", b"str", b"LEFT", b"LEFT", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["RPUSH", "w", "e"], ":1\r\n");
+    a.check(b"", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    c(&mut p, &["LRANGE", "w", "0", "-1"], "*1\r\n$1\r\ne\r\n");
+}
+
+#[test]
+fn client_unblock() {
+    let s = start();
+    let mut p = Raw::connect(s.resp);
+    let mut w = Raw::connect(s.resp);
+    w.send(&cmd(&[b"CLIENT", b"ID"]));
+    let id = String::from_utf8(w.read_n(4)).unwrap().trim_start_matches(':').trim().to_string();
+    c(&mut p, &["CLIENT", "UNBLOCK", &id], ":0\r\n");
+    w.send(&cmd(&[b"BLPOP", b"k", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    w.send(&cmd(&[b"BLMOVE", b"k", b"d", b"LEFT", b"LEFT", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "TIMEOUT"], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    w.send(&cmd(&[b"BRPOP", b"k", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "error"], ":1\r\n");
+    w.check(b"", b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    wait_blocked(&mut p, 0);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "FOO"], "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n");
+    c(&mut p, &["CLIENT", "UNBLOCK", "x"], "-ERR value is not an integer or out of range\r\n");
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "TIMEOUT", "x"], "-ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.\r\n");
+    c(&mut p, &["CLIENT", "UNBLOCK"], "-ERR wrong number of arguments for 'client|unblock' command\r\n");
+    // The unblocked client works normally afterwards.
+    c(&mut w, &["PING"], "+PONG\r\n");
 }
 
 #[test]

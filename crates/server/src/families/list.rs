@@ -762,13 +762,13 @@ fn serve_blmpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdE
 /// blocks until one is pushed; a null array on timeout.
 fn cmd_blpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let timeout = parse_timeout(ctx.arg(ctx.argc() - 1))?;
-    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, timeout, serve_blpop, NullReply::Array)
+    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, None, timeout, serve_blpop, NullReply::Array)
 }
 
 /// `BRPOP key [key ...] timeout` → as BLPOP, from the tail.
 fn cmd_brpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let timeout = parse_timeout(ctx.arg(ctx.argc() - 1))?;
-    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, timeout, serve_brpop, NullReply::Array)
+    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, None, timeout, serve_brpop, NullReply::Array)
 }
 
 /// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout` → as LMOVE, blocking while
@@ -777,13 +777,13 @@ fn cmd_blmove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     end_arg(ctx.arg(3))?;
     end_arg(ctx.arg(4))?;
     let timeout = parse_timeout(ctx.arg(5))?;
-    blocking::serve_or_block(ctx, 1, 2, timeout, serve_move, NullReply::Bulk)
+    blocking::serve_or_block(ctx, 1, 2, Some(2), timeout, serve_move, NullReply::Bulk)
 }
 
 /// `BRPOPLPUSH source destination timeout` → BLMOVE source destination RIGHT LEFT timeout.
 fn cmd_brpoplpush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let timeout = parse_timeout(ctx.arg(3))?;
-    blocking::serve_or_block(ctx, 1, 2, timeout, serve_move, NullReply::Bulk)
+    blocking::serve_or_block(ctx, 1, 2, Some(2), timeout, serve_move, NullReply::Bulk)
 }
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]` → as LMPOP, blocking
@@ -791,7 +791,7 @@ fn cmd_brpoplpush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_blmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (first, n, _, _) = parse_mpop(ctx, 2)?;
     let timeout = parse_timeout(ctx.arg(1))?;
-    blocking::serve_or_block(ctx, first, first + n, timeout, serve_blmpop, NullReply::Array)
+    blocking::serve_or_block(ctx, first, first + n, None, timeout, serve_blmpop, NullReply::Array)
 }
 
 #[cfg(test)]

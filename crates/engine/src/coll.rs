@@ -288,7 +288,7 @@ impl<'a> Coll<'a> {
         let h = field_hash(self.seed, key);
         let a = self.a;
         let s = &mut self.scratch;
-        let rank = tree::seek(a, r0, &mut |prefix, e| {
+        let (rank, at) = tree::seek_elem(a, r0, &mut |prefix, e| {
             Ok(match prefix.cmp(&h) {
                 Ordering::Equal => {
                     tree::read_key(a, e, s)?;
@@ -297,8 +297,7 @@ impl<'a> Coll<'a> {
                 o => o,
             })
         })?;
-        if rank < self.len {
-            let (prefix, e) = tree::nth(a, r0, rank)?;
+        if let Some((prefix, e)) = at {
             if prefix == h {
                 tree::read_key(a, e, s)?;
                 if s.as_slice() == key {

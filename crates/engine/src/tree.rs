@@ -136,6 +136,61 @@ impl Node {
     }
 }
 
+/// A node's bytes, read once, with entries decoded on demand: what searches use (building
+/// a whole [`Node`] would cost more than the search).
+struct View {
+    inner: bool,
+    n: usize,
+    buf: [u8; LEAF_MAX * 16],
+}
+
+impl View {
+    fn read(a: &Arena, off: u64) -> Result<View, Error> {
+        let mut head = [0u8; HEAD as usize];
+        a.read(off, &mut head)?;
+        let w = u32::from_le_bytes(head[0..4].try_into().unwrap());
+        let inner = w & INNER != 0;
+        let n = (w & 0xffff) as usize;
+        if n == 0 || n > if inner { INNER_MAX } else { LEAF_MAX } {
+            return Err(Error::Corrupt("tree node with a bad entry count"));
+        }
+        let mut v = View { inner, n, buf: [0u8; LEAF_MAX * 16] };
+        let esz = if inner { 32 } else { 16 };
+        a.read(off + HEAD, &mut v.buf[..n * esz])?;
+        Ok(v)
+    }
+
+    #[inline]
+    fn word(&self, i: usize, k: usize) -> u64 {
+        let o = i * if self.inner { 32 } else { 16 } + k * 8;
+        u64::from_le_bytes(self.buf[o..o + 8].try_into().unwrap())
+    }
+
+    #[inline]
+    fn prefix(&self, i: usize) -> u64 {
+        self.word(i, 0)
+    }
+
+    #[inline]
+    fn elem(&self, i: usize) -> u64 {
+        self.word(i, 1)
+    }
+
+    #[inline]
+    fn child(&self, i: usize) -> u64 {
+        self.word(i, 2)
+    }
+
+    #[inline]
+    fn count(&self, i: usize) -> u64 {
+        if self.inner {
+            self.word(i, 3)
+        } else {
+            1
+        }
+    }
+}
+
 /// Elements beneath a node (its header's count).
 pub(crate) fn count(a: &Arena, node: u64) -> Result<u64, Error> {
     if node == 0 {
@@ -198,18 +253,21 @@ pub(crate) fn read_key(a: &Arena, e: u64, k: &mut Vec<u8>) -> Result<(), Error> 
 pub(crate) fn nth(a: &Arena, root: u64, mut i: u64) -> Result<(u64, u64), Error> {
     let mut node = root;
     for _ in 0..64 {
-        let n = Node::read(a, node)?;
+        let n = View::read(a, node)?;
         if !n.inner {
-            let e = n.ents.get(i as usize).filter(|_| (i as usize) < n.n).ok_or(Error::Corrupt("tree position out of range"))?;
-            return Ok((e.prefix, e.elem));
+            if i as usize >= n.n {
+                return Err(Error::Corrupt("tree position out of range"));
+            }
+            return Ok((n.prefix(i as usize), n.elem(i as usize)));
         }
         let mut next = None;
-        for e in &n.ents[..n.n] {
-            if i < e.count {
-                next = Some(e.child);
+        for k in 0..n.n {
+            let c = n.count(k);
+            if i < c {
+                next = Some(n.child(k));
                 break;
             }
-            i -= e.count;
+            i -= c;
         }
         node = next.ok_or(Error::Corrupt("tree position out of range"))?;
     }
@@ -223,34 +281,51 @@ pub(crate) fn seek(
     root: u64,
     cmp: &mut dyn FnMut(u64, u64) -> Result<Ordering, Error>,
 ) -> Result<u64, Error> {
+    Ok(seek_elem(a, root, cmp)?.0)
+}
+
+/// [`seek`], also returning the element at the bound (prefix, offset), if there is one,
+/// found in the same descent.
+pub(crate) fn seek_elem(
+    a: &Arena,
+    root: u64,
+    cmp: &mut dyn FnMut(u64, u64) -> Result<Ordering, Error>,
+) -> Result<(u64, Option<(u64, u64)>), Error> {
     if root == 0 {
-        return Ok(0);
+        return Ok((0, None));
     }
     let mut node = root;
     let mut rank = 0;
+    // The first element after the current subtree: the bound when the target is greater
+    // than everything in the subtree.
+    let mut after = None;
     for _ in 0..64 {
-        let n = Node::read(a, node)?;
+        let n = View::read(a, node)?;
         if !n.inner {
-            for (i, e) in n.ents[..n.n].iter().enumerate() {
-                if cmp(e.prefix, e.elem)? != Ordering::Less {
-                    return Ok(rank + i as u64);
+            for i in 0..n.n {
+                if cmp(n.prefix(i), n.elem(i))? != Ordering::Less {
+                    return Ok((rank + i as u64, Some((n.prefix(i), n.elem(i)))));
                 }
             }
-            return Ok(rank + n.n as u64);
+            return Ok((rank + n.n as u64, after));
         }
         // The last child whose first element is less than the target holds the bound (or
-        // the bound is the next child's first element, which the leaf scan reports as "one
-        // past its end").
+        // the bound is the next child's first element).
         let mut pick = 0;
         for i in 1..n.n {
-            if cmp(n.ents[i].prefix, n.ents[i].elem)? == Ordering::Less {
+            if cmp(n.prefix(i), n.elem(i))? == Ordering::Less {
                 pick = i;
             } else {
                 break;
             }
         }
-        rank += n.ents[..pick].iter().map(|e| e.count).sum::<u64>();
-        node = n.ents[pick].child;
+        if pick + 1 < n.n {
+            after = Some((n.prefix(pick + 1), n.elem(pick + 1)));
+        }
+        for k in 0..pick {
+            rank += n.count(k);
+        }
+        node = n.child(pick);
     }
     Err(Error::Corrupt("tree too deep"))
 }
@@ -280,16 +355,16 @@ fn walk_node(
     if depth > 64 {
         return Err(Error::Corrupt("tree too deep"));
     }
-    let n = Node::read(a, node)?;
+    let n = View::read(a, node)?;
     let mut base = 0u64;
-    for e in &n.ents[..n.n] {
-        let end = base + e.count;
+    for k in 0..n.n {
+        let end = base + n.count(k);
         if end > from && base < to {
             if n.inner {
-                if !walk_node(a, e.child, from.saturating_sub(base), to - base, depth + 1, f)? {
+                if !walk_node(a, n.child(k), from.saturating_sub(base), to - base, depth + 1, f)? {
                     return Ok(false);
                 }
-            } else if !f(e.prefix, e.elem)? {
+            } else if !f(n.prefix(k), n.elem(k))? {
                 return Ok(false);
             }
         }
@@ -330,8 +405,27 @@ pub(crate) fn for_each_block(a: &Arena, root: u64, elems: bool, f: &mut dyn FnMu
 /// and the published blocks it replaced (retire them once the new root is published).
 #[derive(Default)]
 pub(crate) struct Edit {
-    pub fresh: HashSet<u64>,
+    pub fresh: HashSet<u64, std::hash::BuildHasherDefault<OffsetHasher>>,
     pub replaced: Vec<u64>,
+}
+
+/// Arena offsets are distinct multiples of 8: one multiply spreads them well enough, and
+/// costs a fraction of SipHash on the write path.
+#[derive(Default)]
+pub(crate) struct OffsetHasher(u64);
+
+impl std::hash::Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 impl Edit {
@@ -371,6 +465,9 @@ fn inner_ent(n: &Node, off: u64) -> Ent {
     Ent { prefix: f.prefix, elem: f.elem, child: off, count: n.count() }
 }
 
+/// A node just written, as its parent's entry for it.
+type Written = Ent;
+
 /// Splits a full node that must take one more entry at `i`. Appends keep the left node
 /// full (a list pushed at its tail, a sorted set fed in order); prepends keep the right one
 /// full; otherwise the halves are even.
@@ -406,17 +503,15 @@ pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefi
     }
     let (l, r) = insert_rec(p, a, ed, root, i, Ent { prefix, elem, child: 0, count: 1 }, 0)?;
     match r {
-        None => Ok(l.1),
+        None => Ok(l.child),
         Some(r) => {
             let mut n = Node::new(true);
-            n.insert(0, inner_ent(&l.0, l.1));
-            n.insert(1, inner_ent(&r.0, r.1));
+            n.insert(0, l);
+            n.insert(1, r);
             ed.put(p, &n)
         }
     }
 }
-
-type Written = (Node, u64);
 
 fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: Ent, depth: u32) -> Result<(Written, Option<Written>), Error> {
     if depth > 64 {
@@ -433,14 +528,14 @@ fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: E
             k += 1;
         }
         let (l, r) = insert_rec(p, a, ed, n.ents[k].child, i - base, e, depth + 1)?;
-        n.ents[k] = inner_ent(&l.0, l.1);
+        n.ents[k] = l;
         match r {
             None => {
                 ed.drop_block(p, node)?;
                 let off = ed.put(p, &n)?;
-                return Ok(((n, off), None));
+                return Ok((inner_ent(&n, off), None));
             }
-            Some(r) => (k + 1, inner_ent(&r.0, r.1)),
+            Some(r) => (k + 1, r),
         }
     } else {
         (i as usize, e)
@@ -452,12 +547,12 @@ fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: E
     if n.n < n.max() {
         n.insert(pos, ent);
         let off = ed.put(p, &n)?;
-        Ok(((n, off), None))
+        Ok((inner_ent(&n, off), None))
     } else {
         let (l, r) = split_insert(&n, pos, ent);
         let lo = ed.put(p, &l)?;
         let ro = ed.put(p, &r)?;
-        Ok(((l, lo), Some((r, ro))))
+        Ok((inner_ent(&l, lo), Some(inner_ent(&r, ro))))
     }
 }
 
@@ -465,8 +560,8 @@ fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: E
 pub(crate) fn replace_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefix: u64, elem: u64) -> Result<(u64, u64), Error> {
     let a = &**p.arena();
     let mut old = 0;
-    let (_, off) = replace_rec(p, a, ed, root, i, prefix, elem, &mut old, 0)?;
-    Ok((off, old))
+    let w = replace_rec(p, a, ed, root, i, prefix, elem, &mut old, 0)?;
+    Ok((w.child, old))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -477,8 +572,7 @@ fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, pre
     let mut n = Node::read(a, node)?;
     if n.inner {
         let (k, base) = child_at(&n, i)?;
-        let w = replace_rec(p, a, ed, n.ents[k].child, i - base, prefix, elem, old, depth + 1)?;
-        n.ents[k] = inner_ent(&w.0, w.1);
+        n.ents[k] = replace_rec(p, a, ed, n.ents[k].child, i - base, prefix, elem, old, depth + 1)?;
     } else {
         let e = n.ents.get_mut(i as usize).filter(|_| (i as usize) < n.n).ok_or(Error::Corrupt("tree position out of range"))?;
         *old = e.elem;
@@ -487,7 +581,7 @@ fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, pre
     }
     ed.drop_block(p, node)?;
     let off = ed.put(p, &n)?;
-    Ok((n, off))
+    Ok(inner_ent(&n, off))
 }
 
 fn child_at(n: &Node, i: u64) -> Result<(usize, u64), Error> {
@@ -509,7 +603,7 @@ pub(crate) fn remove_at(p: &Participant, ed: &mut Edit, root: u64, i: u64) -> Re
     let w = remove_rec(p, a, ed, root, i, &mut old, 0)?;
     let mut root = match w {
         None => 0,
-        Some((_, off)) => off,
+        Some((w, _, _)) => w.child,
     };
     // A root with one child gives way to the child.
     while root != 0 {
@@ -524,7 +618,8 @@ pub(crate) fn remove_at(p: &Participant, ed: &mut Edit, root: u64, i: u64) -> Re
     Ok((root, old))
 }
 
-fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old: &mut u64, depth: u32) -> Result<Option<Written>, Error> {
+/// Returns the rewritten node's entry, entry count and capacity (None if it emptied).
+fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old: &mut u64, depth: u32) -> Result<Option<(Written, usize, usize)>, Error> {
     if depth > 64 {
         return Err(Error::Corrupt("tree too deep"));
     }
@@ -535,15 +630,15 @@ fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old:
             None => {
                 n.remove(k);
             }
-            Some((c, coff)) => {
-                n.ents[k] = inner_ent(&c, coff);
+            Some((w, c_n, c_max)) => {
+                n.ents[k] = w;
                 // An underfull child merges with a neighbour when both fit in one node.
-                if c.n < c.max() / 4 && n.n > 1 {
+                if c_n < c_max / 4 && n.n > 1 {
                     let j = if k + 1 < n.n { k + 1 } else { k - 1 };
                     let (lk, rk) = (k.min(j), k.max(j));
-                    let left = if lk == k { c.clone() } else { Node::read(a, n.ents[lk].child)? };
-                    let right = if rk == k { c.clone() } else { Node::read(a, n.ents[rk].child)? };
-                    if left.n + right.n <= c.max() {
+                    let left = Node::read(a, n.ents[lk].child)?;
+                    let right = Node::read(a, n.ents[rk].child)?;
+                    if left.n + right.n <= c_max {
                         let mut m = left.clone();
                         m.ents[m.n..m.n + right.n].copy_from_slice(&right.ents[..right.n]);
                         m.n += right.n;
@@ -567,7 +662,7 @@ fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old:
         return Ok(None);
     }
     let off = ed.put(p, &n)?;
-    Ok(Some((n, off)))
+    Ok(Some((inner_ent(&n, off), n.n, n.max())))
 }
 
 /// Builds a tree from elements already in order, bottom up, with full nodes.

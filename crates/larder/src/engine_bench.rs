@@ -24,7 +24,7 @@ use larder_engine::{Arena, ArenaConfig, Backing, Handle, SetOptions, Store, Stor
 /// The subcommand this module is wired under in `main.rs` (used to re-execute ourselves).
 pub const SUBCOMMAND: &str = "bench-engine";
 
-const ALL_PHASES: [&str; 6] = ["get", "set", "remote", "grow", "memory", "churn"];
+const ALL_PHASES: [&str; 7] = ["get", "set", "remote", "grow", "memory", "churn", "colls"];
 const VALUE32: &[u8; 32] = b"0123456789abcdef0123456789ABCDEF";
 /// Ops per timed batch.
 const BATCH: usize = 64;
@@ -51,8 +51,8 @@ pub struct Args {
     /// Seconds of churn.
     #[arg(long, default_value_t = 5.0)]
     pub churn_secs: f64,
-    /// Phases to run, comma separated: get,set,remote,grow,memory,churn.
-    #[arg(long, value_delimiter = ',', default_value = "get,set,remote,grow,memory,churn")]
+    /// Phases to run, comma separated: get,set,remote,grow,memory,churn,colls.
+    #[arg(long, value_delimiter = ',', default_value = "get,set,remote,grow,memory,churn,colls")]
     pub only: Vec<String>,
     /// Also write every figure to this file as JSON.
     #[arg(long)]
@@ -105,6 +105,9 @@ pub fn run(args: &Args) -> Result<(), String> {
     }
     if want("churn") {
         phase_churn(args, &mut out)?;
+    }
+    if want("colls") {
+        phase_colls(&mut out)?;
     }
     if !out.targets.is_empty() {
         println!("\ntargets");
@@ -1084,4 +1087,116 @@ mod tests {
         m.insert("c".to_string(), 7.0);
         assert_eq!(parse_flat_json(&flat_json(&m)).unwrap(), m);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collections: the cost of an operation on a big collection against a small one
+
+/// Mean ns of `f` over `n` calls.
+fn time_ns(n: u64, mut f: impl FnMut(u64) -> Result<(), String>) -> Result<f64, String> {
+    let t = Instant::now();
+    for i in 0..n {
+        f(i)?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn phase_colls(out: &mut Report) -> Result<(), String> {
+    use larder_engine::Kind;
+    println!("\ncolls: one operation on a collection of 1M members against the same on 1k (mean ns/op, one thread)");
+    let (_seg, store) = Segment::create("colls", 2 << 30)?;
+    let mut h = store.handle().map_err(err("handle"))?;
+    let e = |e: larder_engine::Error| e.to_string();
+    let mut figures: Vec<(&str, [f64; 2])> = Vec::new();
+    let mut rows: BTreeMap<&str, [f64; 2]> = BTreeMap::new();
+    for (slot, n) in [(0usize, 1_000u64), (1, 1_000_000)] {
+        let (hk, zk, lk) = (format!("hash{n}"), format!("zset{n}"), format!("list{n}"));
+        h.coll_write(0, hk.as_bytes(), Kind::Hash, true, |c| {
+            for i in 0..n {
+                c.put(format!("field:{i}").as_bytes(), VALUE32)?;
+            }
+            Ok(())
+        })
+        .map_err(e)?;
+        h.coll_write(0, zk.as_bytes(), Kind::ZSet, true, |c| {
+            for i in 0..n {
+                c.zput(format!("member:{i}").as_bytes(), i as f64)?;
+            }
+            Ok(())
+        })
+        .map_err(e)?;
+        h.coll_write(0, lk.as_bytes(), Kind::List, true, |c| {
+            for i in 0..n {
+                c.insert_at(i, format!("element:{i}").as_bytes())?;
+            }
+            Ok(())
+        })
+        .map_err(e)?;
+        let mut rng = Rng::new(seed());
+        let ops = 100_000;
+        let fields: Vec<Vec<u8>> = (0..ops).map(|_| format!("field:{}", rng.below(n)).into_bytes()).collect();
+        let members: Vec<Vec<u8>> = (0..ops).map(|_| format!("member:{}", rng.below(n)).into_bytes()).collect();
+        let hget = time_ns(ops, |i| {
+            h.coll_read(0, hk.as_bytes(), Kind::Hash, |c| c.find(&fields[i as usize])).map_err(e)?;
+            Ok(())
+        })?;
+        let zrank = time_ns(ops, |i| {
+            h.coll_read(0, zk.as_bytes(), Kind::ZSet, |c| c.zrank(&members[i as usize])).map_err(e)?;
+            Ok(())
+        })?;
+        let zrange = time_ns(ops, |_| {
+            h.coll_read(0, zk.as_bytes(), Kind::ZSet, |c| {
+                let mut k = 0;
+                c.range(n / 2, n / 2 + 10, |_, _| {
+                    k += 1;
+                    true
+                })?;
+                Ok(k)
+            })
+            .map_err(e)?;
+            Ok(())
+        })?;
+        let lindex = time_ns(ops, |_| {
+            h.coll_read(0, lk.as_bytes(), Kind::List, |c| c.get(n / 2)).map_err(e)?;
+            Ok(())
+        })?;
+        let wops = 20_000;
+        let zadd = time_ns(wops, |i| {
+            let m = &members[i as usize];
+            h.coll_write(0, zk.as_bytes(), Kind::ZSet, false, |c| c.zput(m, (i % 1000) as f64 + 0.5)).map_err(e)?;
+            Ok(())
+        })?;
+        let hset = time_ns(wops, |i| {
+            let f = &fields[i as usize];
+            h.coll_write(0, hk.as_bytes(), Kind::Hash, false, |c| c.put(f, b"v")).map_err(e)?;
+            Ok(())
+        })?;
+        let push_pop = time_ns(wops, |i| {
+            h.coll_write(0, lk.as_bytes(), Kind::List, false, |c| {
+                let len = c.len();
+                c.insert_at(len, &i.to_le_bytes())?;
+                c.remove_at(0).map(|_| ())
+            })
+            .map_err(e)?;
+            Ok(())
+        })?;
+        let _ = h.collect();
+        for (name, v) in [("hget", hget), ("hset", hset), ("zadd", zadd), ("zrank", zrank), ("zrange_10", zrange), ("lindex_mid", lindex), ("rpush_lpop", push_pop)] {
+            rows.entry(name).or_insert([0.0; 2])[slot] = v;
+        }
+    }
+    let rep = store.check().map_err(err("check"))?;
+    if !rep.ok() {
+        return Err(format!("check found problems: {:?}", rep.problems));
+    }
+    println!("  {:<12} {:>10} {:>10} {:>7}", "op", "1k ns", "1M ns", "ratio");
+    for (name, v) in rows {
+        println!("  {name:<12} {:>10.0} {:>10.0} {:>6.2}x", v[0], v[1], v[1] / v[0]);
+        out.num(&format!("colls.{name}.1k_ns"), v[0]);
+        out.num(&format!("colls.{name}.1m_ns"), v[1]);
+        figures.push((name, v));
+    }
+    let worst = figures.iter().map(|(n, v)| (v[1] / v[0], *n)).fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a });
+    out.target("collection op on 1M within 3x of 1k", worst.0 <= 3.0, format!("worst {} at {:.2}x", worst.1, worst.0));
+    Ok(())
 }

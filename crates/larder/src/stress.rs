@@ -8,14 +8,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use larder_engine::{SetOptions, Store};
+use larder_engine::{Kind, SetOptions, Store};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Named segment to attach to.
     #[arg(long)]
     shm: String,
-    /// writer | reader | grow | mset
+    /// writer | reader | grow | mset | coll-writer | coll-reader
     #[arg(long)]
     mode: String,
     /// Writer identity (its keys are `w{id}:...`).
@@ -76,6 +76,79 @@ pub fn op(id: u32, s: u64) -> Op {
     } else {
         Op::Set(key, value(id, s))
     }
+}
+
+/// What collection operation `s` of writer `id` does (the `coll-writer` mode). Each one
+/// determines the final state of what it touches by itself, so after a kill the test knows
+/// which states are allowed from the acknowledged and in-flight operations alone.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CollOp {
+    /// HSET key field value(s).
+    HSet(Vec<u8>, Vec<u8>, Vec<u8>),
+    /// ZADD key score=s member.
+    ZAdd(Vec<u8>, Vec<u8>, f64),
+    /// SADD (true) or SREM (false) key member.
+    SetMember(Vec<u8>, Vec<u8>, bool),
+    /// RPUSH key value(s): the list holds increasing operation numbers.
+    Push(Vec<u8>, Vec<u8>),
+}
+
+pub fn coll_op(id: u32, s: u64) -> CollOp {
+    match s % 4 {
+        0 => CollOp::HSet(format!("w{id}:h{}", s % 7).into_bytes(), format!("f{}", (s / 4) % 50).into_bytes(), value(id, s)),
+        1 => CollOp::ZAdd(format!("w{id}:z").into_bytes(), format!("m{}", (s / 4) % 300).into_bytes(), s as f64),
+        2 => CollOp::SetMember(format!("w{id}:s").into_bytes(), format!("m{}", (s / 4) % 400).into_bytes(), (s / 1600) % 2 == 0),
+        _ => CollOp::Push(format!("w{id}:l").into_bytes(), value(id, s)),
+    }
+}
+
+pub fn apply_coll_op(h: &mut larder_engine::Handle, op: &CollOp) -> Result<(), larder_engine::Error> {
+    match op {
+        CollOp::HSet(k, f, v) => h.coll_write(0, k, Kind::Hash, true, |c| c.put(f, v)).map(|_| ()),
+        CollOp::ZAdd(k, m, sc) => h.coll_write(0, k, Kind::ZSet, true, |c| c.zput(m, *sc)).map(|_| ()),
+        CollOp::SetMember(k, m, true) => h.coll_write(0, k, Kind::Set, true, |c| c.put(m, b"")).map(|_| ()),
+        CollOp::SetMember(k, m, false) => h.coll_write(0, k, Kind::Set, false, |c| c.del(m)).map(|_| ()),
+        CollOp::Push(k, v) => h.coll_write(0, k, Kind::List, true, |c| {
+            let n = c.len();
+            c.insert_at(n, v)
+        })
+        .map(|_| ()),
+    }
+}
+
+/// Checks one writer's collections for internal consistency (what a reader may check
+/// without knowing the history): every value whole, list elements in increasing order,
+/// sorted-set scores matching their members.
+pub fn check_colls(h: &larder_engine::Handle, id: u32) -> Result<(), String> {
+    let e = |e: larder_engine::Error| e.to_string();
+    let list = h.coll_read(0, format!("w{id}:l").as_bytes(), Kind::List, |c| c.entries()).map_err(e)?.unwrap_or_default();
+    let mut last = None;
+    for (v, _) in &list {
+        let s = verify(v).ok_or_else(|| format!("torn list element {:?}", String::from_utf8_lossy(v)))?;
+        if last.is_some_and(|l| l >= s) {
+            return Err(format!("list out of order: {last:?} then {s}"));
+        }
+        last = Some(s);
+    }
+    for g in 0..7 {
+        let hash = h.coll_read(0, format!("w{id}:h{g}").as_bytes(), Kind::Hash, |c| c.entries()).map_err(e)?.unwrap_or_default();
+        for (f, v) in &hash {
+            let s = verify(v).ok_or_else(|| format!("torn hash value under {:?}", String::from_utf8_lossy(f)))?;
+            if format!("f{}", (s / 4) % 50).as_bytes() != &f[..] || s % 7 != g {
+                return Err(format!("hash value {s} under the wrong field {:?}", String::from_utf8_lossy(f)));
+            }
+        }
+    }
+    let z = h.coll_read(0, format!("w{id}:z").as_bytes(), Kind::ZSet, |c| c.entries()).map_err(e)?.unwrap_or_default();
+    let mut prev = f64::NEG_INFINITY;
+    for (m, sc) in &z {
+        let sc = f64::from_le_bytes(sc[..].try_into().map_err(|_| "bad score".to_string())?);
+        if format!("m{}", (sc as u64 / 4) % 300).as_bytes() != &m[..] || sc < prev {
+            return Err(format!("sorted set: member {:?} with score {sc}", String::from_utf8_lossy(m)));
+        }
+        prev = sc;
+    }
+    Ok(())
 }
 
 pub fn run(args: &Args) -> Result<(), String> {
@@ -148,6 +221,26 @@ pub fn run(args: &Args) -> Result<(), String> {
                 buf.clear();
                 if h.get_into(0, k.as_bytes(), &mut buf).map_err(e)?.is_some() && verify(&buf).is_none() {
                     return Err(format!("torn value under {k}: {:?}", String::from_utf8_lossy(&buf)));
+                }
+                n += 1;
+            }
+            println!("{n}");
+            Ok(())
+        }
+        "coll-writer" => {
+            let mut s = args.start;
+            while std::time::Instant::now() < deadline {
+                apply_coll_op(&mut h, &coll_op(args.id, s)).map_err(e)?;
+                acknowledge(s)?;
+                s += 1;
+            }
+            Ok(())
+        }
+        "coll-reader" => {
+            let mut n = 0u64;
+            while std::time::Instant::now() < deadline {
+                for id in 0..args.writers {
+                    check_colls(&h, id)?;
                 }
                 n += 1;
             }

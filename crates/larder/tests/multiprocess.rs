@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use larder::stress::{op, value, verify, Op};
+use larder::stress::{apply_coll_op, check_colls, coll_op, op, value, verify, CollOp, Op};
+use larder_engine::Kind;
 use larder_engine::{Arena, ArenaConfig, Backing, SetOptions, Store, StoreConfig};
 
 struct Segment(String);
@@ -206,4 +207,116 @@ fn crash_in_the_middle_of_an_atomic_mset_is_redone() {
     }
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", r.problems);
+}
+
+/// Collections under kills: a writer of hashes, sorted sets, sets and lists is killed at
+/// random points while another keeps writing and a reader checks every version it sees.
+/// Afterwards each field, member and list element is in a state some prefix of the
+/// acknowledged operations (plus the one in flight) explains, and the checker passes.
+#[test]
+fn collection_writers_killed_at_random_points_leave_whole_versions() {
+    let (seg, store) = segment("coll");
+    let shm = seg.0.clone();
+    let ack0 = tmp("cack0");
+    let ack1 = tmp("cack1");
+    let mut reader = worker(&shm, "coll-reader", 0, None, 0, 60.0).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut w0 = worker(&shm, "coll-writer", 0, Some(&ack0), 0, 60.0).spawn().unwrap();
+    let mut in_flight1 = Vec::new();
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..20 {
+        let a = acks(&ack1);
+        let start = a.last().map_or(0, |s| s + 2);
+        let mut w1 = worker(&shm, "coll-writer", 1, Some(&ack1), start, 60.0).spawn().unwrap();
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(20 + rng % 120));
+        w1.kill().unwrap();
+        w1.wait().unwrap();
+        let a = acks(&ack1);
+        in_flight1.push(a.last().map_or(start, |s| s + 1));
+    }
+    w0.kill().unwrap();
+    w0.wait().unwrap();
+    reader.kill().unwrap();
+    let out = reader.wait_with_output().unwrap();
+    assert!(out.status.code().is_none(), "reader failed: {}", String::from_utf8_lossy(&out.stderr));
+    let a0 = acks(&ack0);
+    let a1 = acks(&ack1);
+    assert!(a0.len() > 500 && a1.len() > 500, "writers made too little progress: {} {}", a0.len(), a1.len());
+
+    let h = store.handle().unwrap();
+    for (id, acked, in_flight) in [(0u32, &a0, vec![a0.last().unwrap() + 1]), (1, &a1, in_flight1)] {
+        check_colls(&h, id).unwrap();
+        // Per target (hash field, zset member, set member): the last acknowledged op
+        // decides, unless an in-flight op on the same target came after it.
+        let target = |op: &CollOp| -> Option<Vec<u8>> {
+            match op {
+                CollOp::HSet(k, f, _) => Some([&k[..], b"/", &f[..]].concat()),
+                CollOp::ZAdd(k, m, _) => Some([&k[..], b"/", &m[..]].concat()),
+                CollOp::SetMember(k, m, _) => Some([&k[..], b"/", &m[..]].concat()),
+                CollOp::Push(..) => None,
+            }
+        };
+        let mut last: HashMap<Vec<u8>, u64> = HashMap::new();
+        for &s in acked.iter() {
+            if let Some(t) = target(&coll_op(id, s)) {
+                last.insert(t, s);
+            }
+        }
+        let state = |op: &CollOp| -> String {
+            match op {
+                CollOp::HSet(k, f, _) => format!("{:?}", h.coll_read(0, k, Kind::Hash, |c| c.find(f)).unwrap().flatten()),
+                CollOp::ZAdd(k, m, _) => format!("{:?}", h.coll_read(0, k, Kind::ZSet, |c| c.score(m)).unwrap().flatten()),
+                CollOp::SetMember(k, m, _) => format!("{:?}", h.coll_read(0, k, Kind::Set, |c| c.contains(m)).unwrap().unwrap_or(false)),
+                CollOp::Push(..) => String::new(),
+            }
+        };
+        let expect = |op: &CollOp| -> String {
+            match op {
+                CollOp::HSet(_, _, v) => format!("{:?}", Some(v.clone())),
+                CollOp::ZAdd(_, _, sc) => format!("{:?}", Some(*sc)),
+                CollOp::SetMember(_, _, add) => format!("{add:?}"),
+                CollOp::Push(..) => String::new(),
+            }
+        };
+        for (t, &s) in &last {
+            let op = coll_op(id, s);
+            let mut allowed = vec![expect(&op)];
+            for &f in &in_flight {
+                let fop = coll_op(id, f);
+                if f > s && target(&fop).as_ref() == Some(t) {
+                    allowed.push(expect(&fop));
+                }
+            }
+            let got = state(&op);
+            assert!(allowed.contains(&got), "writer {id} target {:?}: got {got}, allowed {allowed:?}", String::from_utf8_lossy(t));
+        }
+        // Every acknowledged push is in the list; anything else there was in flight.
+        let list: Vec<u64> = h
+            .coll_read(0, format!("w{id}:l").as_bytes(), Kind::List, |c| c.entries())
+            .unwrap()
+            .unwrap_or_default()
+            .iter()
+            .map(|(v, _)| verify(v).unwrap())
+            .collect();
+        let pushes: Vec<u64> = acked.iter().copied().filter(|s| s % 4 == 3).collect();
+        let extra: Vec<u64> = list.iter().copied().filter(|s| !pushes.contains(s)).collect();
+        assert!(pushes.iter().all(|s| list.contains(s)), "writer {id}: an acknowledged push is missing");
+        assert!(extra.iter().all(|s| in_flight.contains(s)), "writer {id}: unexplained list elements {extra:?}");
+    }
+    drop(h);
+    store.arena().reap_dead();
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.held_locks, 0);
+    assert!(r.trees >= 2, "the collections never became trees: {}", r.trees);
+    // The survivors keep working on the same collections.
+    let mut h = store.handle().unwrap();
+    for s in 0..400u64 {
+        apply_coll_op(&mut h, &coll_op(1, a1.last().unwrap() + 2 + s)).unwrap();
+    }
+    check_colls(&h, 1).unwrap();
+    let _ = std::fs::remove_file(ack0);
+    let _ = std::fs::remove_file(ack1);
 }

@@ -254,8 +254,9 @@ pub(crate) fn enter(
 }
 
 /// Serves the clients waiting on `keys` of `db` that can be served now, longest waiting
-/// first, and the destinations of served moves after them.
-pub(crate) fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
+/// first, and the destinations of served moves after them. Call it after writing keys
+/// (EXEC: once the queued commands have run, with the keys they wrote).
+pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
     let mut g = shared.blocking.lock();
     let mut todo: VecDeque<Vec<u8>> = keys.filter(|k| g.queues.contains_key(&(db, k.to_vec()))).map(|k| k.to_vec()).collect();
     while let Some(key) = todo.pop_front() {

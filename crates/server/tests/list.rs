@@ -652,3 +652,74 @@ fn a_push_by_a_local_process_serves_a_blocked_client() {
     w.check(b"", b"*2\r\n$4\r\njobs\r\n$5\r\njob-1\r\n");
     wait_blocked(&mut p, 0);
 }
+
+/// Many waiters and pushers on two workers at once: every element is delivered exactly
+/// once, and no waiter is left blocked while elements remain (no lost wake-up).
+#[test]
+fn concurrent_waiters_and_pushers_lose_nothing() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = start_with(|a| a.threads = Some(2));
+    let port = s.resp;
+    const WAITERS: usize = 6;
+    const PER_WAITER: usize = 200;
+    let total = WAITERS * PER_WAITER;
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let st = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                st.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut w = st.try_clone().unwrap();
+                let mut rd = BufReader::new(st);
+                let mut got = Vec::new();
+                for _ in 0..PER_WAITER {
+                    // Two keys: pushes alternate between them.
+                    w.write_all(&cmd(&[b"BLPOP", b"ka", b"kb", b"5"])).unwrap();
+                    // *2 / $len / key / $len / element
+                    let mut lines = Vec::new();
+                    for _ in 0..5 {
+                        let mut line = String::new();
+                        rd.read_line(&mut line).unwrap();
+                        assert!(!line.starts_with("*-1"), "a waiter timed out with elements pushed");
+                        lines.push(line.trim().to_string());
+                        if lines.len() == 1 {
+                            assert_eq!(lines[0], "*2");
+                        }
+                    }
+                    assert!(lines[2] == "ka" || lines[2] == "kb", "{lines:?}");
+                    got.push(lines[4].clone());
+                }
+                got
+            })
+        })
+        .collect();
+    let pushers: Vec<_> = (0..3)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut r = Raw::connect(port);
+                for i in 0..total / 3 {
+                    let key: &[u8] = if i % 2 == 0 { b"ka" } else { b"kb" };
+                    let v = format!("e{p}-{i}");
+                    r.send(&cmd(&[b"RPUSH", key, v.as_bytes()]));
+                    let reply = r.read_n(3);
+                    assert!(reply.starts_with(b":"), "{reply:?}");
+                    // Drain the rest of the integer reply line.
+                    let mut rest = reply;
+                    while !rest.ends_with(b"\r\n") {
+                        rest.extend(r.read_n(1));
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in pushers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<String> = waiters.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    assert_eq!(all.len(), total);
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), total, "an element was delivered twice");
+    let mut r = Raw::connect(port);
+    c(&mut r, &["EXISTS", "ka", "kb"], ":0\r\n");
+    wait_blocked(&mut r, 0);
+}

@@ -260,8 +260,7 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
     let mut g = shared.blocking.lock();
     let mut todo: VecDeque<Vec<u8>> = keys.filter(|k| g.queues.contains_key(&(db, k.to_vec()))).map(|k| k.to_vec()).collect();
     while let Some(key) = todo.pop_front() {
-        loop {
-            let Some(&id) = g.queues.get(&(db, key.clone())).and_then(|q| q.front()) else { break };
+        while let Some(&id) = g.queues.get(&(db, key.clone())).and_then(|q| q.front()) {
             let Some(w) = g.waiters.get(&id) else { break };
             let mut out = Vec::new();
             let served = {
@@ -342,9 +341,7 @@ pub(crate) fn after_command(h: &mut Handle, shared: &Shared, worker: usize, st: 
 /// The reply of client `id`, if it has been served (it then leaves the registry).
 pub(crate) fn take_reply(shared: &Shared, id: u64) -> Option<Vec<u8>> {
     let mut g = shared.blocking.lock();
-    if g.waiters.get(&id)?.reply.is_none() {
-        return None;
-    }
+    g.waiters.get(&id)?.reply.as_ref()?;
     g.waiters.remove(&id).and_then(|w| w.reply)
 }
 

@@ -710,7 +710,7 @@ pub fn parse_timeout(b: &[u8]) -> Result<Option<Duration>, CmdError> {
     let secs = parse_f64(b).ok_or_else(|| CmdError::new("ERR timeout is not a float or out of range"))?;
     let ms = (secs * 1000.0).ceil();
     // ms is never NaN here (parse_f64 refuses NaN); 2^63 ms and up overflow in Redis.
-    if !(0.0..9.223_372_036_854_775_808e18).contains(&ms) {
+    if !(0.0..9.223_372_036_854_776e18).contains(&ms) {
         return Err(CmdError::new("ERR timeout is negative"));
     }
     let ms = ms as u64;

@@ -14,9 +14,13 @@
 #   REDIS_SUITE_UNITS="..."       the units to run (default: the string/keyspace/connection
 #                                 units below).
 #   REDIS_SUITE_TAGS="..."        --tags filter (default: skip tests that need replication or
-#                                 DEBUG, which Larder does not have).
+#                                 DEBUG, which Larder does not have, or an enforced maxmemory,
+#                                 which it does not have yet: unit/multi's OOM test leaves its
+#                                 client inside MULTI and every later test of the unit fails).
 #   REDIS_SUITE_SKIP="..."        tests to skip, one name or /regexp per line (--skiptest),
 #                                 e.g. tests that need data types Larder does not have yet.
+#                                 Default: keyspace notifications (not implemented; their tests
+#                                 wait for a message forever and would use up the unit's time).
 #   REDIS_SUITE_UNIT_TIMEOUT=120  seconds one unit may take; then its runtest is killed (the
 #                                 units take 0-10 s each against redis-server 7.0).
 #   REDIS_SUITE_TOTAL_TIMEOUT=420 seconds for all the units; units left then are not run.
@@ -36,12 +40,12 @@ CACHE=$ROOT/tests/.cache
 SRC_CACHE=$CACHE/redis-src
 
 : "${REDIS_SUITE_REQUIRED:=0}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug}"
-: "${REDIS_SUITE_UNIT_TIMEOUT:=120}"
-: "${REDIS_SUITE_TOTAL_TIMEOUT:=420}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort}"
+: "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
+: "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
+: "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"
 : "${REDIS_SUITE_BASEPORT:=21111}"
-: "${REDIS_SUITE_SKIP:=}"
+: "${REDIS_SUITE_SKIP:=/^Keyspace notifications}"
 
 # The unpacked source tree in the cache (newest version if several), or nothing.
 cached_src() {

@@ -89,7 +89,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            hash_max_listpack_entries: AtomicU64::new(128),
+            hash_max_listpack_entries: AtomicU64::new(512),
             hash_max_listpack_value: AtomicU64::new(64),
             set_max_intset_entries: AtomicU64::new(512),
             zset_max_listpack_entries: AtomicU64::new(128),

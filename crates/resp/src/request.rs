@@ -411,35 +411,70 @@ fn header_line(buf: &[u8], start: usize, max: usize) -> Line {
     }
 }
 
+/// The common header in one pass: a positive decimal without sign or leading zero (at most
+/// 18 digits), then `\r` with at least one byte after it. Anything else (including an
+/// incomplete header) returns None and the caller takes the general path, which gives
+/// Redis's answer for it; where both apply they agree.
+#[inline]
+fn plain_len(buf: &[u8], start: usize) -> Option<(u64, usize)> {
+    let first = *buf.get(start)?;
+    if !(b'1'..=b'9').contains(&first) {
+        return None;
+    }
+    let mut v = (first - b'0') as u64;
+    for (i, &b) in buf.iter().enumerate().skip(start + 1).take(18) {
+        match b {
+            b'0'..=b'9' => v = v * 10 + (b - b'0') as u64,
+            b'\r' => return (i + 1 < buf.len()).then_some((v, i)),
+            _ => return None,
+        }
+    }
+    None
+}
+
 fn multibulk<S: Sink>(
     buf: &[u8],
     start: usize,
     limits: &Limits,
     sink: &mut S,
 ) -> Result<Option<usize>, ProtoError> {
-    let cr = match header_line(buf, start, limits.max_inline) {
-        Line::Cr(cr) => cr,
-        Line::Incomplete => return Ok(None),
-        Line::TooBig => return Err(ProtoError::TooBigMbulkCount),
-    };
-    let count = match string2ll(&buf[start + 1..cr]) {
-        Some(n) if n <= 0 => return Ok(Some(cr + 2)),
-        Some(n) if n as u64 <= limits.max_multibulk => n as u64,
-        _ => return Err(ProtoError::InvalidMultibulkLength),
+    let (count, cr) = match plain_len(buf, start + 1) {
+        Some((n, cr)) if n <= limits.max_multibulk => (n, cr),
+        _ => {
+            let cr = match header_line(buf, start, limits.max_inline) {
+                Line::Cr(cr) => cr,
+                Line::Incomplete => return Ok(None),
+                Line::TooBig => return Err(ProtoError::TooBigMbulkCount),
+            };
+            match string2ll(&buf[start + 1..cr]) {
+                Some(n) if n <= 0 => return Ok(Some(cr + 2)),
+                Some(n) if n as u64 <= limits.max_multibulk => (n as u64, cr),
+                _ => return Err(ProtoError::InvalidMultibulkLength),
+            }
+        }
     };
     let mut pos = cr + 2;
     for _ in 0..count {
-        let cr = match header_line(buf, pos, limits.max_inline) {
-            Line::Cr(cr) => cr,
-            Line::Incomplete => return Ok(None),
-            Line::TooBig => return Err(ProtoError::TooBigBulkCount),
+        let fast = match buf.get(pos) {
+            Some(b'$') => plain_len(buf, pos + 1).filter(|&(n, _)| n <= limits.proto_max_bulk_len),
+            _ => None,
         };
-        if buf[pos] != b'$' {
-            return Err(ProtoError::ExpectedDollar(buf[pos]));
-        }
-        let len = match string2ll(&buf[pos + 1..cr]) {
-            Some(n) if n >= 0 && n as u64 <= limits.proto_max_bulk_len => n as u64,
-            _ => return Err(ProtoError::InvalidBulkLength),
+        let (len, cr) = match fast {
+            Some(x) => x,
+            None => {
+                let cr = match header_line(buf, pos, limits.max_inline) {
+                    Line::Cr(cr) => cr,
+                    Line::Incomplete => return Ok(None),
+                    Line::TooBig => return Err(ProtoError::TooBigBulkCount),
+                };
+                if buf[pos] != b'$' {
+                    return Err(ProtoError::ExpectedDollar(buf[pos]));
+                }
+                match string2ll(&buf[pos + 1..cr]) {
+                    Some(n) if n >= 0 && n as u64 <= limits.proto_max_bulk_len => (n as u64, cr),
+                    _ => return Err(ProtoError::InvalidBulkLength),
+                }
+            }
         };
         pos = cr + 2;
         let avail = (buf.len() - pos) as u64;

@@ -31,11 +31,13 @@
 //! nothing". Lists have theirs in `families/list.rs`; sorted sets (BZPOPMIN & co.) plug in
 //! the same way.
 //!
-//! Non-blocking mode: with `ConnState::deny_blocking` set (EXEC running queued commands,
-//! Redis's CLIENT_DENY_BLOCKING), [`serve_or_block`] replies null at once instead of parking.
+//! Non-blocking mode: with `ConnState::in_exec` set (EXEC running queued commands, Redis's
+//! CLIENT_DENY_BLOCKING), [`serve_or_block`] replies null at once instead of parking.
 //!
-//! Not as Redis: a push made inside a transaction, or by a local process, can be served
-//! before the transaction's later commands run (there is no global lock to wait for).
+//! Transactions: serving runs under the worker's exec gate (in a batch, or taken for the
+//! watcher's retry), so an EXEC on another worker is never observed half done; after EXEC
+//! every waited-on key is tried. A push by a local process is served when the watcher sees
+//! it, between any two commands.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +47,7 @@ use std::time::{Duration, Instant};
 use larder_engine::Handle;
 use larder_resp::{Args, Protocol, Writer};
 
-use crate::command::{reply_error, table, Argv, CmdError, ConnState, Ctx, ReplyMode, MOVABLEKEYS, WRITE};
+use crate::command::{reply_error, table, Argv, CmdError, ConnState, Ctx, MOVABLEKEYS, WRITE};
 use crate::{ClientInfo, Shared};
 
 /// Serves a client from `key`: writes its reply and returns true, or returns false if there
@@ -103,7 +105,7 @@ pub fn serve_or_block(
             return Ok(());
         }
     }
-    if ctx.conn.deny_blocking {
+    if ctx.conn.in_exec {
         match null {
             NullReply::Array => ctx.out.null_array(),
             NullReply::Bulk => ctx.out.null(),
@@ -264,18 +266,11 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
             let Some(w) = g.waiters.get(&id) else { break };
             let mut out = Vec::new();
             let served = {
-                let mut st = ConnState {
-                    id,
-                    db,
-                    proto: w.proto,
-                    reply: ReplyMode::On,
-                    close: false,
-                    info: w.info.clone(),
-                    mc_swallow: 0,
-                    clock: Instant::now(),
-                    park: None,
-                    deny_blocking: true,
-                };
+                let mut st = ConnState::new(id, 0, w.info.clone());
+                st.db = db;
+                st.proto = w.proto;
+                // Serving never parks anyone again.
+                st.in_exec = true;
                 let mut ctx = Ctx {
                     argv: Argv { args: &w.park.args, buf: &w.park.req },
                     out: Writer::new(&mut out, w.proto),
@@ -311,17 +306,22 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
 
 /// After a write command ran on a worker: serve clients waiting on the keys it wrote, so
 /// they are served before the writer's reply goes out (as Redis's `handleClientsBlockedOnKeys`).
-/// Commands that move keys between databases or have no key positions (SWAPDB, MOVE) try
-/// every waited-on key.
+/// EXEC, and commands that move keys between databases or have no key positions (SWAPDB,
+/// MOVE), try every waited-on key.
 pub(crate) fn after_command(h: &mut Handle, shared: &Shared, worker: usize, st: &ConnState, argv: Argv<'_>) {
     if shared.blocked_clients.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let Some(spec) = table().specs.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) else { return };
-    if spec.flags & WRITE == 0 {
+    if st.multi.is_some() {
+        // Queued, not run.
         return;
     }
-    if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
+    let Some(spec) = table().specs.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) else { return };
+    let exec = spec.name == "exec";
+    if spec.flags & WRITE == 0 && !exec {
+        return;
+    }
+    if exec || spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
         let all: Vec<(u32, Vec<u8>)> = shared.blocking.lock().queues.keys().cloned().collect();
         for (db, k) in all {
             serve_ready(h, shared, worker, db, std::iter::once(k.as_slice()));

@@ -127,12 +127,48 @@ pub struct ConnState {
     /// When the current command started: the batch start for the first request of a read,
     /// then the end of the previous command (one clock read per command, not two).
     pub clock: Instant,
+    /// The connection's slot in its worker: with the worker index and the id, how other
+    /// threads address it (pub/sub deliveries).
+    pub slot: u32,
+    /// Channel, pattern and shard-channel subscriptions; None when there are none (a RESP2
+    /// client with some is in the subscribed context).
+    pub subs: Option<Box<crate::families::pubsub::Subs>>,
+    /// The queue of an open MULTI.
+    pub multi: Option<Box<crate::families::multi::Queue>>,
+    /// Keys WATCHed for the next EXEC.
+    pub watched: Vec<crate::families::multi::Watched>,
+    /// Running the commands of an EXEC (Redis's CLIENT_DENY_BLOCKING): a blocking command
+    /// must answer as on timeout instead of blocking.
+    pub in_exec: bool,
+    /// The command's output must not be silenced as a whole by CLIENT REPLY OFF / SKIP:
+    /// pub/sub pushes, or an EXEC that turned replies off part way.
+    pub pushed: bool,
     /// Set by a blocking command that found nothing: the worker parks the client (see
     /// [`crate::blocking`]) and runs nothing else of it until it is served or times out.
     pub park: Option<Box<crate::blocking::Park>>,
-    /// Blocking commands must not block (Redis's CLIENT_DENY_BLOCKING): they reply null at
-    /// once. EXEC sets it while it runs the queued commands.
-    pub deny_blocking: bool,
+}
+
+impl ConnState {
+    /// A new connection's state: database 0, RESP2, replies on.
+    pub fn new(id: u64, slot: u32, info: std::sync::Arc<crate::ClientInfo>) -> ConnState {
+        ConnState {
+            id,
+            db: 0,
+            proto: Protocol::Resp2,
+            reply: ReplyMode::On,
+            close: false,
+            info,
+            mc_swallow: 0,
+            clock: Instant::now(),
+            slot,
+            subs: None,
+            multi: None,
+            watched: Vec::new(),
+            in_exec: false,
+            pushed: false,
+            park: None,
+        }
+    }
 }
 
 /// The arguments of one request, borrowed from the connection's read buffer.
@@ -239,6 +275,66 @@ impl std::hash::Hasher for FnvHasher {
     }
 }
 
+/// An open-addressed table from a command name's first 8 bytes (lowercased) and its
+/// length to the command's index.
+struct NameIndex {
+    slots: Vec<(u64, u16, u16, &'static str)>,
+}
+
+const NAME_SLOTS: usize = 1024;
+
+impl Default for NameIndex {
+    fn default() -> Self {
+        NameIndex { slots: vec![(0, 0, u16::MAX, ""); NAME_SLOTS] }
+    }
+}
+
+impl NameIndex {
+    #[inline]
+    fn key(name: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        for (d, &b) in w.iter_mut().zip(name) {
+            *d = b.to_ascii_lowercase();
+        }
+        u64::from_le_bytes(w)
+    }
+
+    #[inline]
+    fn home(key: u64, len: usize) -> usize {
+        ((key ^ (len as u64).rotate_left(56)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+    }
+
+    fn insert(&mut self, name: &'static str, idx: usize) {
+        let (key, len) = (Self::key(name.as_bytes()), name.len() as u16);
+        let mut h = Self::home(key, name.len());
+        while self.slots[h].2 != u16::MAX {
+            h = (h + 1) % NAME_SLOTS;
+        }
+        self.slots[h] = (key, len, idx as u16, name);
+    }
+
+    /// The command with this name, any case.
+    #[inline]
+    fn get(&self, name: &[u8]) -> Option<usize> {
+        if name.len() > 64 {
+            return None;
+        }
+        let key = Self::key(name);
+        let mut h = Self::home(key, name.len());
+        loop {
+            let (k, l, i, full) = self.slots[h];
+            if i == u16::MAX {
+                return None;
+            }
+            // The first 8 bytes and the length match; a longer name must match in full.
+            if k == key && l as usize == name.len() && (name.len() <= 8 || name[8..].eq_ignore_ascii_case(&full.as_bytes()[8..])) {
+                return Some(i as usize);
+            }
+            h = (h + 1) & (NAME_SLOTS - 1);
+        }
+    }
+}
+
 pub struct Table {
     /// Every command, then every subcommand of the container commands (named
     /// `parent|sub`, as Redis names them in COMMAND, CLIENT LIST and INFO commandstats).
@@ -246,6 +342,9 @@ pub struct Table {
     by_name: HashMap<&'static str, usize, Fnv>,
     by_full_name: HashMap<&'static str, usize, Fnv>,
     children: Vec<Vec<usize>>,
+    /// The wire-name index [`Table::lookup`] probes: every command is found with one
+    /// multiply and a compare or two, without lowercasing the name into a buffer first.
+    fast: NameIndex,
 }
 
 impl Table {
@@ -256,18 +355,11 @@ impl Table {
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
     }
-    /// Looks a command up by name, case-insensitively, without allocating for short names.
-    /// Subcommands are not found this way (`client|list` is not a command name on the wire).
+    /// Looks a command up by name, case-insensitively. Subcommands are not found this way
+    /// (`client|list` is not a command name on the wire).
+    #[inline]
     pub fn lookup(&self, name: &[u8]) -> Option<usize> {
-        let mut buf = [0u8; 32];
-        if name.len() > buf.len() {
-            return None;
-        }
-        for (d, s) in buf.iter_mut().zip(name) {
-            *d = s.to_ascii_lowercase();
-        }
-        let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
-        self.by_name.get(lower).copied()
+        self.fast.get(name)
     }
     /// A subcommand of command `parent` by its name on the wire (`LIST` of `CLIENT LIST`).
     pub fn lookup_sub(&self, parent: usize, sub: &[u8]) -> Option<usize> {
@@ -301,7 +393,11 @@ impl Table {
 /// Subcommand tables, each `Spec` named `parent|sub`. The parent must be in a family's
 /// `COMMANDS`; the dispatcher routes `PARENT SUB ...` to the subcommand's own arity check
 /// and handler, as Redis 7 does for its container commands.
-const SUBCOMMANDS: &[&[Spec]] = &[crate::families::connection::SUBCOMMANDS, crate::families::server::SUBCOMMANDS];
+const SUBCOMMANDS: &[&[Spec]] = &[
+    crate::families::connection::SUBCOMMANDS,
+    crate::families::server::SUBCOMMANDS,
+    crate::families::pubsub::SUBCOMMANDS,
+];
 
 /// The command table: every family's commands, then the subcommands.
 pub fn table() -> &'static Table {
@@ -323,7 +419,13 @@ pub fn table() -> &'static Table {
             children[p].push(i);
             by_full_name.insert(sub.name, i);
         }
-        Table { specs, by_name, by_full_name, children }
+        let mut fast = NameIndex::default();
+        for (i, spec) in specs.iter().enumerate() {
+            if !spec.name.contains('|') {
+                fast.insert(spec.name, i);
+            }
+        }
+        Table { specs, by_name, by_full_name, children, fast }
     })
 }
 
@@ -349,10 +451,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>) {
     }
     execute(ctx);
     // Whether the reply goes out is decided after the command ran, as Redis checks the flags
-    // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not.
-    if matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping) {
+    // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not. Pub/sub
+    // pushes go out whatever the mode.
+    if matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping) && !ctx.conn.pushed {
         ctx.out.buf().truncate(mark);
     }
+    ctx.conn.pushed = false;
     if ctx.conn.reply == ReplyMode::Skipping {
         ctx.conn.reply = ReplyMode::On;
     }
@@ -369,7 +473,7 @@ fn execute(ctx: &mut Ctx<'_>) {
             quote_arg(&mut msg, a);
             msg.push(' ');
         }
-        reply_error(ctx, &CmdError(msg), None);
+        reject(ctx, None, msg);
         return;
     };
     if ctx.argc() >= 2 && !t.subcommands(i).is_empty() {
@@ -379,7 +483,7 @@ fn execute(ctx: &mut Ctx<'_>) {
                 let mut msg = String::from("ERR unknown subcommand ");
                 quote_arg(&mut msg, ctx.arg(1));
                 msg.push_str(&format!(". Try {} HELP.", String::from_utf8_lossy(name).to_ascii_uppercase()));
-                reply_error(ctx, &CmdError(msg), None);
+                reject(ctx, None, msg);
                 return;
             }
         }
@@ -388,10 +492,73 @@ fn execute(ctx: &mut Ctx<'_>) {
     let argc = ctx.argc() as i32;
     if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
         let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
-        reply_error(ctx, &CmdError(msg), Some((i, true)));
+        reject(ctx, Some(i), msg);
         return;
     }
-    ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+    // The rare states (in MULTI, subscribed) cost one branch on the common path.
+    if (ctx.conn.multi.is_some() || ctx.conn.subs.is_some()) && !admit(ctx, i) {
+        return;
+    }
+    call(ctx, i);
+}
+
+/// The checks Redis's `processCommand` makes for a client in MULTI or subscribed, in its
+/// order; then queueing inside MULTI. Returns whether the command runs now.
+fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
+    let spec = table().specs[i];
+    let top = spec.name.split('|').next().unwrap_or(spec.name);
+    if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
+        reject(ctx, Some(i), "ERR Command not allowed inside a transaction".into());
+        return false;
+    }
+    // RESP2 has no push type: a subscribed client may only (un)subscribe, PING, QUIT, RESET.
+    if ctx.conn.subs.is_some()
+        && ctx.conn.proto == Protocol::Resp2
+        && !matches!(
+            top,
+            "ping" | "subscribe" | "ssubscribe" | "unsubscribe" | "sunsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset"
+        )
+    {
+        let msg = format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        );
+        reject(ctx, Some(i), msg);
+        return false;
+    }
+    if ctx.conn.multi.is_some() && !crate::families::multi::runs_in_multi(top) {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+        crate::families::multi::queue(ctx, i);
+        return false;
+    }
+    true
+}
+
+/// Refuses a request before it runs (Redis's `rejectCommand`): marks an open transaction so
+/// EXEC aborts, counts the rejection, and answers the error; a rejected EXEC aborts the
+/// transaction with `-EXECABORT`.
+fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: String) {
+    crate::families::multi::flag(ctx.conn);
+    if let Some(i) = i {
+        if table().specs[i].name == "exec" {
+            crate::families::multi::discard(ctx.conn);
+            let reason = msg.strip_prefix("ERR ").unwrap_or(&msg);
+            let e = CmdError(format!("EXECABORT Transaction discarded because of: {reason}"));
+            reply_error(ctx, &e, Some((i, true)));
+            return;
+        }
+    }
+    reply_error(ctx, &CmdError(msg), i.map(|i| (i, true)));
+}
+
+/// Runs command `i` (arity already checked): the handler, then commandstats, the dirty
+/// counter, error accounting and the slow log. EXEC calls this for each queued command.
+pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
+    let spec = table().specs[i];
+    // Inside EXEC, CLIENT LIST goes on showing `cmd=exec`, as Redis's `lastcmd`.
+    if !ctx.conn.in_exec {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+    }
     let r = (spec.handler)(ctx);
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
@@ -471,5 +638,36 @@ fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
     log.entries.push_front(entry);
     while log.entries.len() > max {
         log.entries.pop_back();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_by_its_wire_name_in_any_case() {
+        let t = table();
+        for i in t.commands() {
+            let name = t.specs[i].name;
+            assert_eq!(t.lookup(name.as_bytes()), Some(i), "{name}");
+            assert_eq!(t.lookup(name.to_ascii_uppercase().as_bytes()), Some(i), "{name}");
+            let mixed: String = name.chars().enumerate().map(|(k, c)| if k % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+            assert_eq!(t.lookup(mixed.as_bytes()), Some(i), "{mixed}");
+            // Near misses are not commands (unless they are: LPUSH and LPUSHX).
+            let near = format!("{name}x");
+            assert_eq!(t.lookup(near.as_bytes()), t.lookup_full(&near).filter(|&j| !t.is_subcommand(j)), "{near}");
+            if name.len() > 1 {
+                assert_eq!(t.lookup(&name.as_bytes()[..name.len() - 1]).map(|j| t.specs[j].name), None.or(t.lookup_full(&name[..name.len() - 1]).map(|j| t.specs[j].name)));
+            }
+            let mut tail = name.as_bytes().to_vec();
+            *tail.last_mut().unwrap() ^= 0x01;
+            if let Some(j) = t.lookup(&tail) {
+                assert!(t.specs[j].name.as_bytes().eq_ignore_ascii_case(&tail));
+            }
+        }
+        assert_eq!(t.lookup(b"client|list"), None);
+        assert_eq!(t.lookup(b""), None);
+        assert_eq!(t.lookup(&[b'g'; 100]), None);
     }
 }

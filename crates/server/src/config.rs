@@ -11,9 +11,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
+use larder_engine::Limits;
+
 /// `larder server` flags. Every flag can also be given in the `--config` file by its name
 /// without dashes (`port 7000`, `memcache-port 0`, `maxclients 100`).
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
     /// A redis.conf-style file: `name value` per line; flags given on the command line win.
     #[arg(long)]
@@ -53,6 +55,36 @@ pub struct Args {
     /// Bytes reserved for the arena (sparse; default: half the machine's memory).
     #[arg(long)]
     pub capacity: Option<u64>,
+    /// A hash stays packed (`OBJECT ENCODING` listpack) up to this many fields [512]; also
+    /// `hash-max-ziplist-entries`.
+    #[arg(long, value_name = "N")]
+    pub hash_max_listpack_entries: Option<String>,
+    /// ... and while every field and value is at most this many bytes [64]; units allowed
+    /// (`1kb`); also `hash-max-ziplist-value`.
+    #[arg(long, value_name = "BYTES")]
+    pub hash_max_listpack_value: Option<String>,
+    /// A set of integers stays packed (intset) up to this many members [512].
+    #[arg(long, value_name = "N")]
+    pub set_max_intset_entries: Option<String>,
+    /// A sorted set stays packed (listpack) up to this many members [128]; also
+    /// `zset-max-ziplist-entries`.
+    #[arg(long, value_name = "N")]
+    pub zset_max_listpack_entries: Option<String>,
+    /// ... and while every member is at most this many bytes [64]; also `zset-max-ziplist-value`.
+    #[arg(long, value_name = "BYTES")]
+    pub zset_max_listpack_value: Option<String>,
+    /// A list stays packed while it fits one node: N > 0 entries, or -1..-5 for 4, 8, 16,
+    /// 32, 64 KiB [-2]; also `list-max-ziplist-size`.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub list_max_listpack_size: Option<String>,
+}
+
+/// One class of `client-output-buffer-limit` (bytes, bytes, seconds; 0 = no limit).
+#[derive(Debug)]
+pub struct OutputLimit {
+    pub hard: AtomicU64,
+    pub soft: AtomicU64,
+    pub soft_secs: AtomicU64,
 }
 
 /// The settings a running server uses. Fields that `CONFIG SET` may change are atomics.
@@ -68,6 +100,9 @@ pub struct Config {
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub client_output_buffer_limit: AtomicU64,
+    /// The pubsub class of `client-output-buffer-limit`: a subscribed client whose pending
+    /// output passes `hard`, or stays above `soft` for `soft_secs`, is disconnected.
+    pub pubsub_output_limit: OutputLimit,
     pub item_size_max: AtomicU64,
     pub client_query_buffer_limit: AtomicU64,
     pub slowlog_log_slower_than: AtomicU64,
@@ -190,13 +225,14 @@ pub const PARAMS: &[Param] = &[
     p("notify-keyspace-events", Kind::Events, ""),
     p("list-max-listpack-size", Kind::Int(i32::MIN as i64, INTMAX), "-2"),
     p("list-compress-depth", Kind::Int(0, INTMAX), "0"),
-    p("hash-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
-    p("hash-max-listpack-value", Kind::Int(0, I64MAX), "64"),
+    // The collection thresholds (see LIMIT_PARAMS): Redis 7.0's defaults (its config.c, not
+    // the redis.conf it ships, which says 128 for hashes); the `-value` ones take units.
+    // (set-max-listpack-* arrived in Redis 7.2.)
+    p("hash-max-listpack-entries", Kind::Int(0, I64MAX), "512"),
+    p("hash-max-listpack-value", Kind::Mem(0, LONGMAX), "64"),
     p("set-max-intset-entries", Kind::Int(0, I64MAX), "512"),
-    p("set-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
-    p("set-max-listpack-value", Kind::Int(0, I64MAX), "64"),
     p("zset-max-listpack-entries", Kind::Int(0, I64MAX), "128"),
-    p("zset-max-listpack-value", Kind::Int(0, I64MAX), "64"),
+    p("zset-max-listpack-value", Kind::Mem(0, LONGMAX), "64"),
     p("stream-node-max-bytes", Kind::Mem(0, LONGMAX), "4096"),
     p("stream-node-max-entries", Kind::Int(0, I64MAX), "100"),
     p("busy-reply-threshold", Kind::Int(0, I64MAX), "5000"),
@@ -205,6 +241,23 @@ pub const PARAMS: &[Param] = &[
     p("lfu-decay-time", Kind::Int(0, INTMAX), "1"),
     p("tcp-keepalive", Kind::Int(0, INTMAX), "300"),
     p("close-on-oom", Kind::Bool, "no"),
+];
+
+/// Where a threshold parameter goes in the engine's [`Limits`].
+#[derive(Clone, Copy)]
+enum LimitField {
+    U(fn(&Limits) -> &AtomicU64),
+    ListSize,
+}
+
+/// The parameters that are the engine's collection thresholds.
+const LIMIT_PARAMS: &[(&str, LimitField)] = &[
+    ("hash-max-listpack-entries", LimitField::U(|l| &l.hash_max_listpack_entries)),
+    ("hash-max-listpack-value", LimitField::U(|l| &l.hash_max_listpack_value)),
+    ("set-max-intset-entries", LimitField::U(|l| &l.set_max_intset_entries)),
+    ("zset-max-listpack-entries", LimitField::U(|l| &l.zset_max_listpack_entries)),
+    ("zset-max-listpack-value", LimitField::U(|l| &l.zset_max_listpack_value)),
+    ("list-max-listpack-size", LimitField::ListSize),
 ];
 
 /// Old names Redis still accepts; CONFIG GET answers under the name asked for.
@@ -425,6 +478,11 @@ impl Config {
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             client_output_buffer_limit: AtomicU64::new(0),
+            pubsub_output_limit: OutputLimit {
+                hard: AtomicU64::new(32 << 20),
+                soft: AtomicU64::new(8 << 20),
+                soft_secs: AtomicU64::new(60),
+            },
             item_size_max: AtomicU64::new(1 << 20),
             client_query_buffer_limit: AtomicU64::new(1 << 30),
             slowlog_log_slower_than: AtomicU64::new(10_000),
@@ -480,6 +538,19 @@ impl Config {
         set(&c.proto_max_bulk_len, args.proto_max_bulk_len);
         set(&c.client_output_buffer_limit, args.client_output_buffer_limit);
         set(&c.item_size_max, args.item_size_max);
+        let thresholds = [
+            ("hash-max-listpack-entries", &args.hash_max_listpack_entries),
+            ("hash-max-listpack-value", &args.hash_max_listpack_value),
+            ("set-max-intset-entries", &args.set_max_intset_entries),
+            ("zset-max-listpack-entries", &args.zset_max_listpack_entries),
+            ("zset-max-listpack-value", &args.zset_max_listpack_value),
+            ("list-max-listpack-size", &args.list_max_listpack_size),
+        ];
+        for (name, v) in thresholds {
+            if let Some(v) = v {
+                c.set(name, v).map_err(|e| format!("--{name}: {e}"))?;
+            }
+        }
         if c.databases == 0 || c.databases > larder_engine::MAX_DBS {
             return Err(format!("databases must be between 1 and {}", larder_engine::MAX_DBS));
         }
@@ -543,9 +614,30 @@ impl Config {
                 let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
                 let hard = merged.split_whitespace().collect::<Vec<_>>().chunks(4).find(|c| c[0] == "normal").and_then(|c| c[1].parse().ok());
                 self.client_output_buffer_limit.store(hard.unwrap_or(0), Ordering::Relaxed);
+                let parts: Vec<&str> = merged.split_whitespace().collect();
+                if let Some(c) = parts.chunks(4).find(|c| c.len() == 4 && c[0] == "pubsub") {
+                    let n = |s: &str| s.parse::<u64>().unwrap_or(0);
+                    let l = &self.pubsub_output_limit;
+                    l.hard.store(n(c[1]), Ordering::Relaxed);
+                    l.soft.store(n(c[2]), Ordering::Relaxed);
+                    l.soft_secs.store(n(c[3]), Ordering::Relaxed);
+                }
                 self.store_passive(p.name, merged);
             }
             _ => self.store_passive(p.name, v.to_string()),
+        }
+    }
+
+    /// Copies the collection thresholds into the engine's [`Limits`], which decide when a
+    /// packed collection becomes a tree. Called once the store is open and after every
+    /// CONFIG SET; the values themselves live here, as the text CONFIG GET prints.
+    pub fn sync_limits(&self, l: &Limits) {
+        for &(name, field) in LIMIT_PARAMS {
+            let v: i64 = self.get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
+            match field {
+                LimitField::U(f) => f(l).store(v.max(0) as u64, Ordering::Relaxed),
+                LimitField::ListSize => l.list_max_listpack_size.store(v, Ordering::Relaxed),
+            }
         }
     }
 
@@ -721,6 +813,66 @@ mod tests {
         c.set("client-output-buffer-limit", "normal 1mb 2 3").unwrap();
         assert_eq!(c.get("client-output-buffer-limit").unwrap(), "normal 1048576 2 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60");
         assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
-        assert_eq!(c.get("HASH-MAX-ZIPLIST-ENTRIES").unwrap(), "128");
+        assert_eq!(c.pubsub_output_limit.hard.load(Ordering::Relaxed), 32 << 20);
+        c.set("client-output-buffer-limit", "pubsub 100kb 10kb 5").unwrap();
+        assert_eq!(c.pubsub_output_limit.hard.load(Ordering::Relaxed), 100 << 10);
+        assert_eq!(c.pubsub_output_limit.soft.load(Ordering::Relaxed), 10 << 10);
+        assert_eq!(c.pubsub_output_limit.soft_secs.load(Ordering::Relaxed), 5);
+        assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
+        assert_eq!(c.get("HASH-MAX-ZIPLIST-ENTRIES").unwrap(), "512");
+    }
+
+    #[test]
+    fn collection_thresholds_reach_the_engine() {
+        let c = Config::defaults(None);
+        let l = Limits::default();
+        c.sync_limits(&l);
+        assert_eq!(l.hash_max_listpack_entries.load(Ordering::Relaxed), 512);
+        c.set("hash-max-ziplist-value", "1kb").unwrap();
+        c.set("zset-max-ziplist-entries", "7").unwrap();
+        c.set("zset-max-listpack-value", "2k").unwrap();
+        c.set("set-max-intset-entries", "3").unwrap();
+        c.set("list-max-ziplist-size", "-6").unwrap();
+        c.set("hash-max-listpack-entries", "0").unwrap();
+        c.sync_limits(&l);
+        assert_eq!(l.hash_max_listpack_value.load(Ordering::Relaxed), 1024);
+        assert_eq!(l.hash_max_listpack_entries.load(Ordering::Relaxed), 0);
+        assert_eq!(l.zset_max_listpack_entries.load(Ordering::Relaxed), 7);
+        assert_eq!(l.zset_max_listpack_value.load(Ordering::Relaxed), 2000);
+        assert_eq!(l.set_max_intset_entries.load(Ordering::Relaxed), 3);
+        assert_eq!(l.list_max_listpack_size.load(Ordering::Relaxed), -6);
+        assert_eq!(c.get("hash-max-listpack-value").unwrap(), "1024");
+        assert_eq!(c.get("list-max-listpack-size").unwrap(), "-6");
+        // Redis's texts for bad values; set-max-listpack-* are Redis 7.2 names.
+        assert_eq!(
+            c.check("hash-max-listpack-entries", "-1").unwrap_err(),
+            SetError::Invalid("argument must be between 0 and 9223372036854775807 inclusive".into())
+        );
+        assert_eq!(
+            c.check("hash-max-listpack-entries", "1k").unwrap_err(),
+            SetError::Invalid("argument couldn't be parsed into an integer".into())
+        );
+        assert_eq!(c.check("hash-max-listpack-value", "-1").unwrap_err(), SetError::Invalid("argument must be a memory value".into()));
+        assert_eq!(c.check("set-max-listpack-entries", "5").unwrap_err(), SetError::Unknown);
+    }
+
+    #[test]
+    fn thresholds_from_flags_and_file() {
+        let dir = std::env::temp_dir().join(format!("larder-thresholds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("larder.conf");
+        std::fs::write(&file, "hash-max-ziplist-entries 9\nzset-max-listpack-value 1kb\nlist-max-listpack-size -3\n").unwrap();
+        let args = Args { config: Some(file), set_max_intset_entries: Some("17".into()), list_max_listpack_size: Some("5".into()), ..Default::default() };
+        let c = Config::load(&args).unwrap();
+        let l = Limits::default();
+        c.sync_limits(&l);
+        assert_eq!(l.hash_max_listpack_entries.load(Ordering::Relaxed), 9);
+        assert_eq!(l.zset_max_listpack_value.load(Ordering::Relaxed), 1024);
+        assert_eq!(l.set_max_intset_entries.load(Ordering::Relaxed), 17);
+        // The flag wins over the file.
+        assert_eq!(l.list_max_listpack_size.load(Ordering::Relaxed), 5);
+        let bad = Args { hash_max_listpack_entries: Some("x".into()), ..Default::default() };
+        assert_eq!(Config::load(&bad).unwrap_err(), "--hash-max-listpack-entries: argument couldn't be parsed into an integer");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

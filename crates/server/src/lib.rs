@@ -8,17 +8,24 @@
 //!                                  → replies appended to the write buffer → one write
 //!   1 background thread:     active expiry, every 100 ms
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
-//!   Shared (Arc):            the Store, config, stats, client registry, slowlog
+//!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
+//!                            pub/sub registry, one mailbox and one exec gate per worker
 //! ```
 //!
 //! A command runs inline on the thread that read it, against the shared engine: no global
 //! lock, no hop to another thread. The kernel spreads new connections over the workers'
 //! listeners (SO_REUSEPORT).
+//!
+//! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
+//! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
+//! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
+//! gates (see [`gate`]).
 
 pub mod blocking;
 pub mod command;
 pub mod config;
 pub mod families;
+pub mod gate;
 pub mod stats;
 mod worker;
 
@@ -64,6 +71,8 @@ pub struct ClientInfo {
     pub last_ms: AtomicU64,
     pub qbuf: AtomicU64,
     pub obuf: AtomicU64,
+    /// Bytes of pub/sub messages in its worker's mailbox, not yet in its output buffer.
+    pub pending: AtomicU64,
     pub killed: AtomicBool,
     pub no_evict: AtomicBool,
     /// The socket's file descriptor (CLIENT LIST `fd`).
@@ -103,6 +112,7 @@ impl ClientInfo {
             last_ms: AtomicU64::new(now_ms),
             qbuf: Default::default(),
             obuf: Default::default(),
+            pending: Default::default(),
             killed: Default::default(),
             no_evict: Default::default(),
             fd,
@@ -121,6 +131,27 @@ impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
     }
+}
+
+/// A message for a worker, about one of its connections (by slot, checked against the
+/// client id since slots are reused).
+#[derive(Debug)]
+pub enum Msg {
+    /// Append a pub/sub message to the connection's output. `data` is the RESP2 encoding
+    /// (an array); a RESP3 connection gets it with `>` (push) in place of the leading `*`,
+    /// so one encoding serves both protocols.
+    Push { client: u64, slot: u32, data: Arc<Vec<u8>> },
+    /// Run the connection's pending input again (the hook for unblocking a client blocked
+    /// in BLPOP & co. once those exist).
+    Wake { client: u64, slot: u32 },
+}
+
+/// A worker's inbox: messages from other threads, and a request to look for killed clients.
+#[derive(Default)]
+pub struct Mailbox {
+    pub msgs: Mutex<Vec<Msg>>,
+    /// Set by CLIENT KILL (through [`Shared::wake_all`]): sweep killed connections.
+    pub sweep: AtomicBool,
 }
 
 /// Everything the workers share.
@@ -147,6 +178,14 @@ pub struct Shared {
     /// Unix time (seconds) the server started: LASTSAVE and `rdb_last_save_time` until
     /// persistence exists.
     pub started_unix: u64,
+    /// Channel and pattern subscriptions of every client.
+    pub pubsub: families::pubsub::Registry,
+    /// One per worker.
+    pub mailboxes: Vec<Mailbox>,
+    /// One per worker: held while the worker executes a batch (see [`gate`]).
+    pub gates: Vec<gate::Gate>,
+    /// Held by an EXEC while it takes every gate.
+    pub exec_lock: Mutex<()>,
 }
 
 impl Shared {
@@ -155,12 +194,24 @@ impl Shared {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Wakes every worker (after marking clients killed, or on shutdown).
+    /// Wakes every worker to sweep killed clients (after CLIENT KILL, or on shutdown).
     pub fn wake_all(&self) {
+        for m in &self.mailboxes {
+            m.sweep.store(true, Ordering::Release);
+        }
         if let Some(w) = self.wakers.get() {
             for w in w {
                 let _ = w.wake();
             }
+        }
+    }
+
+    /// Appends messages to a worker's mailbox and wakes it.
+    pub fn send(&self, worker: usize, msgs: impl IntoIterator<Item = Msg>) {
+        let Some(m) = self.mailboxes.get(worker) else { return };
+        m.msgs.lock().unwrap_or_else(|e| e.into_inner()).extend(msgs);
+        if let Some(w) = self.wakers.get().and_then(|w| w.get(worker)) {
+            let _ = w.wake();
         }
     }
 }
@@ -186,6 +237,7 @@ impl Server {
             None => Backing::Anonymous,
         };
         let store = Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
+        config.sync_limits(store.limits());
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
@@ -209,6 +261,10 @@ impl Server {
             blocked_clients: AtomicU64::new(0),
             blocking: blocking::Registry::new(threads),
             started_unix: larder_engine::now_ms() / 1000,
+            pubsub: Default::default(),
+            mailboxes: (0..threads).map(|_| Mailbox::default()).collect(),
+            gates: (0..threads).map(|_| gate::Gate::default()).collect(),
+            exec_lock: Mutex::new(()),
         });
         let (workers, wakers, ports) = worker::spawn_all(&shared)?;
         let _ = shared.wakers.set(wakers);

@@ -2,14 +2,19 @@
 //!
 //! Per readable connection: read everything available, execute every complete request in
 //! the buffer (pipelining), then write all replies at once. Limits: the query buffer
-//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`) and
-//! `maxclients`; a client over a limit is disconnected, as in Redis.
+//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`: the normal
+//! class, or the pubsub class for a subscribed client) and `maxclients`; a client over a
+//! limit is disconnected, as in Redis.
+//!
+//! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
+//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
+//! connections, and CLIENT KILL sweeps.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -17,8 +22,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use larder_engine::Handle;
 use larder_resp::{Args, Limits, Protocol, Writer};
 
-use crate::command::{dispatch, ConnState, Ctx, ReplyMode};
-use crate::{ClientInfo, Proto, Shared};
+use crate::command::{dispatch, ConnState, Ctx};
+use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
 const MC_LISTENER: Token = Token(1);
@@ -35,6 +40,8 @@ struct Conn {
     args: Args,
     state: ConnState,
     writing: bool,
+    /// Since when the output buffer has been over the pubsub class's soft limit.
+    soft_since: Option<Instant>,
     /// Blocked in a blocking command: its next requests wait in `rbuf`.
     parked: bool,
 }
@@ -147,7 +154,7 @@ impl Worker {
                     RESP_LISTENER => self.accept(Proto::Resp),
                     MC_LISTENER => self.accept(Proto::Memcache),
                     WAKER => {
-                        self.sweep_killed();
+                        self.on_wake();
                         self.wake_parked();
                     }
                     Token(t) => {
@@ -232,8 +239,9 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 args: Args::new(),
-                state: ConnState { id, db: 0, proto: Protocol::Resp2, reply: ReplyMode::On, close: false, info, mc_swallow: 0, clock: std::time::Instant::now(), park: None, deny_blocking: false },
+                state: ConnState::new(id, slot as u32, info),
                 writing: false,
+                soft_since: None,
                 parked: false,
             });
         }
@@ -251,6 +259,7 @@ impl Worker {
                 self.parked.retain(|p| p.0 != i);
             }
             let _ = self.poll.registry().deregister(&mut c.stream);
+            crate::families::pubsub::forget(&self.shared, &mut c.state);
             self.forget(&c.state.info);
             self.free.push(i);
         }
@@ -326,6 +335,9 @@ impl Worker {
             // A blocked client's next commands wait in its buffer, as in Redis.
             return None;
         }
+        // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
+        // end, and the batch for the EXEC).
+        let _gate = self.shared.gates[self.id].hold();
         let mut parked = None;
         c.state.clock = std::time::Instant::now();
         c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
@@ -404,7 +416,11 @@ impl Worker {
             return;
         }
         let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
-        crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
+        {
+            // Serving pops and pushes: not in the middle of another worker's EXEC.
+            let _gate = self.shared.gates[self.id].hold();
+            crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
+        }
         self.settle_parked(false);
     }
 
@@ -444,7 +460,6 @@ impl Worker {
 
     fn flush(&mut self, i: usize) {
         let ws = self.shared.stats.worker(self.id);
-        let obuf_limit = self.shared.config.client_output_buffer_limit.load(Ordering::Relaxed) as usize;
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
         let mut written = 0;
         while written < c.wbuf.len() {
@@ -463,8 +478,7 @@ impl Worker {
         c.wbuf.drain(..written);
         c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
         c.state.info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
-        if obuf_limit > 0 && c.wbuf.len() > obuf_limit {
-            tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
+        if over_output_limit(&self.shared, c) {
             self.close(i);
             return;
         }
@@ -487,6 +501,55 @@ impl Worker {
         }
         if c.rbuf.capacity() > 1 << 20 && c.rbuf.is_empty() {
             c.rbuf = Vec::new();
+        }
+    }
+
+    /// The mailbox: sweep killed clients if asked, then deliver messages to connections.
+    fn on_wake(&mut self) {
+        let mb = &self.shared.mailboxes[self.id];
+        if mb.sweep.swap(false, Ordering::AcqRel) {
+            self.sweep_killed();
+        }
+        let msgs = std::mem::take(&mut *self.shared.mailboxes[self.id].msgs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut touched: Vec<usize> = Vec::new();
+        for m in msgs {
+            match m {
+                Msg::Push { client, slot, data } => {
+                    let i = slot as usize;
+                    let Some(Some(c)) = self.conns.get_mut(i) else { continue };
+                    if c.state.id != client {
+                        continue;
+                    }
+                    c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
+                    let start = c.wbuf.len();
+                    c.wbuf.extend_from_slice(&data);
+                    if c.state.proto == Protocol::Resp3 {
+                        c.wbuf[start] = b'>';
+                    }
+                    // A subscriber that does not read is cut off here, before the rest of
+                    // the backlog lands in its buffer.
+                    c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
+                    if over_output_limit(&self.shared, c) {
+                        self.close(i);
+                        continue;
+                    }
+                    if touched.last() != Some(&i) {
+                        touched.push(i);
+                    }
+                }
+                Msg::Wake { client, slot } => {
+                    let i = slot as usize;
+                    if matches!(self.conns.get(i), Some(Some(c)) if c.state.id == client) {
+                        self.process(i);
+                        touched.push(i);
+                    }
+                }
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for i in touched {
+            self.flush(i);
         }
     }
 
@@ -515,4 +578,31 @@ impl Worker {
             }
         }
     }
+}
+
+/// Whether a connection's pending output is over its class's `client-output-buffer-limit`:
+/// the hard limit at once, the soft limit once it has lasted more than its seconds (as
+/// Redis's `checkClientOutputBufferLimits`). Logs the disconnection.
+fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
+    let len = c.wbuf.len() as u64;
+    let cfg = &shared.config;
+    let (hard, soft, secs) = if c.state.subs.is_some() {
+        let l = &cfg.pubsub_output_limit;
+        (l.hard.load(Ordering::Relaxed), l.soft.load(Ordering::Relaxed), l.soft_secs.load(Ordering::Relaxed))
+    } else {
+        (cfg.client_output_buffer_limit.load(Ordering::Relaxed), 0, 0)
+    };
+    let mut over = hard > 0 && len > hard;
+    if soft > 0 && len > soft {
+        match c.soft_since {
+            None => c.soft_since = Some(Instant::now()),
+            Some(t) => over |= t.elapsed().as_secs() > secs,
+        }
+    } else {
+        c.soft_since = None;
+    }
+    if over {
+        tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
+    }
+    over
 }

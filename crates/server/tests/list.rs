@@ -723,3 +723,63 @@ fn concurrent_waiters_and_pushers_lose_nothing() {
     c(&mut r, &["EXISTS", "ka", "kb"], ":0\r\n");
     wait_blocked(&mut r, 0);
 }
+
+/// Inside EXEC blocking commands do not block (null at once, as on timeout: `*-1` for the
+/// pops, `$-1` for the moves, as Redis), and waiters see the transaction whole.
+#[test]
+fn transactions_and_blocking() {
+    let s = start_with(|a| a.threads = Some(2));
+    let mut p = Raw::connect(s.resp);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    c(&mut p, &["BLPOP", "nx", "0"], "+QUEUED\r\n");
+    c(&mut p, &["BLMOVE", "nx", "d", "LEFT", "LEFT", "0"], "+QUEUED\r\n");
+    c(&mut p, &["BRPOPLPUSH", "nx", "d", "0"], "+QUEUED\r\n");
+    c(&mut p, &["BLMPOP", "0", "1", "nx", "LEFT"], "+QUEUED\r\n");
+    c(&mut p, &["RPUSH", "l", "x"], "+QUEUED\r\n");
+    c(&mut p, &["BLPOP", "l", "0"], "+QUEUED\r\n");
+    c(&mut p, &["EXEC"], "*6\r\n*-1\r\n$-1\r\n$-1\r\n*-1\r\n:1\r\n*2\r\n$1\r\nl\r\n$1\r\nx\r\n");
+    wait_blocked(&mut p, 0);
+
+    // A waiter gets the state after EXEC: the last of three pushes.
+    let mut w = Raw::connect(s.resp);
+    w.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    for v in ["a", "b", "c"] {
+        c(&mut p, &["LPUSH", "q", v], "+QUEUED\r\n");
+    }
+    c(&mut p, &["EXEC"], "*3\r\n:1\r\n:2\r\n:3\r\n");
+    w.check(b"", b"*2\r\n$1\r\nq\r\n$1\r\nc\r\n");
+    c(&mut p, &["LRANGE", "q", "0", "-1"], "*2\r\n$1\r\nb\r\n$1\r\na\r\n");
+    c(&mut p, &["DEL", "q"], ":1\r\n");
+    // LPUSH then DEL in one transaction: the waiter never sees an element.
+    w.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    c(&mut p, &["LPUSH", "q", "a"], "+QUEUED\r\n");
+    c(&mut p, &["DEL", "q"], "+QUEUED\r\n");
+    c(&mut p, &["EXEC"], "*2\r\n:1\r\n:1\r\n");
+    silent(&mut w);
+    assert_eq!(blocked_clients(&mut p), 1);
+    c(&mut p, &["RPUSH", "q", "z"], ":1\r\n");
+    w.check(b"", b"*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+}
+
+/// Keys that appear by RENAME or SORT ... STORE serve waiters too, as in Redis.
+#[test]
+fn keys_created_by_rename_and_sort_store_serve_waiters() {
+    let s = start();
+    let mut p = Raw::connect(s.resp);
+    let mut w = Raw::connect(s.resp);
+    w.send(&cmd(&[b"BLPOP", b"foo", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["LPUSH", "bob", "abc", "def", "hij"], ":3\r\n");
+    c(&mut p, &["RENAME", "bob", "foo"], "+OK\r\n");
+    w.check(b"", b"*2\r\n$3\r\nfoo\r\n$3\r\nhij\r\n");
+    c(&mut p, &["DEL", "foo"], ":1\r\n");
+    w.send(&cmd(&[b"BLPOP", b"foo", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["RPUSH", "src", "b", "a"], ":2\r\n");
+    c(&mut p, &["SORT", "src", "ALPHA", "STORE", "foo"], ":2\r\n");
+    w.check(b"", b"*2\r\n$3\r\nfoo\r\n$1\r\na\r\n");
+}

@@ -504,7 +504,7 @@ fn config_get_set() {
     );
     c.check(
         &cmd(&[b"CONFIG", b"GET", b"hash-max-ziplist-entries"]),
-        b"*2\r\n$24\r\nhash-max-ziplist-entries\r\n$3\r\n128\r\n",
+        b"*2\r\n$24\r\nhash-max-ziplist-entries\r\n$3\r\n512\r\n",
     );
 
     c.check(&cmd(&[b"CONFIG", b"REWRITE"]), b"-ERR The server is running without a config file\r\n");
@@ -555,6 +555,7 @@ fn config_rewrite_writes_the_file() {
         client_output_buffer_limit: None,
         item_size_max: None,
         capacity: None,
+        ..Default::default()
     };
     let cfg = larder_server::Config::load(&args).unwrap();
     assert_eq!(cfg.get("save").unwrap(), "3600 1");

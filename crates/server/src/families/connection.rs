@@ -200,9 +200,12 @@ fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 }
 
 /// # Format
-/// `RESET` → `+RESET`: database 0, RESP2, replies on, no name, no-evict off, as a new
-/// connection (the library name and version stay, as in Redis).
+/// `RESET` → `+RESET`: no transaction, no watched keys, no subscriptions, database 0, RESP2,
+/// replies on, no name, no-evict off, as a new connection (the library name and version
+/// stay, as in Redis).
 fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    crate::families::multi::discard(ctx.conn);
+    crate::families::pubsub::forget(ctx.shared, ctx.conn);
     ctx.conn.db = 0;
     ctx.conn.info.db.store(0, Ordering::Relaxed);
     ctx.conn.proto = Protocol::Resp2;

@@ -278,7 +278,7 @@ fn cmd_keys(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// A SCAN cursor as Redis 7.0 reads it (`strtoul`): optional sign, decimal digits, nothing
 /// else; a leading space or an overflow is invalid; "-1" wraps to 2^64-1, and the empty
 /// string is 0. `strtoul` stops at a NUL byte, so a NUL ends the cursor.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(b: &[u8]) -> Option<u64> {
     let b = b.split(|&c| c == 0).next().unwrap_or(b"");
     if b.is_empty() {
         return Some(0);

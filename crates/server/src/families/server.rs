@@ -377,6 +377,9 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("evicted_clients:0");
             line!("keyspace_hits:{}", st.sum(|w| &w.keyspace_hits));
             line!("keyspace_misses:{}", st.sum(|w| &w.keyspace_misses));
+            line!("pubsub_channels:{}", shared.pubsub.channel_count());
+            line!("pubsub_patterns:{}", shared.pubsub.pattern_count());
+            line!("pubsubshard_channels:{}", shared.pubsub.shard_count());
             line!("latest_fork_usec:0");
             line!("total_forks:0");
             line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
@@ -557,6 +560,7 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     for (p, v) in &checked {
         cfg.apply(p, v);
     }
+    cfg.sync_limits(ctx.shared.store.limits());
     ctx.out.ok();
     Ok(())
 }
@@ -718,6 +722,11 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("pexpireat", &["RW", "update"]),
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
+    ("watch", &["RO"]),
+    // Shard channels stand where keys would (cluster slots), but are not keys.
+    ("ssubscribe", &["not_key"]),
+    ("sunsubscribe", &["not_key"]),
+    ("spublish", &["not_key"]),
 ];
 
 /// Key-spec flags for a command's keys: [`KEY_FLAGS`], else from its read/write flags.
@@ -916,8 +925,17 @@ fn keys_of(args: &[&[u8]]) -> Result<(usize, Vec<usize>), CmdError> {
     if (s.arity > 0 && s.arity != argc) || argc < -s.arity {
         return Err(CmdError::new("ERR Invalid number of arguments specified for command"));
     }
+    if s.flags & MOVABLEKEYS != 0 {
+        if let Some(keys) = crate::families::movable_keys(s.name, args) {
+            if keys.is_empty() {
+                return Err(CmdError::new("ERR Invalid arguments specified for command"));
+            }
+            return Ok((i, keys));
+        }
+    }
     let last = if s.last_key < 0 { argc + s.last_key } else { s.last_key.min(argc - 1) };
-    // The legacy range only: keys that depend on the arguments (movablekeys) are not found.
+    // The legacy range: keys that depend on the arguments are found only for the commands
+    // crate::families::movable_keys knows.
     let step = s.step.max(1);
     let keys: Vec<usize> = if s.first_key <= 0 {
         Vec::new()

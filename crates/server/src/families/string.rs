@@ -44,7 +44,7 @@ pub const COMMANDS: &[Spec] = &[
 // ---- shared helpers ----
 
 /// Counts a `lookupKeyRead` as Redis does: a hit if the key existed, else a miss.
-fn count_lookup(ctx: &Ctx<'_>, found: bool) {
+pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
     let s = ctx.stats();
     if found {
         s.keyspace_hits.fetch_add(1, Ordering::Relaxed);
@@ -561,7 +561,7 @@ fn cmd_setrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// an explicit leading bit, exponent range ±16383), in software so the result is the same on
 /// every machine. Only what INCRBYFLOAT needs: `strtold` as `string2ld` uses it, one
 /// correctly rounded addition, and `%.17Lf` output trimmed as `ld2string(LD_STR_HUMAN)`.
-mod ld {
+pub(crate) mod ld {
     use std::cmp::Ordering;
 
     /// Exponent of the smallest subnormal: values are `m × 2^e` with `e >= E_MIN`.

@@ -46,6 +46,7 @@ pub fn start_with(f: impl Fn(&mut Args)) -> TestServer {
             client_output_buffer_limit: None,
             item_size_max: None,
             capacity: Some(256 << 20),
+            ..Default::default()
         };
         f(&mut args);
         let config = Config::load(&args).unwrap();

@@ -10,8 +10,8 @@
 //!   who serves (any worker, under the registry lock): serve_ready(keys) — while a key's
 //!   queue has a head, call the head's `serve` with its original arguments; served: its
 //!   reply bytes wait in the registry, it leaves every queue, its worker is woken
-//!      ├─ after every write command run by a worker, for the command's keys (so, as in
-//!      │  Redis, the blocked client is served before the pusher gets its reply)
+//!      ├─ after every write command (`command::call`), for the command's keys (so, as
+//!      │  in Redis, the blocked client is served before the pusher gets its reply)
 //!      └─ the watcher thread: sleeps on the engine's push sequence (a futex word bumped by
 //!         pushes of any thread or of a local process on the --shm segment while clients
 //!         are blocked) and wakes the workers holding parked clients; they retry their
@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use larder_engine::Handle;
 use larder_resp::{Args, Protocol, Writer};
 
-use crate::command::{reply_error, table, Argv, CmdError, ConnState, Ctx, MOVABLEKEYS, WRITE};
+use crate::command::{reply_error, Argv, CmdError, ConnState, Ctx, Spec, MOVABLEKEYS, WRITE};
 use crate::{ClientInfo, Shared};
 
 /// Serves a client from `key`: writes its reply and returns true, or returns false if there
@@ -304,38 +304,44 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
     }
 }
 
-/// After a write command ran on a worker: serve clients waiting on the keys it wrote, so
-/// they are served before the writer's reply goes out (as Redis's `handleClientsBlockedOnKeys`).
-/// EXEC, and commands that move keys between databases or have no key positions (SWAPDB,
-/// MOVE), try every waited-on key.
-pub(crate) fn after_command(h: &mut Handle, shared: &Shared, worker: usize, st: &ConnState, argv: Argv<'_>) {
-    if shared.blocked_clients.load(Ordering::Relaxed) == 0 {
+/// After a command ran (`call`), while clients are blocked: serve the clients waiting on
+/// the keys it wrote, so they are served before the writer's reply goes out (as Redis's
+/// `handleClientsBlockedOnKeys`). Inside EXEC the keys are noted instead and served, in
+/// the order they were written, when EXEC ends. Commands that move keys between databases
+/// or have no key positions (SWAPDB, MOVE, FLUSHALL) try every waited-on key.
+pub(crate) fn after_call(ctx: &mut Ctx<'_>, spec: &Spec) {
+    if ctx.conn.park.is_some() {
         return;
     }
-    if st.multi.is_some() {
-        // Queued, not run.
-        return;
-    }
-    let Some(spec) = table().specs.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) else { return };
-    let exec = spec.name == "exec";
-    if spec.flags & WRITE == 0 && !exec {
-        return;
-    }
-    if exec || spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
-        let all: Vec<(u32, Vec<u8>)> = shared.blocking.lock().queues.keys().cloned().collect();
-        for (db, k) in all {
-            serve_ready(h, shared, worker, db, std::iter::once(k.as_slice()));
+    let db = ctx.conn.db;
+    if spec.name == "exec" {
+        let ready = std::mem::take(&mut ctx.conn.ready);
+        for (db, k) in ready {
+            serve_ready(ctx.h, ctx.shared, ctx.worker, db, std::iter::once(k.as_slice()));
         }
         return;
     }
-    if spec.first_key <= 0 {
+    if spec.flags & WRITE == 0 {
         return;
     }
-    let argc = argv.len() as i32;
-    let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
-    let step = spec.step.max(1) as usize;
-    let keys = (spec.first_key..=last).step_by(step).map(|i| argv.get(i as usize));
-    serve_ready(h, shared, worker, st.db, keys);
+    let keys: Vec<(u32, Vec<u8>)> =
+        if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
+            ctx.shared.blocking.lock().queues.keys().cloned().collect()
+        } else if spec.first_key > 0 {
+            let argc = ctx.argc() as i32;
+            let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
+            let step = spec.step.max(1) as usize;
+            (spec.first_key..=last).step_by(step).map(|i| (db, ctx.arg(i as usize).to_vec())).collect()
+        } else {
+            Vec::new()
+        };
+    if ctx.conn.in_exec {
+        ctx.conn.ready.extend(keys);
+        return;
+    }
+    for (db, k) in keys {
+        serve_ready(ctx.h, ctx.shared, ctx.worker, db, std::iter::once(k.as_slice()));
+    }
 }
 
 /// The reply of client `id`, if it has been served (it then leaves the registry).

@@ -146,6 +146,9 @@ pub struct ConnState {
     /// Set by a blocking command that found nothing: the worker parks the client (see
     /// [`crate::blocking`]) and runs nothing else of it until it is served or times out.
     pub park: Option<Box<crate::blocking::Park>>,
+    /// Keys written inside the running EXEC while clients are blocked, in order: their
+    /// waiters are served when EXEC ends (see [`crate::blocking::after_call`]).
+    pub ready: Vec<(u32, Vec<u8>)>,
 }
 
 impl ConnState {
@@ -167,6 +170,7 @@ impl ConnState {
             in_exec: false,
             pushed: false,
             park: None,
+            ready: Vec::new(),
         }
     }
 }
@@ -569,12 +573,18 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
         c.calls.fetch_add(1, Ordering::Relaxed);
         c.usec.fetch_add(usec, Ordering::Relaxed);
     }
+    let ok = r.is_ok();
     match r {
         Ok(()) if spec.flags & WRITE != 0 => {
             ws.dirty.fetch_add(1, Ordering::Relaxed);
         }
         Ok(()) => {}
         Err(e) => reply_error(ctx, &e, Some((i, false))),
+    }
+    // Clients blocked on keys this command wrote are served now, before its reply goes
+    // out (one atomic load when nobody is blocked).
+    if ok && ctx.shared.blocked_clients.load(Ordering::Relaxed) > 0 {
+        crate::blocking::after_call(ctx, spec);
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
     if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {

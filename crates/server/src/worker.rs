@@ -376,9 +376,6 @@ impl Worker {
                                             break;
                                         }
                                     }
-                                } else {
-                                    let argv = crate::command::Argv { args: &c.args, buf };
-                                    crate::blocking::after_command(&mut self.h, &self.shared, self.id, &c.state, argv);
                                 }
                             }
                             pos += n;

@@ -763,6 +763,19 @@ fn transactions_and_blocking() {
     assert_eq!(blocked_clients(&mut p), 1);
     c(&mut p, &["RPUSH", "q", "z"], ":1\r\n");
     w.check(b"", b"*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+    // After EXEC the keys are served in the order they were written: the longest waiter
+    // gets the first written key, the next one the second.
+    let mut w2 = Raw::connect(s.resp);
+    w.send(&cmd(&[b"BLMPOP", b"0", b"2", b"k1", b"k2", b"LEFT"]));
+    wait_blocked(&mut p, 1);
+    w2.send(&cmd(&[b"BLMPOP", b"0", b"2", b"k1", b"k2", b"LEFT"]));
+    wait_blocked(&mut p, 2);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    c(&mut p, &["RPUSH", "k2", "2"], "+QUEUED\r\n");
+    c(&mut p, &["RPUSH", "k1", "1"], "+QUEUED\r\n");
+    c(&mut p, &["EXEC"], "*2\r\n:1\r\n:1\r\n");
+    w.check(b"", b"*2\r\n$2\r\nk2\r\n*1\r\n$1\r\n2\r\n");
+    w2.check(b"", b"*2\r\n$2\r\nk1\r\n*1\r\n$1\r\n1\r\n");
 }
 
 /// Keys that appear by RENAME or SORT ... STORE serve waiters too, as in Redis.

@@ -492,12 +492,13 @@ impl<'a> Coll<'a> {
             let s = score_of(val)?;
             return Ok(self.zput(key, s)?.map(|o| o.to_le_bytes().to_vec()));
         }
-        self.dirty = true;
         let old = match &mut self.repr {
             Repr::Pack(_) => {
                 let at = self.pack_find(key);
                 let Repr::Pack(v) = &mut self.repr else { unreachable!() };
                 match at {
+                    // The same value again changes nothing (a set member already there).
+                    Some(i) if v[i].1 == val => return Ok(Some(val.to_vec())),
                     Some(i) => Some(std::mem::replace(&mut v[i].1, val.to_vec())),
                     None => {
                         if self.kind == Kind::Set {
@@ -517,13 +518,21 @@ impl<'a> Coll<'a> {
             }
             Repr::Tree { .. } => {
                 let (rank, found) = self.seek_hashed(key)?;
+                let mut old_val = None;
+                if let Some(old) = found {
+                    let (mut k, mut v) = (Vec::new(), Vec::new());
+                    tree::read_elem(self.a, old, &mut k, &mut v)?;
+                    if v == val {
+                        return Ok(Some(v));
+                    }
+                    old_val = Some(v);
+                }
                 let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
                 let h = field_hash(self.seed, key);
                 let e = self.ed.elem(p, key, val)?;
                 match found {
                     Some(old) => {
-                        let (mut k, mut v) = (Vec::new(), Vec::new());
-                        tree::read_elem(self.a, old, &mut k, &mut v)?;
+                        let v = old_val.unwrap_or_default();
                         let (root, _) = tree::replace_at(p, &mut self.ed, *r0, rank, h, e)?;
                         *r0 = root;
                         self.ed.drop_block(p, old)?;
@@ -537,6 +546,7 @@ impl<'a> Coll<'a> {
                 }
             }
         };
+        self.dirty = true;
         self.maybe_convert(key.len(), val.len(), parse_canonical_i64(key).is_some())?;
         Ok(old)
     }

@@ -136,58 +136,69 @@ impl Node {
     }
 }
 
-/// A node's bytes, read once, with entries decoded on demand: what searches use (building
-/// a whole [`Node`] would cost more than the search).
-struct View {
+/// A published node read in place: the header once, then each entry word as a search
+/// needs it (a binary search reads a handful of the node's 64-byte lines, not all of them).
+struct View<'a> {
+    a: &'a Arena,
+    off: u64,
     inner: bool,
     n: usize,
-    buf: [u8; LEAF_MAX * 16],
 }
 
-impl View {
-    fn read(a: &Arena, off: u64) -> Result<View, Error> {
-        let mut head = [0u8; HEAD as usize];
-        a.read(off, &mut head)?;
-        let w = u32::from_le_bytes(head[0..4].try_into().unwrap());
+impl<'a> View<'a> {
+    fn read(a: &'a Arena, off: u64) -> Result<View<'a>, Error> {
+        let w = a.u32(off)?.load(std::sync::atomic::Ordering::Relaxed);
         let inner = w & INNER != 0;
         let n = (w & 0xffff) as usize;
         if n == 0 || n > if inner { INNER_MAX } else { LEAF_MAX } {
             return Err(Error::Corrupt("tree node with a bad entry count"));
         }
-        let mut v = View { inner, n, buf: [0u8; LEAF_MAX * 16] };
-        let esz = if inner { 32 } else { 16 };
-        a.read(off + HEAD, &mut v.buf[..n * esz])?;
-        Ok(v)
+        Ok(View { a, off, inner, n })
     }
 
     #[inline]
-    fn word(&self, i: usize, k: usize) -> u64 {
-        let o = i * if self.inner { 32 } else { 16 } + k * 8;
-        u64::from_le_bytes(self.buf[o..o + 8].try_into().unwrap())
+    fn word(&self, i: usize, k: usize) -> Result<u64, Error> {
+        let o = self.off + HEAD + (i * if self.inner { 32 } else { 16 } + k * 8) as u64;
+        Ok(self.a.u64(o)?.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     #[inline]
-    fn prefix(&self, i: usize) -> u64 {
+    fn prefix(&self, i: usize) -> Result<u64, Error> {
         self.word(i, 0)
     }
 
     #[inline]
-    fn elem(&self, i: usize) -> u64 {
+    fn elem(&self, i: usize) -> Result<u64, Error> {
         self.word(i, 1)
     }
 
     #[inline]
-    fn child(&self, i: usize) -> u64 {
+    fn child(&self, i: usize) -> Result<u64, Error> {
         self.word(i, 2)
     }
 
     #[inline]
-    fn count(&self, i: usize) -> u64 {
+    fn count(&self, i: usize) -> Result<u64, Error> {
         if self.inner {
             self.word(i, 3)
         } else {
-            1
+            Ok(1)
         }
+    }
+
+    /// How many entries in `lo..n` compare Less than the target (they come first: the
+    /// entries are in order), by binary search.
+    fn less_than(&self, lo: usize, cmp: &mut dyn FnMut(u64, u64) -> Result<Ordering, Error>) -> Result<usize, Error> {
+        let (mut l, mut h) = (lo, self.n);
+        while l < h {
+            let m = (l + h) / 2;
+            if cmp(self.prefix(m)?, self.elem(m)?)? == Ordering::Less {
+                l = m + 1;
+            } else {
+                h = m;
+            }
+        }
+        Ok(l - lo)
     }
 }
 
@@ -258,13 +269,13 @@ pub(crate) fn nth(a: &Arena, root: u64, mut i: u64) -> Result<(u64, u64), Error>
             if i as usize >= n.n {
                 return Err(Error::Corrupt("tree position out of range"));
             }
-            return Ok((n.prefix(i as usize), n.elem(i as usize)));
+            return Ok((n.prefix(i as usize)?, n.elem(i as usize)?));
         }
         let mut next = None;
         for k in 0..n.n {
-            let c = n.count(k);
+            let c = n.count(k)?;
             if i < c {
-                next = Some(n.child(k));
+                next = Some(n.child(k)?);
                 break;
             }
             i -= c;
@@ -302,30 +313,23 @@ pub(crate) fn seek_elem(
     for _ in 0..64 {
         let n = View::read(a, node)?;
         if !n.inner {
-            for i in 0..n.n {
-                if cmp(n.prefix(i), n.elem(i))? != Ordering::Less {
-                    return Ok((rank + i as u64, Some((n.prefix(i), n.elem(i)))));
-                }
+            let i = n.less_than(0, cmp)?;
+            if i < n.n {
+                return Ok((rank + i as u64, Some((n.prefix(i)?, n.elem(i)?))));
             }
             return Ok((rank + n.n as u64, after));
         }
         // The last child whose first element is less than the target holds the bound (or
-        // the bound is the next child's first element).
-        let mut pick = 0;
-        for i in 1..n.n {
-            if cmp(n.prefix(i), n.elem(i))? == Ordering::Less {
-                pick = i;
-            } else {
-                break;
-            }
-        }
+        // the bound is the next child's first element). The first child is taken whatever
+        // its first element, so the search starts at entry 1.
+        let pick = n.less_than(1, cmp)?;
         if pick + 1 < n.n {
-            after = Some((n.prefix(pick + 1), n.elem(pick + 1)));
+            after = Some((n.prefix(pick + 1)?, n.elem(pick + 1)?));
         }
         for k in 0..pick {
-            rank += n.count(k);
+            rank += n.count(k)?;
         }
-        node = n.child(pick);
+        node = n.child(pick)?;
     }
     Err(Error::Corrupt("tree too deep"))
 }
@@ -358,13 +362,13 @@ fn walk_node(
     let n = View::read(a, node)?;
     let mut base = 0u64;
     for k in 0..n.n {
-        let end = base + n.count(k);
+        let end = base + n.count(k)?;
         if end > from && base < to {
             if n.inner {
-                if !walk_node(a, n.child(k), from.saturating_sub(base), to - base, depth + 1, f)? {
+                if !walk_node(a, n.child(k)?, from.saturating_sub(base), to - base, depth + 1, f)? {
                     return Ok(false);
                 }
-            } else if !f(n.prefix(k), n.elem(k))? {
+            } else if !f(n.prefix(k)?, n.elem(k)?)? {
                 return Ok(false);
             }
         }

@@ -422,3 +422,23 @@ fn a_push_wakes_a_waiter_only_while_someone_is_blocked() {
     assert_ne!(s.push_seq(), seq0);
     s.add_blockers(-1);
 }
+
+#[test]
+fn putting_what_is_already_there_publishes_nothing() {
+    let (_s, mut h) = store(true);
+    for (key, n) in [(&b"small"[..], 3u32), (&b"big"[..], 300)] {
+        h.coll_write(0, key, Kind::Set, true, |c| {
+            for i in 0..n {
+                c.put(format!("m{i}").as_bytes(), b"")?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let v0 = h.meta(0, key).unwrap().unwrap().version;
+        let old = h.coll_write(0, key, Kind::Set, false, |c| c.put(b"m1", b"")).unwrap().unwrap();
+        assert_eq!(old, Some(Vec::new()));
+        assert_eq!(h.meta(0, key).unwrap().unwrap().version, v0, "{key:?}: an unchanged set was republished");
+        h.coll_write(0, key, Kind::Set, false, |c| c.put(b"new", b"")).unwrap();
+        assert_ne!(h.meta(0, key).unwrap().unwrap().version, v0);
+    }
+}

@@ -2,6 +2,7 @@
 //!
 //! - `larder server`: the network server (RESP and memcached on one keyspace)
 //! - `larder segment create|info|check|unlink NAME`: manage named shared-memory segments
+//! - `larder bench`: the load generator (RESP, memcached text, or a local segment)
 //! - `larder bench-engine`: engine figures (ns per get/set, growth, memory per key)
 //! - `larder stress-worker`: a writer or reader process for the multi-process crash tests
 
@@ -29,6 +30,10 @@ enum Cmd {
         #[command(subcommand)]
         op: SegmentOp,
     },
+    /// Load generator: drive a RESP or memcached server (or a local segment) with SET/GET
+    /// traffic and report throughput, HDR latency percentiles and a timeline; `--verify`
+    /// checks every value read back.
+    Bench(larder_bench::Args),
     /// Measure the engine: get/set latency in-process and from a second process, growth to
     /// millions of keys under concurrent reads, memory per key, fragmentation.
     BenchEngine(engine_bench::Args),
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Server(args) => larder_server::run(&args),
         Cmd::Segment { op } => segment(op),
+        Cmd::Bench(args) => larder_bench::main(&args),
         Cmd::BenchEngine(args) => engine_bench::run(&args),
         Cmd::StressWorker(args) => stress::run(&args),
     };

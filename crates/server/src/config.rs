@@ -77,6 +77,14 @@ pub struct Args {
     /// 32, 64 KiB [-2]; also `list-max-ziplist-size`.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub list_max_listpack_size: Option<String>,
+    /// Benchmark floor: the same event loop and parsers, but GET/MGET/get answer a fixed
+    /// value and SET/set answer OK/STORED without touching the keyspace (other commands run
+    /// as usual). Measures what the network path alone costs; never for real use.
+    #[arg(long)]
+    pub floor: bool,
+    /// Size of the fixed value `--floor` answers GET with.
+    #[arg(long, default_value_t = 32, requires = "floor")]
+    pub floor_value_size: usize,
 }
 
 /// One class of `client-output-buffer-limit` (bytes, bytes, seconds; 0 = no limit).
@@ -97,6 +105,8 @@ pub struct Config {
     pub shm: Option<String>,
     pub databases: u32,
     pub capacity: Option<u64>,
+    /// `--floor`: the fixed value GET answers with, when the server is a benchmark floor.
+    pub floor: Option<Vec<u8>>,
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
     pub client_output_buffer_limit: AtomicU64,
@@ -475,6 +485,7 @@ impl Config {
             shm: None,
             databases: 16,
             capacity: None,
+            floor: None,
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             client_output_buffer_limit: AtomicU64::new(0),
@@ -528,6 +539,9 @@ impl Config {
         }
         if let Some(v) = args.capacity {
             c.capacity = Some(v);
+        }
+        if args.floor {
+            c.floor = Some(crate::floor::value(args.floor_value_size));
         }
         let set = |a: &AtomicU64, v: Option<u64>| {
             if let Some(v) = v {

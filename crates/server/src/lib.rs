@@ -26,6 +26,7 @@ pub mod command;
 pub mod config;
 pub mod families;
 pub mod gate;
+mod floor;
 pub mod stats;
 mod worker;
 

@@ -197,7 +197,12 @@ impl Worker {
             let (mut stream, addr) = match l.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                // A connection reset before we took it, or a signal: the queue may still hold
+                // others, and the edge-triggered listener will not say so again.
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionAborted | ErrorKind::Interrupted) => continue,
                 Err(e) => {
+                    // Out of descriptors or memory: the connections wait in the queue until
+                    // the next one arrives (as in Redis, which also just logs).
                     tracing::warn!("accept: {e}");
                     return;
                 }
@@ -356,24 +361,30 @@ impl Worker {
                                 // CLIENT LIST's qbuf counts the request being executed, as
                                 // Redis's query buffer still holds it.
                                 c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
-                                let mut ctx = Ctx {
-                                    argv: crate::command::Argv { args: &c.args, buf },
-                                    out: Writer::new(&mut c.wbuf, c.state.proto),
-                                    h: &mut self.h,
-                                    conn: &mut c.state,
-                                    shared: &self.shared,
-                                    worker: self.id,
+                                let floored = match &self.shared.config.floor {
+                                    Some(v) => crate::floor::resp(&c.args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
+                                    None => false,
                                 };
-                                dispatch(&mut ctx);
-                                if c.state.park.is_some() {
-                                    let (h, sh) = (&mut self.h, &self.shared);
-                                    match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
-                                        // Served by the retry: go on.
-                                        Ok(reply) => c.wbuf.extend_from_slice(&reply),
-                                        Err(deadline) => {
-                                            pos += n;
-                                            parked = Some(deadline);
-                                            break;
+                                if !floored {
+                                    let mut ctx = Ctx {
+                                        argv: crate::command::Argv { args: &c.args, buf },
+                                        out: Writer::new(&mut c.wbuf, c.state.proto),
+                                        h: &mut self.h,
+                                        conn: &mut c.state,
+                                        shared: &self.shared,
+                                        worker: self.id,
+                                    };
+                                    dispatch(&mut ctx);
+                                    if c.state.park.is_some() {
+                                        let (h, sh) = (&mut self.h, &self.shared);
+                                        match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
+                                            // Served by the retry: go on.
+                                            Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                                            Err(deadline) => {
+                                                pos += n;
+                                                parked = Some(deadline);
+                                                break;
+                                            }
                                         }
                                     }
                                 }
@@ -393,9 +404,18 @@ impl Worker {
                     }
                 }
             }
-            Proto::Memcache => {
-                pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
-            }
+            Proto::Memcache => match &self.shared.config.floor {
+                Some(v) if c.state.mc_swallow == 0 => {
+                    let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
+                    let max = usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+                    pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
+                        crate::families::memcache::process(b, out, h, state, shared, id)
+                    });
+                }
+                _ => {
+                    pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
+                }
+            },
         }
         c.rbuf.drain(..pos.min(c.rbuf.len()));
         c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);

@@ -59,10 +59,9 @@ pub fn op_sadd(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result
     let n = h.coll_write(db, key, Kind::Set, true, |c| {
         let mut n = 0;
         for m in members {
-            // A member already there changes nothing: no edit, so nothing is rewritten or
-            // published (put would replace it with an equal copy).
-            if !c.contains(m)? {
-                c.put(m, b"")?;
+            // A member already there changes nothing (put leaves it, and nothing is
+            // published if no member was new).
+            if c.put(m, b"")?.is_none() {
                 n += 1;
             }
         }

@@ -7,6 +7,7 @@
 //!                                  request → dispatch (command table) → families → engine
 //!                                  → replies appended to the write buffer → one write
 //!   1 background thread:     active expiry, every 100 ms
+//!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
 //!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
 //!                            pub/sub registry, one mailbox and one exec gate per worker
 //! ```
@@ -20,6 +21,7 @@
 //! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
 //! gates (see [`gate`]).
 
+pub mod blocking;
 pub mod command;
 pub mod config;
 pub mod families;
@@ -170,8 +172,10 @@ pub struct Shared {
     pub tcp_ports: OnceLock<(u16, u16)>,
     /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 pauses it, as tests of lazy expiry need).
     pub active_expire: AtomicBool,
-    /// Clients blocked in BLPOP & co. (INFO `blocked_clients`), kept by the blocking families.
+    /// Clients blocked in BLPOP & co. (INFO `blocked_clients`), kept by [`blocking`].
     pub blocked_clients: AtomicU64,
+    /// Which client waits on which key, in blocking order (see [`blocking`]).
+    pub blocking: blocking::Registry,
     /// Unix time (seconds) the server started: LASTSAVE and `rdb_last_save_time` until
     /// persistence exists.
     pub started_unix: u64,
@@ -256,6 +260,7 @@ impl Server {
             tcp_ports: OnceLock::new(),
             active_expire: AtomicBool::new(true),
             blocked_clients: AtomicU64::new(0),
+            blocking: blocking::Registry::new(threads),
             started_unix: larder_engine::now_ms() / 1000,
             pubsub: Default::default(),
             mailboxes: (0..threads).map(|_| Mailbox::default()).collect(),
@@ -266,6 +271,13 @@ impl Server {
         let _ = shared.wakers.set(wakers);
         let _ = shared.tcp_ports.set(ports);
         let mut handles = workers;
+        let watcher = shared.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name("larder-blocking".into())
+                .spawn(move || blocking::watch(watcher))
+                .map_err(|e| e.to_string())?,
+        );
         let bg = shared.clone();
         handles.push(
             std::thread::Builder::new()

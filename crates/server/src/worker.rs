@@ -42,6 +42,8 @@ struct Conn {
     writing: bool,
     /// Since when the output buffer has been over the pubsub class's soft limit.
     soft_since: Option<Instant>,
+    /// Blocked in a blocking command: its next requests wait in `rbuf`.
+    parked: bool,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -97,7 +99,18 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
         }
         let h = shared.store.handle().map_err(|e| e.to_string())?;
         let shared = shared.clone();
-        let mut w = Worker { id: i, poll, resp, mc, conns: Vec::new(), free: Vec::new(), h, shared, scratch: vec![0u8; READ_CHUNK].into_boxed_slice() };
+        let mut w = Worker {
+            id: i,
+            poll,
+            resp,
+            mc,
+            conns: Vec::new(),
+            free: Vec::new(),
+            h,
+            shared,
+            scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            parked: Vec::new(),
+        };
         handles.push(
             std::thread::Builder::new()
                 .name(format!("larder-worker-{i}"))
@@ -120,13 +133,17 @@ struct Worker {
     shared: Arc<Shared>,
     /// Where reads land before they are appended to a connection's buffer.
     scratch: Box<[u8]>,
+    /// Connections parked in a blocking command, in the order they blocked: (slot, client
+    /// id, deadline).
+    parked: Vec<(usize, u64, Option<std::time::Instant>)>,
 }
 
 impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
         while !self.shared.shutdown.load(Ordering::Relaxed) {
-            if let Err(e) = self.poll.poll(&mut events, Some(Duration::from_millis(100))) {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!("poll: {e}");
                     return;
@@ -136,7 +153,10 @@ impl Worker {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
                     MC_LISTENER => self.accept(Proto::Memcache),
-                    WAKER => self.on_wake(),
+                    WAKER => {
+                        self.on_wake();
+                        self.wake_parked();
+                    }
                     Token(t) => {
                         let i = t - FIRST_CONN;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -146,6 +166,12 @@ impl Worker {
                             self.flush(i);
                         }
                     }
+                }
+            }
+            if !self.parked.is_empty() {
+                let now = std::time::Instant::now();
+                if self.parked.iter().any(|p| p.2.is_some_and(|d| d <= now)) {
+                    self.settle_parked(true);
                 }
             }
             // Let idle periods return memory: reclaim what readers no longer see.
@@ -221,6 +247,7 @@ impl Worker {
                 state: ConnState::new(id, slot as u32, info),
                 writing: false,
                 soft_since: None,
+                parked: false,
             });
         }
     }
@@ -232,6 +259,10 @@ impl Worker {
 
     fn close(&mut self, i: usize) {
         if let Some(Some(mut c)) = self.conns.get_mut(i).map(|c| c.take()) {
+            if c.parked {
+                crate::blocking::leave(&self.shared, c.state.id);
+                self.parked.retain(|p| p.0 != i);
+            }
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
             self.forget(&c.state.info);
@@ -291,11 +322,28 @@ impl Worker {
         self.flush(i);
     }
 
-    /// Executes every complete request in the read buffer, holding the worker's exec gate
-    /// (an EXEC on another worker waits for the batch to end, and the batch for the EXEC).
+    /// Executes every complete request in the read buffer, up to a command that blocks.
     fn process(&mut self, i: usize) {
-        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        if let Some(deadline) = self.process_until_parked(i) {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                c.parked = true;
+                self.parked.push((i, c.state.id, deadline));
+            }
+        }
+    }
+
+    /// Runs requests until the buffer is consumed (None) or a command parked the client
+    /// (Some(its deadline)).
+    fn process_until_parked(&mut self, i: usize) -> Option<Option<std::time::Instant>> {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return None };
+        if c.parked {
+            // A blocked client's next commands wait in its buffer, as in Redis.
+            return None;
+        }
+        // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
+        // end, and the batch for the EXEC).
         let _gate = self.shared.gates[self.id].hold();
+        let mut parked = None;
         c.state.clock = std::time::Instant::now();
         c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
@@ -327,6 +375,18 @@ impl Worker {
                                         worker: self.id,
                                     };
                                     dispatch(&mut ctx);
+                                    if c.state.park.is_some() {
+                                        let (h, sh) = (&mut self.h, &self.shared);
+                                        match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
+                                            // Served by the retry: go on.
+                                            Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                                            Err(deadline) => {
+                                                pos += n;
+                                                parked = Some(deadline);
+                                                break;
+                                            }
+                                        }
+                                    }
                                 }
                             }
                             pos += n;
@@ -362,6 +422,57 @@ impl Worker {
         if c.state.info.killed.load(Ordering::Relaxed) {
             c.state.close = true;
         }
+        parked
+    }
+
+    /// Woken: parked clients may have been served by another worker (their replies wait
+    /// in the registry), or something was pushed (the watcher): retry their keys, then
+    /// send what was served.
+    fn wake_parked(&mut self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
+        {
+            // Serving pops and pushes: not in the middle of another worker's EXEC.
+            let _gate = self.shared.gates[self.id].hold();
+            crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
+        }
+        self.settle_parked(false);
+    }
+
+    /// Sends the replies of served parked clients (and, with `expire`, the nulls of those
+    /// whose deadline passed), and runs what they sent meanwhile.
+    fn settle_parked(&mut self, expire: bool) {
+        let now = std::time::Instant::now();
+        let mut k = 0;
+        while k < self.parked.len() {
+            let (slot, id, _) = self.parked[k];
+            let r = if expire { crate::blocking::expire(&self.shared, id, now) } else { crate::blocking::take_reply(&self.shared, id) };
+            let Some(reply) = r else {
+                k += 1;
+                continue;
+            };
+            self.parked.remove(k);
+            if let Some(Some(c)) = self.conns.get_mut(slot) {
+                c.parked = false;
+                c.wbuf.extend_from_slice(&reply);
+            }
+            self.process(slot);
+            self.flush(slot);
+        }
+    }
+
+    /// How long to wait for events: 100 ms, or less if a parked client's deadline is nearer.
+    fn poll_timeout(&self) -> Duration {
+        let mut t = Duration::from_millis(100);
+        if !self.parked.is_empty() {
+            let now = std::time::Instant::now();
+            for d in self.parked.iter().filter_map(|p| p.2) {
+                t = t.min(d.saturating_duration_since(now));
+            }
+        }
+        t
     }
 
     fn flush(&mut self, i: usize) {
@@ -477,7 +588,8 @@ impl Worker {
         }
         let now = self.shared.uptime_ms();
         for i in 0..self.conns.len() {
-            let idle = matches!(&self.conns[i], Some(c) if now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
+            // Blocked clients are not idle (Redis times them out by their own deadline).
+            let idle = matches!(&self.conns[i], Some(c) if !c.parked && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
             if idle {
                 self.close(i);
             }

@@ -57,6 +57,7 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("client|kill", -3, ADMIN | CS, "Terminates open connections.", cmd_client_kill),
     spec("client|reply", 3, CS, "Instructs the server whether to reply to commands.", cmd_client_reply),
     spec("client|no-evict", 3, ADMIN | CS, "Sets the client eviction mode of the connection.", cmd_client_no_evict),
+    spec("client|unblock", -3, CS, "Unblocks a client blocked by a blocking command from a different connection.", cmd_client_unblock),
     spec("client|setinfo", 4, CS, "Sets information specific to the client or connection.", cmd_client_setinfo),
     spec("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", cmd_client_help),
 ];
@@ -238,6 +239,27 @@ fn set_name(info: &ClientInfo, name: &[u8]) -> Result<(), CmdError> {
 fn cmd_client_id(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let id = ctx.conn.id as i64;
     ctx.out.integer(id);
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]` → 1 if that client was blocked (it gets the
+/// timeout's null, or `-UNBLOCKED ...` with ERROR), else 0.
+fn cmd_client_unblock(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.argc() > 4 {
+        return Err(CmdError::new("ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP."));
+    }
+    let mut error = false;
+    if ctx.argc() == 4 {
+        if ctx.arg(3).eq_ignore_ascii_case(b"error") {
+            error = true;
+        } else if !ctx.arg(3).eq_ignore_ascii_case(b"timeout") {
+            return Err(CmdError::new("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"));
+        }
+    }
+    let id = ctx.int(2)?;
+    let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, id as u64, error);
+    ctx.out.integer(done as i64);
     Ok(())
 }
 
@@ -600,6 +622,8 @@ fn cmd_client_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",
             "    * LIB-VER: the client lib version.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
         ],

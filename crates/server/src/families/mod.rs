@@ -6,6 +6,7 @@ pub mod collection;
 pub mod connection;
 pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod memcache;
 pub mod multi;
 pub mod pubsub;
@@ -22,6 +23,7 @@ pub const ALL: &[&[Spec]] = &[
     connection::COMMANDS,
     string::COMMANDS,
     keys::COMMANDS,
+    list::COMMANDS,
     server::COMMANDS,
     pubsub::COMMANDS,
     multi::COMMANDS,
@@ -44,6 +46,8 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
             v.extend(zset::numkeys_key_positions(args, 2));
             Some(v)
         }
+        "lmpop" => Some(list::mpop_key_positions(args, 1)),
+        "blmpop" => Some(list::mpop_key_positions(args, 2)),
         _ => None,
     }
 }

@@ -149,6 +149,8 @@ struct StoreInner {
     journal: Arc<dyn Journal>,
     databases: u32,
     limits: Arc<Limits>,
+    /// Pushes this process counted into the push sequence (see [`Store::local_pushes`]).
+    local_pushes: std::sync::atomic::AtomicU32,
 }
 
 impl Store {
@@ -189,7 +191,7 @@ impl Store {
                 r?
             }
         };
-        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases, limits: Arc::default() }) })
+        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases, limits: Arc::default(), local_pushes: Default::default() }) })
     }
 
     /// A handle for the calling thread (claims a participant slot).
@@ -214,6 +216,13 @@ impl Store {
     /// process) while some process has declared blocked clients with [`Store::add_blockers`].
     pub fn push_seq(&self) -> u32 {
         self.push_word(PUSH_SEQ).map(|w| w.load(std::sync::atomic::Ordering::Acquire)).unwrap_or(0)
+    }
+
+    /// How many of the push sequence's steps this process made: a waiter that serves its
+    /// own process's pushes by other means can tell whether another process pushed (the
+    /// sequence moved by more than this did).
+    pub fn local_pushes(&self) -> u32 {
+        self.inner.local_pushes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Declares (`delta > 0`) or withdraws blocked clients waiting for pushes; pushes only
@@ -244,6 +253,7 @@ impl Store {
         if blockers.load(SeqCst) == 0 {
             return;
         }
+        self.inner.local_pushes.fetch_add(1, SeqCst);
         seq.fetch_add(1, SeqCst);
         if waiters.load(SeqCst) > 0 {
             let _ = rustix::thread::futex::wake(seq, rustix::thread::futex::Flags::empty(), u32::MAX);

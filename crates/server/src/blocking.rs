@@ -327,6 +327,15 @@ pub(crate) fn after_call(ctx: &mut Ctx<'_>, spec: &Spec) {
     let keys: Vec<(u32, Vec<u8>)> =
         if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
             ctx.shared.blocking.lock().queues.keys().cloned().collect()
+        } else if let Some(pos) = (spec.flags & MOVABLEKEYS != 0)
+            .then(|| {
+                // The keys depend on the arguments (SORT ... STORE dst, LMPOP numkeys ...).
+                let args: Vec<&[u8]> = (0..ctx.argc()).map(|i| ctx.arg(i)).collect();
+                crate::families::movable_keys(spec.name, &args)
+            })
+            .flatten()
+        {
+            pos.into_iter().filter(|&i| i < ctx.argc()).map(|i| (db, ctx.arg(i).to_vec())).collect()
         } else if spec.first_key > 0 {
             let argc = ctx.argc() as i32;
             let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
@@ -396,14 +405,24 @@ pub(crate) fn watch(shared: Arc<Shared>) {
     let store = &shared.store;
     // `seen` carries over: a push that lands while the workers are being woken moves the
     // sequence past it, and the next wait returns at once.
+    // Pushes made through this server serve their waiters themselves (the hook after every
+    // write, in write order, and after EXEC in the order of its writes); retrying parked
+    // clients here for those too would race with that order. So workers are woken only when
+    // the sequence moved further than this process's own pushes: another process pushed.
     let mut seen = store.push_seq();
+    let mut local = store.local_pushes();
     while !shared.shutdown.load(Ordering::Relaxed) {
         store.wait_push(seen, Duration::from_millis(100));
-        let now = store.push_seq();
+        let (local_now, now) = (store.local_pushes(), store.push_seq());
         if now == seen {
             continue;
         }
+        let foreign = now.wrapping_sub(seen) != local_now.wrapping_sub(local);
         seen = now;
+        local = local_now;
+        if !foreign {
+            continue;
+        }
         for (w, n) in shared.blocking.per_worker.iter().enumerate() {
             if n.load(Ordering::SeqCst) > 0 {
                 wake(&shared, w);

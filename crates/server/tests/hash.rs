@@ -10,13 +10,6 @@ use std::collections::{HashMap, HashSet};
 use common::*;
 use reply::{call, call_args, Val};
 
-fn ck(c: &mut Raw, req: &str, want: &str) {
-    let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
-    c.check(&cmd(&args), want.as_bytes());
-}
-
-const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-
 #[test]
 fn set_get_and_friends() {
     let t = start();

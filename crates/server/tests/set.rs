@@ -11,13 +11,6 @@ use std::collections::{BTreeSet, HashSet};
 use common::*;
 use reply::{call, Val};
 
-fn ck(c: &mut Raw, req: &str, want: &str) {
-    let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
-    c.check(&cmd(&args), want.as_bytes());
-}
-
-const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-
 fn sorted(v: Val) -> Vec<String> {
     let mut s = v.strings();
     s.sort();

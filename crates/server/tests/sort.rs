@@ -8,11 +8,6 @@ mod reply;
 use common::*;
 use larder_engine::Kind;
 
-fn ck(c: &mut Raw, req: &str, want: &str) {
-    let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
-    c.check(&cmd(&args), want.as_bytes());
-}
-
 /// `*n` then each word as a bulk string.
 fn arr(words: &[&str]) -> String {
     let mut s = format!("*{}\r\n", words.len());

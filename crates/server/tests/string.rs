@@ -9,11 +9,6 @@ use larder_engine::Ttl;
 use larder_server::command::{table, DENYOOM, FAST, READONLY, WRITE};
 
 /// Sends `req` (words separated by single spaces) as a multibulk and checks the exact reply.
-fn ck(c: &mut Raw, req: &str, want: &str) {
-    let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
-    c.check(&cmd(&args), want.as_bytes());
-}
-
 fn err(msg: &str) -> String {
     format!("-{msg}\r\n")
 }

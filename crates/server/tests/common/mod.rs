@@ -120,3 +120,11 @@ pub fn cmd(args: &[&[u8]]) -> Vec<u8> {
     }
     out
 }
+
+/// Sends `req` (words split on single spaces) and checks the exact reply bytes.
+pub fn ck(c: &mut Raw, req: &str, want: &str) {
+    let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
+    c.check(&cmd(&args), want.as_bytes());
+}
+
+pub const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";

@@ -377,6 +377,25 @@ impl Handle {
         })
     }
 
+    /// Bytes of arena memory the key holds (MEMORY USAGE): its item's block, and for a
+    /// collection tree every node and element. `samples` bounds how many tree blocks are
+    /// measured (0 = all); the rest are estimated from their mean, as Redis samples.
+    pub fn memory_usage(&self, db: u32, key: &[u8], samples: usize) -> Result<Option<u64>, Error> {
+        self.read(db, key, |a, it| {
+            let mut total = a.block_size(it.off)?;
+            let blocks = crate::coll::owned_blocks(a, it)?;
+            let measured = if samples == 0 { blocks.len() } else { samples.min(blocks.len()) };
+            let mut sum = 0;
+            for &b in &blocks[..measured] {
+                sum += a.block_size(b)?;
+            }
+            if measured > 0 {
+                total += sum * blocks.len() as u64 / measured as u64;
+            }
+            Ok(total)
+        })
+    }
+
     /// The key's value encoding as Redis's `OBJECT ENCODING` names it: `int` for an
     /// integer item, `embstr` for raw bytes up to 44 long (Redis's embedded-string limit),
     /// `raw` above that.

@@ -772,3 +772,27 @@ fn shutdown_stops_the_server() {
     }
     assert!(t.server.as_ref().unwrap().shared.shutdown.load(std::sync::atomic::Ordering::SeqCst));
 }
+
+#[test]
+fn memory_usage_counts_the_item_and_its_tree() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "MEMORY USAGE nokey", "$-1\r\n");
+    ck(&mut c, "MEMORY USAGE", "-ERR wrong number of arguments for 'memory|usage' command\r\n");
+    ck(&mut c, "MEMORY USAGE k SAMPLES", "-ERR syntax error\r\n");
+    ck(&mut c, "MEMORY USAGE k SAMPLES -1", "-ERR syntax error\r\n");
+    ck(&mut c, "MEMORY USAGE k SAMPLES x", "-ERR value is not an integer or out of range\r\n");
+    ck(&mut c, "SET k 0123456789012345678901234567890123456789", "+OK\r\n");
+    let small = ask(&mut c, &[b"MEMORY", b"USAGE", b"k"]);
+    let n: i64 = small.trim_start_matches(':').trim().parse().unwrap();
+    assert!((40..200).contains(&n), "{small}");
+    // A hash as a tree: every field's element and the nodes count, whatever the sampling.
+    for i in 0..2000 {
+        let f = format!("field:{i}");
+        ask(&mut c, &[b"HSET", b"h", f.as_bytes(), b"0123456789"]);
+    }
+    let all: i64 = ask(&mut c, &[b"MEMORY", b"USAGE", b"h", b"SAMPLES", b"0"]).trim_start_matches(':').trim().parse().unwrap();
+    let sampled: i64 = ask(&mut c, &[b"MEMORY", b"USAGE", b"h"]).trim_start_matches(':').trim().parse().unwrap();
+    assert!(all > 2000 * 24, "{all}");
+    assert!(sampled > all / 4 && sampled < all * 4, "{sampled} vs {all}");
+}

@@ -38,6 +38,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("config", -2, 0, "server", "A container for server configuration commands.", cmd_container),
     spec("command", -1, LS, "server", "Returns detailed information about all commands.", cmd_command),
     spec("slowlog", -2, 0, "server", "A container for slow log commands.", cmd_container),
+    spec("memory", -2, 0, "server", "A container for memory diagnostics commands.", cmd_container),
     spec("debug", -2, AS, "server", "A container for debugging commands.", cmd_debug),
     spec(
         "shutdown",
@@ -114,6 +115,13 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("slowlog|len", 2, ADMIN | LS, "server", "Returns the number of entries in the slow log.", cmd_slowlog_len),
     spec("slowlog|reset", 2, ADMIN | LS, "server", "Clears all entries from the slow log.", cmd_slowlog_reset),
     spec("slowlog|help", 2, LS, "server", "Show helpful text about the different subcommands", cmd_slowlog_help),
+    Spec {
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        ..spec("memory|usage", -3, READONLY, "server", "Estimate the memory usage of a key.", cmd_memory_usage)
+    },
+    spec("memory|help", 2, LS, "server", "Show helpful text about the different subcommands", cmd_memory_help),
     spec(
         "function|flush",
         -2,
@@ -1076,6 +1084,39 @@ fn cmd_slowlog_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    Reset the slowlog.",
         ],
     );
+    Ok(())
+}
+
+// ----------------------------------------------------------------------- MEMORY
+
+/// # Format
+/// `MEMORY USAGE key [SAMPLES count]` → bytes the key holds in the arena, or nil. With
+/// SAMPLES (default 5, 0 = all) a collection tree is measured on that many blocks and the
+/// rest estimated, as Redis samples nested values.
+fn cmd_memory_usage(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut samples = 5usize;
+    let mut i = 3;
+    while i < ctx.argc() {
+        if ctx.arg(i).eq_ignore_ascii_case(b"samples") && i + 1 < ctx.argc() {
+            let n = larder_engine::parse_canonical_i64(ctx.arg(i + 1)).ok_or_else(CmdError::not_integer)?;
+            if n < 0 {
+                return Err(CmdError::syntax());
+            }
+            samples = n as usize;
+            i += 2;
+        } else {
+            return Err(CmdError::syntax());
+        }
+    }
+    match ctx.h.memory_usage(ctx.conn.db, ctx.arg(2), samples)? {
+        Some(n) => ctx.out.integer(n as i64),
+        None => ctx.out.null(),
+    };
+    Ok(())
+}
+
+fn cmd_memory_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    reply_help(ctx, "MEMORY", &["USAGE <key> [SAMPLES <count>]", "    Return memory in bytes used by <key> and its value. Nested values are", "    sampled up to <count> times (default: 5, 0 means sample all)."]);
     Ok(())
 }
 

@@ -94,24 +94,25 @@ impl Node {
         let w = u32::from_le_bytes(head[0..4].try_into().unwrap());
         let inner = w & INNER != 0;
         let n = (w & 0xffff) as usize;
-        let mut node = Node::new(inner);
-        if n == 0 || n > node.max() {
+        if n == 0 || n > if inner { INNER_MAX } else { LEAF_MAX } {
             return Err(Error::Corrupt("tree node with a bad entry count"));
         }
-        node.n = n;
         let esz = if inner { 32 } else { 16 };
         let mut buf = [0u8; LEAF_MAX * 16];
         a.read(off + HEAD, &mut buf[..n * esz])?;
-        for (i, e) in node.ents[..n].iter_mut().enumerate() {
+        let ents = std::array::from_fn(|i| {
+            if i >= n {
+                return Ent::default();
+            }
             let b = &buf[i * esz..];
             let w = |k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
-            *e = if inner {
+            if inner {
                 Ent { prefix: w(0), elem: w(1), child: w(2), count: w(3) }
             } else {
                 Ent { prefix: w(0), elem: w(1), child: 0, count: 1 }
-            };
-        }
-        Ok(node)
+            }
+        });
+        Ok(Node { inner, n, ents })
     }
 
     fn write(&self, p: &Participant) -> Result<u64, Error> {
@@ -409,8 +410,59 @@ pub(crate) fn for_each_block(a: &Arena, root: u64, elems: bool, f: &mut dyn FnMu
 /// and the published blocks it replaced (retire them once the new root is published).
 #[derive(Default)]
 pub(crate) struct Edit {
-    pub fresh: HashSet<u64, std::hash::BuildHasherDefault<OffsetHasher>>,
+    pub fresh: Fresh,
     pub replaced: Vec<u64>,
+}
+
+/// The blocks a session allocated. Most sessions allocate a handful (one element and a
+/// path of nodes): a short vector, searched linearly, with no hashing and no table to grow;
+/// a session that builds a large collection moves to a hash set.
+#[derive(Default)]
+pub(crate) struct Fresh {
+    small: Vec<u64>,
+    big: Option<HashSet<u64, std::hash::BuildHasherDefault<OffsetHasher>>>,
+}
+
+const FRESH_SMALL: usize = 32;
+
+impl Fresh {
+    pub(crate) fn insert(&mut self, off: u64) {
+        match &mut self.big {
+            Some(b) => {
+                b.insert(off);
+            }
+            None if self.small.len() < FRESH_SMALL => self.small.push(off),
+            None => {
+                let mut b: HashSet<u64, _> = self.small.drain(..).collect();
+                b.insert(off);
+                self.big = Some(b);
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, off: &u64) -> bool {
+        match &mut self.big {
+            Some(b) => b.remove(off),
+            None => match self.small.iter().rposition(|x| x == off) {
+                Some(i) => {
+                    self.small.swap_remove(i);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
+impl IntoIterator for Fresh {
+    type Item = u64;
+    type IntoIter = Box<dyn Iterator<Item = u64>>;
+    fn into_iter(self) -> Self::IntoIter {
+        match self.big {
+            Some(b) => Box::new(b.into_iter()),
+            None => Box::new(self.small.into_iter()),
+        }
+    }
 }
 
 /// Arena offsets are distinct multiples of 8: one multiply spreads them well enough, and

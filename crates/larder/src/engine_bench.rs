@@ -1168,7 +1168,8 @@ fn phase_colls(out: &mut Report) -> Result<(), String> {
         })?;
         let hset = time_ns(wops, |i| {
             let f = &fields[i as usize];
-            h.coll_write(0, hk.as_bytes(), Kind::Hash, false, |c| c.put(f, b"v")).map_err(e)?;
+            // A new value each time: putting the value already there is a no-op.
+            h.coll_write(0, hk.as_bytes(), Kind::Hash, false, |c| c.put(f, &i.to_le_bytes())).map_err(e)?;
             Ok(())
         })?;
         let push_pop = time_ns(wops, |i| {

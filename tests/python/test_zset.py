@@ -1,7 +1,12 @@
 """Sorted-set commands through redis-py, in RESP2 and RESP3 (Redis 7.0 behaviour)."""
 
+import threading
+import time
+
 import pytest
 from redis.exceptions import ResponseError
+
+from conftest import _port, redis_client
 
 
 def pairs(x):
@@ -125,3 +130,44 @@ def test_wrongtype(r, k):
                  lambda: r.zunion([k("s")]), lambda: r.zpopmin(k("s"))):
         with pytest.raises(ResponseError, match="WRONGTYPE"):
             call()
+
+
+def _wait_blocked(r, n):
+    deadline = time.monotonic() + 5
+    while r.info("clients")["blocked_clients"] != n:
+        assert time.monotonic() < deadline, f"never {n} blocked clients"
+        time.sleep(0.005)
+
+
+def test_bzpop_served_at_once_and_timeout(r, k):
+    z = k("z")
+    r.zadd(z, {"a": 1, "b": 2.5, "c": 3})
+    got = r.bzpopmin([k("none"), z], timeout=0.1)
+    assert (got[0], got[1], float(got[2])) == (z, "a", 1.0)
+    got = r.bzpopmax([z], timeout=0)
+    assert (got[0], got[1], float(got[2])) == (z, "c", 3.0)
+    t = time.monotonic()
+    assert r.bzpopmin([k("none")], timeout=0.1) is None
+    assert time.monotonic() - t >= 0.1
+    assert r.bzmpop(0.05, 1, [k("none")], min=True) is None
+    with pytest.raises(ResponseError, match="timeout is negative"):
+        r.bzpopmin([z], timeout=-1)
+    with pytest.raises(ResponseError, match="timeout is not a float or out of range"):
+        r.execute_command("BZPOPMIN", z, "soon")
+    key, items = r.bzmpop(0, 1, [z], max=True, count=5)
+    assert key == z and pairs(items) == [("b", 2.5)]
+
+
+def test_bzpopmin_woken_by_zadd_from_another_thread(r, k, proto):
+    z = k("z")
+    got = {}
+    w = redis_client(_port("LARDER_RESP_PORT"), proto)
+    t = threading.Thread(target=lambda: got.update(v=w.bzpopmin([z], timeout=5)))
+    t.start()
+    _wait_blocked(r, 1)
+    r.zadd(z, {"job": 7, "later": 9})
+    t.join(5)
+    w.close()
+    v = got["v"]
+    assert (v[0], v[1], float(v[2])) == (z, "job", 7.0)
+    assert r.zrange(z, 0, -1) == ["later"]

@@ -28,8 +28,8 @@
 //! key is served next, in the same pass (a chain of BLMOVEs completes at once).
 //!
 //! The per-command part is a [`ServeFn`]: "serve this client from this key, or say there is
-//! nothing". Lists have theirs in `families/list.rs`; sorted sets (BZPOPMIN & co.) plug in
-//! the same way.
+//! nothing". Lists have theirs in `families/list.rs`, sorted sets (BZPOPMIN BZPOPMAX BZMPOP)
+//! theirs in `families/zset.rs`.
 //!
 //! Non-blocking mode: with `ConnState::in_exec` set (EXEC running queued commands, Redis's
 //! CLIENT_DENY_BLOCKING), [`serve_or_block`] replies null at once instead of parking.

@@ -48,6 +48,7 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
         }
         "lmpop" => Some(list::mpop_key_positions(args, 1)),
         "blmpop" => Some(list::mpop_key_positions(args, 2)),
+        "bzmpop" => Some(zset::numkeys_key_positions(args, 2)),
         _ => None,
     }
 }

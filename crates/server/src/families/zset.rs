@@ -1,6 +1,6 @@
 //! Sorted-set commands, as Redis 7.0's `t_zset.c`: ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD
 //! ZCOUNT ZLEXCOUNT ZRANGE ZRANGESTORE ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX
-//! ZREVRANGEBYLEX ZREVRANGE ZRANK ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
+//! ZREVRANGEBYLEX ZREVRANGE ZRANK ZREVRANK ZPOPMIN ZPOPMAX ZMPOP BZPOPMIN BZPOPMAX BZMPOP ZRANDMEMBER ZREMRANGEBYSCORE
 //! ZREMRANGEBYRANK ZREMRANGEBYLEX ZUNION ZINTER ZDIFF ZUNIONSTORE ZINTERSTORE ZDIFFSTORE
 //! ZINTERCARD ZSCAN.
 //!
@@ -23,7 +23,9 @@ use std::collections::HashMap;
 use larder_engine::{Coll, Error, Handle, Kind, Type};
 use larder_resp::Protocol;
 
-use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, MOVABLEKEYS, READONLY, WRITE};
+use crate::blocking::{self, NullReply};
+use crate::command::{CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE};
+use crate::families::list::parse_timeout;
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::string::count_lookup;
 
@@ -53,6 +55,9 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "zpopmin", arity: -2, flags: W | FAST, first_key: 1, last_key: 1, step: 1, group: "sorted-set", summary: "Remove and return members with the lowest scores in a sorted set", handler: cmd_zpopmin },
     Spec { name: "zpopmax", arity: -2, flags: W | FAST, first_key: 1, last_key: 1, step: 1, group: "sorted-set", summary: "Remove and return members with the highest scores in a sorted set", handler: cmd_zpopmax },
     Spec { name: "zmpop", arity: -4, flags: W | MOVABLEKEYS, first_key: 0, last_key: 0, step: 0, group: "sorted-set", summary: "Remove and return members with scores in a sorted set", handler: cmd_zmpop },
+    Spec { name: "bzpopmin", arity: -3, flags: W | NOSCRIPT | FAST | BLOCKING, first_key: 1, last_key: -2, step: 1, group: "sorted-set", summary: "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", handler: cmd_bzpopmin },
+    Spec { name: "bzpopmax", arity: -3, flags: W | NOSCRIPT | FAST | BLOCKING, first_key: 1, last_key: -2, step: 1, group: "sorted-set", summary: "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", handler: cmd_bzpopmax },
+    Spec { name: "bzmpop", arity: -5, flags: W | BLOCKING | MOVABLEKEYS, first_key: 0, last_key: 0, step: 0, group: "sorted-set", summary: "Remove and return members with scores in a sorted set or block until one is available", handler: cmd_bzmpop },
     Spec { name: "zrandmember", arity: -2, flags: RO, first_key: 1, last_key: 1, step: 1, group: "sorted-set", summary: "Get one or multiple random elements from a sorted set", handler: cmd_zrandmember },
     Spec { name: "zremrangebyscore", arity: 4, flags: W, first_key: 1, last_key: 1, step: 1, group: "sorted-set", summary: "Remove all members in a sorted set within the given scores", handler: cmd_zremrangebyscore },
     Spec { name: "zremrangebyrank", arity: 4, flags: W, first_key: 1, last_key: 1, step: 1, group: "sorted-set", summary: "Remove all members in a sorted set within the given indexes", handler: cmd_zremrangebyrank },
@@ -489,7 +494,12 @@ pub fn op_zadd(h: &mut Handle, db: u32, key: &[u8], f: ZAddFlags, pairs: &[(f64,
 /// Pops up to `count` members from the low (or, `max`, high) end of `key`. None if the key
 /// is missing. ZPOPMIN, ZPOPMAX and ZMPOP use it; so can their blocking forms.
 pub fn pop(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, CmdError> {
-    Ok(h.coll_write(db, key, Kind::ZSet, false, |c| {
+    Ok(pop_raw(h, db, key, max, count)?)
+}
+
+/// [`pop`] with the engine's error, so the blocking forms can tell WRONGTYPE apart.
+fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, Error> {
+    h.coll_write(db, key, Kind::ZSet, false, |c| {
         let n = count.min(c.len());
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -498,7 +508,7 @@ pub fn pop(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result
             out.push((m, score_of(&s)));
         }
         Ok(out)
-    })?)
+    })
 }
 
 /// How a range is given.
@@ -1088,6 +1098,74 @@ fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     ctx.out.null_array();
     Ok(())
+}
+
+// ---- blocking forms (the parking and wake-ups are in `crate::blocking`) ----
+//
+// As BLPOP / BLMPOP: a `serve_*` function serves a (possibly parked) client from one key,
+// or says there is nothing there yet; on a retry a key of another type is "not yet".
+
+/// BZPOPMIN / BZPOPMAX from one key: `[key, member, score]`.
+fn serve_bzpop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, retry: bool) -> Result<bool, CmdError> {
+    match pop_raw(ctx.h, db(ctx), key, max, 1) {
+        Ok(Some(v)) if !v.is_empty() => {
+            ctx.out.array(3);
+            ctx.out.bulk(key);
+            ctx.out.bulk(&v[0].0);
+            reply_score(ctx, v[0].1);
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(Error::WrongType) if retry => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn serve_bzpopmin(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
+    serve_bzpop(ctx, key, false, retry)
+}
+
+fn serve_bzpopmax(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
+    serve_bzpop(ctx, key, true, retry)
+}
+
+/// BZMPOP from one key: ZMPOP's reply. MIN|MAX and the count come from the arguments.
+fn serve_bzmpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
+    let (_, max, count) = parse_mpop(ctx, 2)?;
+    match pop_raw(ctx.h, db(ctx), key, max, count) {
+        Ok(Some(v)) if !v.is_empty() => {
+            reply_mpop(ctx, key, &v);
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(Error::WrongType) if retry => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// # Format
+/// `BZPOPMIN key [key ...] timeout` → `[key, member, score]` from the first non-empty
+/// sorted set, or blocks until one gets a member; a null array on timeout.
+fn cmd_bzpopmin(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let timeout = parse_timeout(ctx.arg(ctx.argc() - 1))?;
+    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, None, timeout, serve_bzpopmin, NullReply::Array)
+}
+
+/// # Format
+/// `BZPOPMAX key [key ...] timeout` → as BZPOPMIN, the highest score.
+fn cmd_bzpopmax(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let timeout = parse_timeout(ctx.arg(ctx.argc() - 1))?;
+    blocking::serve_or_block(ctx, 1, ctx.argc() - 1, None, timeout, serve_bzpopmax, NullReply::Array)
+}
+
+/// # Format
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]` → as ZMPOP, blocking while
+/// every key is empty. As Redis, the other arguments are checked before the timeout.
+fn cmd_bzmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let (keys, _, _) = parse_mpop(ctx, 2)?;
+    let n = keys.len();
+    let timeout = parse_timeout(ctx.arg(1))?;
+    blocking::serve_or_block(ctx, 3, 3 + n, None, timeout, serve_bzmpop, NullReply::Array)
 }
 
 /// # Format

@@ -128,3 +128,47 @@ pub fn ck(c: &mut Raw, req: &str, want: &str) {
 }
 
 pub const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+// ---- blocked clients (list and sorted-set blocking tests) ----
+
+/// Reads one bulk-string reply (INFO).
+pub fn read_bulk(r: &mut Raw) -> String {
+    let mut got = Vec::new();
+    loop {
+        if let Some(eol) = got.windows(2).position(|w| w == b"\r\n") {
+            let n: usize = String::from_utf8_lossy(&got[1..eol]).parse().unwrap();
+            if got.len() >= eol + 2 + n + 2 {
+                return String::from_utf8_lossy(&got[eol + 2..eol + 2 + n]).into_owned();
+            }
+        }
+        let b = r.read_n(1);
+        assert!(!b.is_empty(), "connection closed");
+        got.extend_from_slice(&b);
+    }
+}
+
+pub fn blocked_clients(r: &mut Raw) -> u64 {
+    r.send(&cmd(&[b"INFO", b"clients"]));
+    let info = read_bulk(r);
+    let line = info.lines().find(|l| l.starts_with("blocked_clients:")).unwrap();
+    line["blocked_clients:".len()..].trim().parse().unwrap()
+}
+
+/// Waits until the server counts `n` blocked clients (as the Redis suite's
+/// `wait_for_blocked_clients_count`).
+pub fn wait_blocked(r: &mut Raw, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while blocked_clients(r) != n {
+        assert!(Instant::now() < deadline, "never reached {n} blocked clients");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Nothing arrives on `r` for a short while.
+pub fn silent(r: &mut Raw) {
+    r.s.set_read_timeout(Some(Duration::from_millis(150))).unwrap();
+    let mut b = [0u8; 64];
+    let got = std::io::Read::read(&mut r.s, &mut b);
+    assert!(got.is_err(), "unexpected reply {:?}", got.map(|n| String::from_utf8_lossy(&b[..n]).to_string()));
+    r.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+}

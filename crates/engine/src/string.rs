@@ -406,6 +406,57 @@ impl Handle {
             .unwrap_or_default())
     }
 
+    /// SETBIT: sets or clears bit `bit` (bit 0 is the most significant bit of the first
+    /// byte), growing the string with zero bytes as needed; returns the bit's old value.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// assert_eq!(h.setbit(0, b"b", 7, true).unwrap(), 0);
+    /// assert_eq!(h.get(0, b"b").unwrap().as_deref(), Some(&b"\x01"[..]));
+    /// assert_eq!(h.getbit(0, b"b", 7).unwrap(), 1);
+    /// ```
+    pub fn setbit(&mut self, db: u32, key: &[u8], bit: u64, on: bool) -> Result<u8, Error> {
+        let byte = bit / 8;
+        if byte >= MAX_VALUE {
+            return Err(Error::TooLarge);
+        }
+        let mask = 0x80u8 >> (bit % 8);
+        self.write(db, key, |p, old| {
+            let a = p.arena();
+            let mut v = Vec::new();
+            if let Some(o) = old {
+                o.value(a, &mut v)?;
+            }
+            if v.len() <= byte as usize {
+                v.resize(byte as usize + 1, 0);
+            }
+            let was = (v[byte as usize] & mask != 0) as u8;
+            if on {
+                v[byte as usize] |= mask;
+            } else {
+                v[byte as usize] &= !mask;
+            }
+            let off = match old {
+                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+            };
+            Ok((Action::Put(off), was))
+        })
+    }
+
+    /// GETBIT: the value of bit `bit` (0 past the end or for a missing key).
+    pub fn getbit(&self, db: u32, key: &[u8], bit: u64) -> Result<u8, Error> {
+        let byte = bit / 8;
+        let r = self.read(db, key, |a, it| {
+            let mut v = Vec::new();
+            it.value(a, &mut v)?;
+            Ok(v.get(byte as usize).map_or(0, |b| (b & (0x80 >> (bit % 8)) != 0) as u8))
+        })?;
+        Ok(r.unwrap_or(0))
+    }
+
     /// SETRANGE: overwrites from `offset` (zero-padding), returns the new length. An empty
     /// `data` never creates the key.
     pub fn setrange(&mut self, db: u32, key: &[u8], offset: u64, data: &[u8]) -> Result<u64, Error> {

@@ -743,3 +743,30 @@ fn incrbyfloat_rejects_a_value_with_a_nul_byte() {
     c.check(&cmd(&[b"INCRBYFLOAT", b"foo", b"1"]), b"-ERR value is not a valid float\r\n");
     c.check(&cmd(&[b"INCRBYFLOAT", b"bar", b"1\x00"]), b"-ERR value is not a valid float\r\n");
 }
+
+/// SETBIT / GETBIT, bytes compared with redis-server 7.0.15.
+#[test]
+fn setbit_and_getbit() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "SETBIT b 7 1", ":0\r\n");
+    ck(&mut c, "SETBIT b 7 0", ":1\r\n");
+    ck(&mut c, "SETBIT b 100 1", ":0\r\n");
+    ck(&mut c, "STRLEN b", ":13\r\n");
+    ck(&mut c, "GETBIT b 100", ":1\r\n");
+    ck(&mut c, "GETBIT b 10000", ":0\r\n");
+    ck(&mut c, "GETBIT nokey 3", ":0\r\n");
+    for bad in ["-1", "4294967296", "x", "1.5"] {
+        ck(&mut c, &format!("SETBIT b {bad} 1"), "-ERR bit offset is not an integer or out of range\r\n");
+    }
+    ck(&mut c, "GETBIT b x", "-ERR bit offset is not an integer or out of range\r\n");
+    ck(&mut c, "SETBIT b 1 2", "-ERR bit is not an integer or out of range\r\n");
+    ck(&mut c, "SETBIT b 1", "-ERR wrong number of arguments for 'setbit' command\r\n");
+    ck(&mut c, "RPUSH l a", ":1\r\n");
+    ck(&mut c, "SETBIT l 1 1", &WRONGTYPE.to_string());
+    ck(&mut c, "GETBIT l 1", &WRONGTYPE.to_string());
+    // On an integer-encoded value: the digits' bytes ('7' = 0x37, bit 5 set -> 0x33 = '3').
+    ck(&mut c, "SET n 7", "+OK\r\n");
+    ck(&mut c, "SETBIT n 5 0", ":1\r\n");
+    ck(&mut c, "GET n", "$1\r\n3\r\n");
+}

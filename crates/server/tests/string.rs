@@ -770,3 +770,24 @@ fn setbit_and_getbit() {
     ck(&mut c, "SETBIT n 5 0", ":1\r\n");
     ck(&mut c, "GET n", "$1\r\n3\r\n");
 }
+
+/// LCS, replies recorded from redis-server 7.0.15.
+#[test]
+fn lcs() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "MSET a ohmytext b mynewtext", "+OK\r\n");
+    ck(&mut c, "LCS a b", "$6\r\nmytext\r\n");
+    ck(&mut c, "LCS a b LEN", ":6\r\n");
+    ck(
+        &mut c,
+        "LCS a b IDX WITHMATCHLEN",
+        "*4\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n",
+    );
+    ck(&mut c, "LCS a b IDX MINMATCHLEN 3", "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n$3\r\nlen\r\n:6\r\n");
+    ck(&mut c, "LCS a nokey", "$0\r\n\r\n");
+    ck(&mut c, "LCS a b LEN IDX", "-ERR If you want both the length and indexes, please just use IDX.\r\n");
+    ck(&mut c, "LCS a b FOO", "-ERR syntax error\r\n");
+    ck(&mut c, "RPUSH l x", ":1\r\n");
+    ck(&mut c, "LCS l a", "-ERR The specified keys must contain string values\r\n");
+}

@@ -40,6 +40,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "substr", arity: 4, flags: READONLY, first_key: 1, last_key: 1, step: 1, group: "string", summary: "Get a substring of the string stored at a key", handler: cmd_getrange },
     Spec { name: "setrange", arity: 4, flags: WRITE | DENYOOM, first_key: 1, last_key: 1, step: 1, group: "string", summary: "Overwrite part of a string at key starting at the specified offset", handler: cmd_setrange },
     Spec { name: "setbit", arity: 4, flags: WRITE | DENYOOM, first_key: 1, last_key: 1, step: 1, group: "bitmap", summary: "Sets or clears the bit at offset in the string value stored at key", handler: cmd_setbit },
+    Spec { name: "lcs", arity: -3, flags: READONLY, first_key: 1, last_key: 2, step: 1, group: "string", summary: "Find longest common substring", handler: cmd_lcs },
     Spec { name: "getbit", arity: 3, flags: READONLY | FAST, first_key: 1, last_key: 1, step: 1, group: "bitmap", summary: "Returns the bit value at offset in the string value stored at key", handler: cmd_getbit },
 ];
 
@@ -591,6 +592,129 @@ fn cmd_getbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let v = ctx.h.getbit(db, key, bit)?;
     count_lookup(ctx, v == 1 || ctx.h.meta(db, key)?.is_some());
     ctx.out.integer(v as i64);
+    Ok(())
+}
+
+/// # Format
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]` → the longest common
+/// subsequence of the two strings, its length, or the matching ranges (a port of Redis
+/// 7.0's `lcsCommand`: the same table, walk and replies).
+fn cmd_lcs(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let db = ctx.conn.db;
+    let (mut vals, mut wrong) = (Vec::new(), false);
+    for i in 1..=2 {
+        match ctx.h.get(db, ctx.arg(i)) {
+            Ok(v) => {
+                count_lookup(ctx, v.is_some());
+                vals.push(v.unwrap_or_default());
+            }
+            Err(Error::WrongType) => {
+                count_lookup(ctx, true);
+                wrong = true;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if wrong {
+        return Err(CmdError::new("ERR The specified keys must contain string values"));
+    }
+    let (a, b) = (&vals[0], &vals[1]);
+    let (mut getlen, mut getidx, mut withmatchlen, mut minmatchlen) = (false, false, false, 0u64);
+    let mut j = 3;
+    while j < ctx.argc() {
+        let opt = ctx.arg(j);
+        let more = ctx.argc() - 1 - j;
+        if opt.eq_ignore_ascii_case(b"IDX") {
+            getidx = true;
+        } else if opt.eq_ignore_ascii_case(b"LEN") {
+            getlen = true;
+        } else if opt.eq_ignore_ascii_case(b"WITHMATCHLEN") {
+            withmatchlen = true;
+        } else if opt.eq_ignore_ascii_case(b"MINMATCHLEN") && more > 0 {
+            minmatchlen = ctx.int(j + 1)?.max(0) as u64;
+            j += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        j += 1;
+    }
+    if getlen && getidx {
+        return Err(CmdError::new("ERR If you want both the length and indexes, please just use IDX."));
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1) * (blen as u64 + 1);
+    if cells.saturating_mul(4) > ctx.shared.config.proto_max_bulk_len.load(Ordering::Relaxed) {
+        return Err(CmdError::new("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"));
+    }
+    let w = blen + 1;
+    let mut t = vec![0u32; cells as usize];
+    for i in 1..=alen {
+        for k in 1..=blen {
+            t[k + i * w] = if a[i - 1] == b[k - 1] { t[k - 1 + (i - 1) * w] + 1 } else { t[k + (i - 1) * w].max(t[k - 1 + i * w]) };
+        }
+    }
+    let total = t[blen + alen * w];
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<[u64; 5]> = Vec::new();
+    let computelcs = getidx || !getlen;
+    let (mut idx, mut i, mut k) = (total as usize, alen, blen);
+    // `alen` as arange_start means "no range open", as in Redis.
+    let (mut as_, mut ae, mut bs, mut be) = (alen, 0usize, 0usize, 0usize);
+    while computelcs && i > 0 && k > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[k - 1] {
+            result[idx - 1] = a[i - 1];
+            if as_ == alen {
+                (as_, ae, bs, be) = (i - 1, i - 1, k - 1, k - 1);
+            } else if as_ == i && bs == k {
+                as_ -= 1;
+                bs -= 1;
+            } else {
+                emit = true;
+            }
+            if as_ == 0 || bs == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            k -= 1;
+        } else {
+            if t[k + (i - 1) * w] > t[k - 1 + i * w] {
+                i -= 1;
+            } else {
+                k -= 1;
+            }
+            if as_ != alen {
+                emit = true;
+            }
+        }
+        let match_len = (ae as i64 - as_ as i64 + 1) as u64;
+        if emit {
+            if minmatchlen == 0 || match_len >= minmatchlen {
+                ranges.push([as_ as u64, ae as u64, bs as u64, be as u64, match_len]);
+            }
+            as_ = alen;
+        }
+    }
+    if getidx {
+        ctx.out.map(2);
+        ctx.out.bulk(b"matches");
+        ctx.out.array(ranges.len());
+        for r in &ranges {
+            ctx.out.array(2 + withmatchlen as usize);
+            ctx.out.array(2).integer(r[0] as i64).integer(r[1] as i64);
+            ctx.out.array(2).integer(r[2] as i64).integer(r[3] as i64);
+            if withmatchlen {
+                ctx.out.integer(r[4] as i64);
+            }
+        }
+        ctx.out.bulk(b"len");
+        ctx.out.integer(total as i64);
+    } else if getlen {
+        ctx.out.integer(total as i64);
+    } else {
+        ctx.out.bulk(&result);
+    }
     Ok(())
 }
 

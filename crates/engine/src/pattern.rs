@@ -2,7 +2,40 @@
 
 /// Whether `s` matches the glob `pat` (Redis semantics; `nocase` folds ASCII case).
 pub fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+    // Redis's recursive matcher gives up past 1000 nested `*` (each run of stars recurses
+    // once), so a pattern with more star runs than that never matches there: the same here.
+    if star_runs(pat) > 1000 {
+        return false;
+    }
     glob(pat, s, nocase, 0)
+}
+
+/// Runs of `*` outside escapes and classes.
+fn star_runs(pat: &[u8]) -> usize {
+    let (mut n, mut i, mut prev_star) = (0, 0, false);
+    while i < pat.len() {
+        match pat[i] {
+            b'*' => {
+                if !prev_star {
+                    n += 1;
+                }
+                prev_star = true;
+                i += 1;
+                continue;
+            }
+            b'\\' => i += 1,
+            b'[' => {
+                while i + 1 < pat.len() && pat[i + 1] != b']' {
+                    i += if pat[i + 1] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            _ => {}
+        }
+        prev_star = false;
+        i += 1;
+    }
+    n
 }
 
 fn eq(a: u8, b: u8, nocase: bool) -> bool {
@@ -94,6 +127,17 @@ fn glob(pat: &[u8], s: &[u8], nocase: bool, _depth: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::glob_match;
+
+    #[test]
+    fn more_than_1000_star_runs_never_match_as_in_redis() {
+        let key = vec![b'a'; 50_000];
+        assert!(!glob_match(&b"*?".repeat(50_000), &key, false));
+        assert!(glob_match(&b"*?".repeat(1000), &key, false));
+        assert!(!glob_match(&b"*a".repeat(1001), &key, false));
+        // Stars in a class or escaped are not runs; consecutive stars are one run.
+        assert!(glob_match(&[b"[*]".repeat(1001), b"*".repeat(3000)].concat(), &b"*".repeat(1001), false));
+        assert!(glob_match(&b"\\*".repeat(1001), &b"*".repeat(1001), false));
+    }
 
     #[test]
     fn redis_glob_cases() {

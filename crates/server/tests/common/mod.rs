@@ -172,3 +172,60 @@ pub fn silent(r: &mut Raw) {
     assert!(got.is_err(), "unexpected reply {:?}", got.map(|n| String::from_utf8_lossy(&b[..n]).to_string()));
     r.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
 }
+
+// ---- one reply at a time, and connections on given workers ----
+
+/// Reads exactly one complete reply.
+pub fn read_reply(c: &mut Raw) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Some(n)) = larder_resp::reply_len(&buf) {
+            assert_eq!(n, buf.len(), "more than one reply: {:?}", String::from_utf8_lossy(&buf));
+            return buf;
+        }
+        assert!(Instant::now() < deadline, "no complete reply: {:?}", String::from_utf8_lossy(&buf));
+        let mut tmp = [0u8; 4096];
+        match c.s.read(&mut tmp[..1]) {
+            Ok(0) => panic!("connection closed after {:?}", String::from_utf8_lossy(&buf)),
+            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+            Err(e) => panic!("read: {e} after {:?}", String::from_utf8_lossy(&buf)),
+        }
+    }
+}
+
+pub fn ask(c: &mut Raw, args: &[&[u8]]) -> String {
+    c.send(&cmd(args));
+    String::from_utf8(read_reply(c)).unwrap()
+}
+
+pub fn client_id(c: &mut Raw) -> u64 {
+    ask(c, &[b"CLIENT", b"ID"]).trim_start_matches(':').trim_end().parse().unwrap()
+}
+
+/// The worker thread that owns connection `c`.
+pub fn worker_of(t: &TestServer, c: &mut Raw) -> usize {
+    let id = client_id(c);
+    let shared = &t.server.as_ref().unwrap().shared;
+    let clients = shared.clients.lock().unwrap();
+    clients[&id].worker
+}
+
+/// One connection on each of the two workers (the kernel spreads connections over the
+/// workers' listeners; keep connecting until both have one).
+pub fn one_per_worker(t: &TestServer) -> (Raw, Raw) {
+    let mut by_worker: [Option<Raw>; 2] = [None, None];
+    for _ in 0..200 {
+        let mut c = Raw::connect(t.resp);
+        let w = worker_of(t, &mut c);
+        if by_worker[w].is_none() {
+            by_worker[w] = Some(c);
+        }
+        if by_worker.iter().all(|c| c.is_some()) {
+            let [a, b] = by_worker;
+            return (a.unwrap(), b.unwrap());
+        }
+    }
+    panic!("connections never reached both workers");
+}
+

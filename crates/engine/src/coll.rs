@@ -8,6 +8,18 @@
 //! the index in a small item (`root u64, second root u64, count u64`). A change copies the
 //! path it touches, so readers never lock and a writer that dies leaves the old version.
 //!
+//! A list is a tree with its two ends kept in its item, as short packed *buffers* ([`Strip`]s:
+//! a head and a tail of fewer than [`BUF_ENTRIES`] entries and at most [`BUF_BYTES`] bytes,
+//! after the three words: `head bytes u32, head entries u16, tail entries u16, head, tail`).
+//! A push or a pop at either end rewrites only the item, with a copy of the buffer's bytes
+//! and no decoding; when a buffer fills, all but its outer quarter moves into the tree as one
+//! leaf (one path copy per ~24 pushes), and
+//! when one empties, a pop takes the edge leaf back out of the tree. Redis's quicklist keeps
+//! its ends in listpack nodes for the same reason. While the tree is empty, the list is
+//! published as a packed item (its head and tail back to back), so a short list is as compact
+//! as a listpack. `list-max-listpack-size`, when a count below [`BUF_ENTRIES`], caps the
+//! buffers' entries (Redis 7.0 reports every list as a quicklist whatever its size).
+//!
 //! | kind  | packed order              | tree order                     | element value |
 //! |-------|---------------------------|--------------------------------|---------------|
 //! | hash  | insertion                 | (hash(field), field)           | field value   |
@@ -38,6 +50,11 @@ use crate::item::{self, parse_canonical_i64, ItemView, NewItem, Value};
 use crate::keyspace::Action;
 use crate::tree::{self, Edit};
 use crate::{index, Error, Handle};
+
+/// A list tree's end buffers: a buffer that reaches this many entries, or holds more than
+/// [`BUF_BYTES`] bytes, moves its inner part into the tree and keeps at most a quarter of each.
+pub(crate) const BUF_ENTRIES: usize = tree::LEAF_MAX;
+pub(crate) const BUF_BYTES: usize = 1024;
 
 /// The kind of a collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,7 +99,9 @@ pub struct Limits {
     pub zset_max_listpack_entries: AtomicU64,
     pub zset_max_listpack_value: AtomicU64,
     /// Redis's `list-max-listpack-size`: negative = a byte budget (-1 4 KiB … -5 64 KiB),
-    /// positive = entries. Larder keeps a list packed while it fits one such node.
+    /// positive = entries. A positive value below [`BUF_ENTRIES`] caps the entries of a
+    /// list's end buffers (and so of a packed list); the byte budgets are all above
+    /// [`BUF_BYTES`], which caps them anyway.
     pub list_max_listpack_size: std::sync::atomic::AtomicI64,
 }
 
@@ -144,6 +163,12 @@ pub struct Coll<'a> {
     pushed: bool,
     limits: &'a Limits,
     scratch: Vec<u8>,
+    /// A list tree's end buffers (positions `0..head.len()` and the last `tail.len()`);
+    /// empty for every other collection.
+    head: Strip,
+    tail: Strip,
+    /// A buffer reaching this many entries is settled (see `list-max-listpack-size`).
+    buf_entries: usize,
 }
 
 impl<'a> Coll<'a> {
@@ -160,9 +185,22 @@ impl<'a> Coll<'a> {
             pushed: false,
             limits,
             scratch: Vec::new(),
+            head: Strip::default(),
+            tail: Strip::default(),
+            buf_entries: match limits.list_max_listpack_size.load(AO::Relaxed) {
+                n @ 1.. => (n as usize).min(BUF_ENTRIES),
+                _ => BUF_ENTRIES,
+            },
         };
+        if kind == Kind::List {
+            c.repr = Repr::Tree { r0: 0, r1: 0 };
+        }
         let Some(it) = it else { return Ok(c) };
         let ty = it.ty();
+        if kind == Kind::List && (ty == kind.pack_type() || ty == kind.tree_type()) {
+            c.open_list(it)?;
+            return Ok(c);
+        }
         let mut raw = Vec::new();
         it.raw_value(a, &mut raw)?;
         if ty == kind.pack_type() {
@@ -170,16 +208,58 @@ impl<'a> Coll<'a> {
             c.len = pack.len() as u64;
             c.repr = Repr::Pack(pack);
         } else if ty == kind.tree_type() {
-            if raw.len() != 24 {
-                return Err(Error::Corrupt("tree item of the wrong size"));
-            }
-            let w = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-            c.repr = Repr::Tree { r0: w(0), r1: w(1) };
-            c.len = tree::count(a, w(0))?;
+            let (r0, r1) = roots_of(&raw, kind)?;
+            c.repr = Repr::Tree { r0, r1 };
+            c.len = tree::count(a, r0)?;
         } else {
             return Err(Error::WrongType);
         }
         Ok(c)
+    }
+
+    /// A list's item, read straight into its buffers: a packed list is all head; a list
+    /// tree's buffers follow its 32-byte header (their entry counts are taken as they are: a
+    /// [`Strip`] never reads outside its bytes, and the checker walks them).
+    fn open_list(&mut self, it: &ItemView) -> Result<(), Error> {
+        let (a, vlen) = (self.a, it.vlen as usize);
+        let mut head = Vec::with_capacity(vlen.min(BUF_BYTES * 4) + 64);
+        if it.ty() == Kind::List.pack_type() {
+            a.read_append(it.val_off, vlen, &mut head)?;
+            self.head = Strip::parse_owned(head)?;
+            self.len = self.head.len() as u64;
+            return Ok(());
+        }
+        if vlen == 24 {
+            let mut raw = Vec::new();
+            it.raw_value(a, &mut raw)?;
+            let (r0, r1) = roots_of(&raw, Kind::List)?;
+            self.repr = Repr::Tree { r0, r1 };
+            self.len = tree::count(a, r0)?;
+            return Ok(());
+        }
+        let mut b = [0u8; 32];
+        if vlen < 32 {
+            return Err(Error::Corrupt("list tree item of the wrong size"));
+        }
+        a.read(it.val_off, &mut b)?;
+        let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        let hb = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+        let hn = u16::from_le_bytes(b[28..30].try_into().unwrap()) as usize;
+        let tn = u16::from_le_bytes(b[30..32].try_into().unwrap()) as usize;
+        if hb > vlen - 32 {
+            return Err(Error::Corrupt("list tree item of the wrong size"));
+        }
+        a.read_append(it.val_off + 32, hb, &mut head)?;
+        let mut tail = Vec::new();
+        if vlen - 32 > hb {
+            tail.reserve(vlen - 32 - hb + 64);
+            a.read_append(it.val_off + 32 + hb as u64, vlen - 32 - hb, &mut tail)?;
+        }
+        self.head = Strip { bytes: head, n: hn };
+        self.tail = Strip { bytes: tail, n: tn };
+        self.repr = Repr::Tree { r0: w(0), r1: w(1) };
+        self.len = tree::count(a, w(0))? + (hn + tn) as u64;
+        Ok(())
     }
 
     pub fn kind(&self) -> Kind {
@@ -237,6 +317,10 @@ impl<'a> Coll<'a> {
         match &self.repr {
             Repr::Pack(v) => Ok((v.key(i as usize).to_vec(), v.val(i as usize).to_vec())),
             Repr::Tree { .. } => {
+                let i = match self.buffered(i) {
+                    Ok(k) => return Ok((k.to_vec(), Vec::new())),
+                    Err(j) => j,
+                };
                 let (_, e) = tree::nth(self.a, self.order_root(), i)?;
                 let (mut k, mut v) = (Vec::new(), Vec::new());
                 tree::read_elem(self.a, e, &mut k, &mut v)?;
@@ -261,12 +345,33 @@ impl<'a> Coll<'a> {
                 Ok(())
             }
             Repr::Tree { .. } => {
+                // A list's head buffer, its tree, then its tail buffer.
+                let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
+                let tn = self.len - hl - tl;
+                for i in from..to.min(hl) {
+                    if !f(self.head.get(i as usize), b"") {
+                        return Ok(());
+                    }
+                }
                 let (mut k, mut v) = (Vec::new(), Vec::new());
                 let a = self.a;
-                tree::walk(a, self.order_root(), from, to, &mut |_, e| {
-                    tree::read_elem(a, e, &mut k, &mut v)?;
-                    Ok(f(&k, &v))
-                })
+                let (tf, tt) = (from.max(hl) - hl, to.min(hl + tn).saturating_sub(hl));
+                let mut go_on = true;
+                if tf < tt {
+                    tree::walk(a, self.order_root(), tf, tt, &mut |_, e| {
+                        tree::read_elem(a, e, &mut k, &mut v)?;
+                        go_on = f(&k, &v);
+                        Ok(go_on)
+                    })?;
+                }
+                if go_on {
+                    for i in from.max(hl + tn)..to {
+                        if !f(self.tail.get((i - hl - tn) as usize), b"") {
+                            break;
+                        }
+                    }
+                }
+                Ok(())
             }
         }
     }
@@ -659,16 +764,119 @@ impl<'a> Coll<'a> {
                 self.del(&kv.0)?;
                 Ok(kv)
             }
-            Repr::Tree { r0, .. } => {
-                let (root, e) = tree::remove_at(p, &mut self.ed, *r0, i)?;
-                *r0 = root;
-                let (mut k, mut v) = (Vec::new(), Vec::new());
-                tree::read_elem(self.a, e, &mut k, &mut v)?;
-                self.ed.drop_block(p, e)?;
-                self.len -= 1;
-                Ok((k, v))
+            Repr::Tree { .. } => self.list_remove(i),
+        }
+    }
+
+    /// A list tree's position `i`: the head buffer's entry, the tail buffer's, or
+    /// Err(the position in the tree).
+    fn buffered(&self, i: u64) -> Result<&[u8], u64> {
+        let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
+        let tn = self.len - hl - tl;
+        if i < hl {
+            Ok(self.head.get(i as usize))
+        } else if i >= hl + tn {
+            Ok(self.tail.get((i - hl - tn) as usize))
+        } else {
+            Err(i - hl)
+        }
+    }
+
+    fn list_remove(&mut self, i: u64) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        let p = self.writer()?;
+        let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
+        let tn = self.len - hl - tl;
+        if i < hl {
+            self.len -= 1;
+            return Ok((self.head.remove(i as usize), Vec::new()));
+        }
+        if i >= hl + tn {
+            self.len -= 1;
+            return Ok((self.tail.remove((i - hl - tn) as usize), Vec::new()));
+        }
+        // A pop that emptied a buffer takes the edge leaf back out of the tree.
+        if (hl == 0 && i == 0 && self.refill(true)?) || (tl == 0 && i == self.len - 1 && self.refill(false)?) {
+            return self.list_remove(i);
+        }
+        let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
+        let (root, e) = tree::remove_at(p, &mut self.ed, *r0, i - hl)?;
+        *r0 = root;
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        tree::read_elem(self.a, e, &mut k, &mut v)?;
+        self.ed.drop_block(p, e)?;
+        self.len -= 1;
+        Ok((k, v))
+    }
+
+    /// Moves the tree's front (or back) leaf into the empty head (or tail) buffer, if its
+    /// elements fit in one; returns whether it did.
+    fn refill(&mut self, front: bool) -> Result<bool, Error> {
+        let p = self.writer()?;
+        let Repr::Tree { r0, .. } = self.repr else { return Ok(false) };
+        if r0 == 0 {
+            return Ok(false);
+        }
+        let leaf = tree::edge_leaf(self.a, r0, front)?;
+        // The caller removes one entry at once, so the buffer ends below its limits.
+        if leaf.n > self.buf_entries {
+            return Ok(false);
+        }
+        let mut bytes = 0;
+        for e in leaf.elems() {
+            bytes += tree::elem_lens(self.a, e)?.0 as usize + 1;
+            if bytes > BUF_BYTES {
+                return Ok(false);
             }
         }
+        let (root, elems) = tree::take_edge(p, &mut self.ed, r0, front)?;
+        let mut buf = Strip::default();
+        for e in elems {
+            tree::read_key(self.a, e, &mut self.scratch)?;
+            buf.push(&self.scratch);
+            self.ed.drop_block(p, e)?;
+        }
+        *if front { &mut self.head } else { &mut self.tail } = buf;
+        self.repr = Repr::Tree { r0: root, r1: 0 };
+        Ok(true)
+    }
+
+    /// After a list tree's buffer grew: one that is full keeps its outer part (at most a
+    /// quarter of the entries and of the bytes) and moves the rest into the tree as one leaf.
+    /// The quarter left behind spares a pop that follows a push from going to the tree.
+    fn settle(&mut self, front: bool) -> Result<(), Error> {
+        let p = self.writer()?;
+        let buf = if front { &self.head } else { &self.tail };
+        let n = buf.len();
+        if n < self.buf_entries && buf.bytes.len() <= BUF_BYTES {
+            return Ok(());
+        }
+        let ents: Vec<&[u8]> = buf.iter().collect();
+        let bytes = |i: usize| ents[i].len() + 1;
+        // Keep the outer end: the head's first entries, the tail's last.
+        let outer = |j: usize| if front { j } else { n - 1 - j };
+        let (mut keep, mut kept_bytes) = (0, 0);
+        while keep < self.buf_entries / 4 && keep < n && kept_bytes + bytes(outer(keep)) <= BUF_BYTES / 4 {
+            kept_bytes += bytes(outer(keep));
+            keep += 1;
+        }
+        let (kept, moved) = if front { (0..keep, keep..n) } else { (n - keep..n, 0..n - keep) };
+        let mut elems = Vec::with_capacity(moved.len());
+        for i in moved {
+            elems.push((0, self.ed.elem(p, ents[i], b"")?));
+        }
+        let mut rest = Strip { bytes: Vec::with_capacity(BUF_BYTES / 4 + 64), n: 0 };
+        for i in kept {
+            rest.push(ents[i]);
+        }
+        *if front { &mut self.head } else { &mut self.tail } = rest;
+        // Leaf by leaf, the one nearest the tree first.
+        let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
+        let leaves: Vec<&[(u64, u64)]> = elems.chunks(tree::LEAF_MAX).collect();
+        for i in 0..leaves.len() {
+            let leaf = if front { leaves[leaves.len() - 1 - i] } else { leaves[i] };
+            *r0 = tree::push_edge(p, &mut self.ed, *r0, front, leaf)?;
+        }
+        Ok(())
     }
 
     /// Lists: inserts `elem` at position `i` (0 = head, `len()` = tail).
@@ -680,11 +888,23 @@ impl<'a> Coll<'a> {
         }
         self.dirty = true;
         self.pushed = true;
+        let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
+        let tn = self.len - hl - tl;
         match &mut self.repr {
             Repr::Pack(v) => v.insert(i as usize, elem, b""),
+            Repr::Tree { .. } if i <= hl || i >= hl + tn => {
+                let front = i <= hl;
+                if front {
+                    self.head.insert(i as usize, elem);
+                } else {
+                    self.tail.insert((i - hl - tn) as usize, elem);
+                }
+                self.len += 1;
+                return self.settle(front);
+            }
             Repr::Tree { r0, .. } => {
                 let e = self.ed.elem(p, elem, b"")?;
-                *r0 = tree::insert_at(p, &mut self.ed, *r0, i, 0, e)?;
+                *r0 = tree::insert_at(p, &mut self.ed, *r0, i - hl, 0, e)?;
             }
         }
         self.len += 1;
@@ -699,11 +919,22 @@ impl<'a> Coll<'a> {
             return Err(Error::Corrupt("collection position out of range"));
         }
         self.dirty = true;
+        let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
+        let tn = self.len - hl - tl;
         match &mut self.repr {
             Repr::Pack(v) => v.set_key(i as usize, elem),
+            Repr::Tree { .. } if i < hl || i >= hl + tn => {
+                let front = i < hl;
+                if front {
+                    self.head.set(i as usize, elem);
+                } else {
+                    self.tail.set((i - hl - tn) as usize, elem);
+                }
+                return self.settle(front);
+            }
             Repr::Tree { r0, .. } => {
                 let e = self.ed.elem(p, elem, b"")?;
-                let (root, old) = tree::replace_at(p, &mut self.ed, *r0, i, 0, e)?;
+                let (root, old) = tree::replace_at(p, &mut self.ed, *r0, i - hl, 0, e)?;
                 *r0 = root;
                 self.ed.drop_block(p, old)?;
             }
@@ -739,7 +970,9 @@ impl<'a> Coll<'a> {
                 ed.drop_block(p, b)?;
             }
         }
-        self.repr = Repr::Pack(Pack::default());
+        self.repr = if self.kind == Kind::List { Repr::Tree { r0: 0, r1: 0 } } else { Repr::Pack(Pack::default()) };
+        self.head = Strip::default();
+        self.tail = Strip::default();
         self.len = 0;
         Ok(())
     }
@@ -756,15 +989,8 @@ impl<'a> Coll<'a> {
             }
             Kind::Set => v.len() as u64 > ld(&l.set_max_intset_entries) || !is_int,
             Kind::ZSet => v.len() as u64 > ld(&l.zset_max_listpack_entries) || klen > ld(&l.zset_max_listpack_value) as usize,
-            Kind::List => {
-                let n = l.list_max_listpack_size.load(AO::Relaxed);
-                if n > 0 {
-                    v.len() as i64 > n
-                } else {
-                    let budget = 4096usize << (n.unsigned_abs().clamp(1, 5) - 1);
-                    v.iter().map(|(k, _)| k.len() + 2).sum::<usize>() > budget
-                }
-            }
+            // Lists are never a Pack here: they keep their ends in Strips (see the module notes).
+            Kind::List => false,
         };
         if too_big {
             self.to_tree()?;
@@ -772,7 +998,7 @@ impl<'a> Coll<'a> {
         Ok(())
     }
 
-    /// Converts a packed collection to a tree (thresholds exceeded).
+    /// Converts a packed hash, set or sorted set to a tree (thresholds exceeded).
     pub(crate) fn to_tree(&mut self) -> Result<(), Error> {
         let p = self.writer()?;
         let Repr::Pack(v) = std::mem::replace(&mut self.repr, Repr::Pack(Pack::default())) else { return Ok(()) };
@@ -780,47 +1006,47 @@ impl<'a> Coll<'a> {
         let mut elems = Vec::with_capacity(v.len());
         for (k, val) in v.iter() {
             let e = self.ed.elem(p, k, val)?;
-            let prefix = match self.kind {
-                Kind::List => 0,
-                _ => field_hash(self.seed, k),
-            };
-            elems.push((prefix, e, k, val));
+            elems.push((field_hash(self.seed, k), e, k, val));
         }
-        let (r0, r1);
-        if self.kind == Kind::List {
-            let order: Vec<(u64, u64)> = elems.iter().map(|&(pr, e, _, _)| (pr, e)).collect();
-            r0 = tree::build(p, &mut self.ed, &order)?;
-            r1 = 0;
+        let mut by_hash = elems.clone();
+        by_hash.sort_by(|x, y| (x.0, x.2).cmp(&(y.0, y.2)));
+        let order: Vec<(u64, u64)> = by_hash.iter().map(|&(pr, e, _, _)| (pr, e)).collect();
+        let r0 = tree::build(p, &mut self.ed, &order)?;
+        let r1 = if self.kind == Kind::ZSet {
+            // Packed sorted sets are already in score order.
+            let mut order = Vec::with_capacity(elems.len());
+            for &(_, e, _, val) in &elems {
+                order.push((score_key(score_of(val)?), e));
+            }
+            tree::build(p, &mut self.ed, &order)?
         } else {
-            let mut by_hash = elems.clone();
-            by_hash.sort_by(|x, y| (x.0, x.2).cmp(&(y.0, y.2)));
-            let order: Vec<(u64, u64)> = by_hash.iter().map(|&(pr, e, _, _)| (pr, e)).collect();
-            r0 = tree::build(p, &mut self.ed, &order)?;
-            r1 = if self.kind == Kind::ZSet {
-                // Packed sorted sets are already in score order.
-                let mut order = Vec::with_capacity(elems.len());
-                for &(_, e, _, val) in &elems {
-                    order.push((score_key(score_of(val)?), e));
-                }
-                tree::build(p, &mut self.ed, &order)?
-            } else {
-                0
-            };
-        }
+            0
+        };
         self.repr = Repr::Tree { r0, r1 };
         Ok(())
     }
 
-    /// The item value and type to publish.
-    fn encode(&self) -> (u64, Vec<u8>) {
+    /// Calls `f` with the item value to publish (in pieces written back to back).
+    fn encode<R>(&self, f: impl FnOnce(Value<'_>) -> R) -> R {
         match &self.repr {
-            Repr::Pack(v) => (self.kind.pack_type(), v.encode(self.kind)),
+            Repr::Pack(v) => f(Value::Coll(self.kind.pack_type(), &v.encode(self.kind))),
             Repr::Tree { r0, r1 } => {
-                let mut b = Vec::with_capacity(24);
-                b.extend_from_slice(&r0.to_le_bytes());
-                b.extend_from_slice(&r1.to_le_bytes());
-                b.extend_from_slice(&self.len.to_le_bytes());
-                (self.kind.tree_type(), b)
+                let (head, tail) = (&self.head.bytes[..], &self.tail.bytes[..]);
+                if self.kind == Kind::List && *r0 == 0 {
+                    // No tree: a packed list, the head then the tail.
+                    return f(Value::Parts(self.kind.pack_type(), [head, tail, &[]]));
+                }
+                let mut b = [0u8; 32];
+                b[0..8].copy_from_slice(&r0.to_le_bytes());
+                b[8..16].copy_from_slice(&r1.to_le_bytes());
+                b[16..24].copy_from_slice(&self.len.to_le_bytes());
+                if self.kind != Kind::List {
+                    return f(Value::Coll(self.kind.tree_type(), &b[..24]));
+                }
+                b[24..28].copy_from_slice(&(head.len() as u32).to_le_bytes());
+                b[28..30].copy_from_slice(&(self.head.n as u16).to_le_bytes());
+                b[30..32].copy_from_slice(&(self.tail.n as u16).to_le_bytes());
+                f(Value::Parts(self.kind.tree_type(), [&b, head, tail]))
             }
         }
     }
@@ -845,6 +1071,125 @@ fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, Error> {
         }
     }
     Err(Error::Corrupt("bad varint in packed collection"))
+}
+
+/// A run of list elements encoded back to back (`varint len, bytes`), edited in place: a list's
+/// end buffers, and a packed list. Finding entry `i` walks the lengths before it; a buffer
+/// holds fewer than [`BUF_ENTRIES`] entries, so that walk is short.
+#[derive(Default)]
+pub(crate) struct Strip {
+    bytes: Vec<u8>,
+    n: usize,
+}
+
+impl Strip {
+    /// Takes encoded bytes, checking that they are well formed.
+    fn parse_owned(bytes: Vec<u8>) -> Result<Strip, Error> {
+        let n = Strip::count(&bytes)?;
+        Ok(Strip { bytes, n })
+    }
+
+    /// Takes a copy of encoded bytes (with room to grow), checking that they are well formed.
+    fn parse(from: &[u8]) -> Result<Strip, Error> {
+        Ok(Strip::copy(from, Strip::count(from)?))
+    }
+
+    fn count(from: &[u8]) -> Result<usize, Error> {
+        let (mut pos, mut n) = (0, 0);
+        while pos < from.len() {
+            let l = match from[pos] {
+                b @ 0..0x80 => {
+                    pos += 1;
+                    b as usize
+                }
+                _ => get_varint(from, &mut pos)? as usize,
+            };
+            pos = pos.checked_add(l).filter(|&e| e <= from.len()).ok_or(Error::Corrupt("truncated packed list"))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Takes a copy of encoded bytes said to hold `n` entries (with room to grow).
+    fn copy(from: &[u8], n: usize) -> Strip {
+        if from.is_empty() {
+            return Strip::default();
+        }
+        let mut bytes = Vec::with_capacity(from.len() + 64);
+        bytes.extend_from_slice(from);
+        Strip { bytes, n }
+    }
+
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    /// The offset where entry `i` starts (its length) and the range of its bytes; clamped to
+    /// the bytes there are, so bytes that lie about their lengths give wrong entries, never
+    /// a read outside the buffer.
+    fn locate(&self, i: usize) -> (usize, std::ops::Range<usize>) {
+        let end = self.bytes.len();
+        let mut pos = 0;
+        for _ in 0..i {
+            let l = get_varint(&self.bytes, &mut pos).unwrap_or(0) as usize;
+            pos = pos.saturating_add(l).min(end);
+        }
+        let start = pos;
+        let l = get_varint(&self.bytes, &mut pos).unwrap_or(0) as usize;
+        let pos = pos.min(end);
+        (start, pos..pos.saturating_add(l).min(end))
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        &self.bytes[self.locate(i).1]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut pos = 0;
+        std::iter::from_fn(move || {
+            if pos >= self.bytes.len() {
+                return None;
+            }
+            let l = get_varint(&self.bytes, &mut pos).ok()? as usize;
+            let from = pos;
+            pos = pos.saturating_add(l);
+            self.bytes.get(from..pos)
+        })
+    }
+
+    fn push(&mut self, elem: &[u8]) {
+        put_varint(&mut self.bytes, elem.len() as u64);
+        self.bytes.extend_from_slice(elem);
+        self.n += 1;
+    }
+
+    fn insert(&mut self, i: usize, elem: &[u8]) {
+        if i >= self.n {
+            return self.push(elem);
+        }
+        let at = self.locate(i).0;
+        let mut head = Vec::with_capacity(10);
+        put_varint(&mut head, elem.len() as u64);
+        let (old, add) = (self.bytes.len(), head.len() + elem.len());
+        self.bytes.resize(old + add, 0);
+        self.bytes.copy_within(at..old, at + add);
+        self.bytes[at..at + head.len()].copy_from_slice(&head);
+        self.bytes[at + head.len()..at + add].copy_from_slice(elem);
+        self.n += 1;
+    }
+
+    fn remove(&mut self, i: usize) -> Vec<u8> {
+        let (start, r) = self.locate(i);
+        let elem = self.bytes[r.clone()].to_vec();
+        self.bytes.drain(start..r.end);
+        self.n = self.n.saturating_sub(1);
+        elem
+    }
+
+    fn set(&mut self, i: usize, elem: &[u8]) {
+        self.remove(i);
+        self.insert(i, elem);
+    }
 }
 
 /// A packed collection being read or edited: the item's bytes in one buffer and each
@@ -948,15 +1293,19 @@ impl Pack {
 
     fn encode(&self, kind: Kind) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+        self.encode_into(kind, &mut out);
+        out
+    }
+
+    fn encode_into(&self, kind: Kind, out: &mut Vec<u8>) {
         for (k, v) in self.iter() {
-            put_varint(&mut out, k.len() as u64);
+            put_varint(out, k.len() as u64);
             out.extend_from_slice(k);
             if kind.has_value() {
-                put_varint(&mut out, v.len() as u64);
+                put_varint(out, v.len() as u64);
                 out.extend_from_slice(v);
             }
         }
-        out
     }
 }
 
@@ -968,11 +1317,38 @@ pub(crate) fn tree_roots(a: &Arena, it: &ItemView) -> Result<Option<(u64, u64)>,
     }
     let mut raw = Vec::new();
     it.raw_value(a, &mut raw)?;
-    if raw.len() != 24 {
+    roots_of(&raw, if ty == item::T_LIST_PACK + 1 { Kind::List } else { Kind::Hash }).map(Some)
+}
+
+/// A tree item's two roots (24 bytes exactly, or more for a list, whose buffers follow).
+fn roots_of(raw: &[u8], kind: Kind) -> Result<(u64, u64), Error> {
+    if raw.len() < 24 || (raw.len() != 24 && kind != Kind::List) {
         return Err(Error::Corrupt("tree item of the wrong size"));
     }
     let w = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
-    Ok(Some((w(0), w(1))))
+    Ok((w(0), w(1)))
+}
+
+/// A list tree item's head and tail buffers (none in an item of the bare 24 bytes), every
+/// entry walked and the counts in the header checked (the checker's reading;
+/// [`Coll::open_list`] takes the counts as they are).
+fn list_buffers(raw: &[u8]) -> Result<(Strip, Strip), Error> {
+    if raw.len() <= 24 {
+        return Ok((Strip::default(), Strip::default()));
+    }
+    let head = raw.get(24..32).ok_or(Error::Corrupt("list tree item of the wrong size"))?;
+    let hb = u32::from_le_bytes(head[0..4].try_into().unwrap()) as usize;
+    let hn = u16::from_le_bytes(head[4..6].try_into().unwrap()) as usize;
+    let tn = u16::from_le_bytes(head[6..8].try_into().unwrap()) as usize;
+    let rest = &raw[32..];
+    if hb > rest.len() {
+        return Err(Error::Corrupt("list tree item of the wrong size"));
+    }
+    let (h, t) = (Strip::parse(&rest[..hb])?, Strip::parse(&rest[hb..])?);
+    if (h.n, t.n) != (hn, tn) {
+        return Err(Error::Corrupt("list buffer counts disagree with their entries"));
+    }
+    Ok((h, t))
 }
 
 /// Every block a tree item owns beyond itself: nodes of both trees and the elements (once).
@@ -1055,8 +1431,13 @@ pub(crate) fn check_item(
     let mut raw = Vec::new();
     it.raw_value(a, &mut raw)?;
     let count = u64::from_le_bytes(raw[16..24].try_into().unwrap());
-    if count != elems0.len() as u64 {
-        r.problems.push(format!("{name}: item says {count} elements, tree holds {}", elems0.len()));
+    let (head, tail) = if kind == Kind::List { list_buffers(&raw)? } else { (Strip::default(), Strip::default()) };
+    let buffered = (head.len() + tail.len()) as u64;
+    if count != elems0.len() as u64 + buffered {
+        r.problems.push(format!("{name}: item says {count} elements, tree and buffers hold {}", elems0.len() as u64 + buffered));
+    }
+    if head.len() >= BUF_ENTRIES || tail.len() >= BUF_ENTRIES {
+        r.problems.push(format!("{name}: a list buffer is over its size"));
     }
     for b in owned_blocks(a, it)? {
         if free.contains_key(&b) {
@@ -1096,10 +1477,10 @@ pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u
                 Ok(true)
             })?;
             let n1 = tree::build(p, &mut ed, &order1)?;
-            let mut b = Vec::with_capacity(24);
-            b.extend_from_slice(&n0.to_le_bytes());
-            b.extend_from_slice(&n1.to_le_bytes());
-            b.extend_from_slice(&(order0.len() as u64).to_le_bytes());
+            // The count and a list's buffers are copied as they are.
+            let mut b = raw.clone();
+            b[..8].copy_from_slice(&n0.to_le_bytes());
+            b[8..16].copy_from_slice(&n1.to_le_bytes());
             Ok(b)
         })();
         match r {
@@ -1163,14 +1544,14 @@ impl Handle {
                 ed_out = Some(ed);
                 return Ok((Action::Drop, Some(r)));
             }
-            let (ty, bytes) = c.encode();
             let expire_at = match old {
                 Some(o) => o.expire_at(a)?,
                 None => 0,
             };
-            let built = p.next_version().map_err(Error::from).and_then(|version| {
-                item::build(p, &NewItem { key, value: Value::Coll(ty, &bytes), expire_at, cflags: 0, version })
-            });
+            let built = p
+                .next_version()
+                .map_err(Error::from)
+                .and_then(|version| c.encode(|value| item::build(p, &NewItem { key, value, expire_at, cflags: 0, version })));
             match built {
                 Ok(off) => {
                     ed_out = Some(ed);

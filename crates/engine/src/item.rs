@@ -86,6 +86,8 @@ pub(crate) enum Value<'a> {
     Int(i64),
     /// A collection item: its type code and encoded bytes (coll.rs).
     Coll(u64, &'a [u8]),
+    /// The same, in pieces written back to back (a list's header and its two buffers).
+    Parts(u64, [&'a [u8]; 3]),
 }
 
 impl<'a> Value<'a> {
@@ -356,6 +358,10 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
         Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
         Value::Int(_) => (T_INT, 0, 8),
         Value::Coll(ty, v) => (ty, v.len() as u64, v.len() as u64),
+        Value::Parts(ty, ps) => {
+            let n = ps.iter().map(|p| p.len() as u64).sum();
+            (ty, n, n)
+        }
     };
     if vlen > MAX_VALUE || klen > MAX_VALUE {
         return Err(Error::TooLarge);
@@ -395,8 +401,16 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     }
     a.write(off, &head[..l.key as usize])?;
     a.write(off + l.key, it.key)?;
-    if let Value::Raw(v) | Value::Coll(_, v) = it.value {
-        a.write(off + l.key + klen, v)?;
+    match it.value {
+        Value::Raw(v) | Value::Coll(_, v) => a.write(off + l.key + klen, v)?,
+        Value::Parts(_, ps) => {
+            let mut at = off + l.key + klen;
+            for p in ps {
+                a.write(at, p)?;
+                at += p.len() as u64;
+            }
+        }
+        Value::Int(_) => {}
     }
     Ok(off)
 }

@@ -99,6 +99,10 @@ proptest! {
 #[derive(Clone, Debug)]
 enum ListOp {
     Push(bool, u16),
+    /// A push of an element of `len % 700` bytes: big ones overflow a list's end buffers.
+    PushBig(bool, u16),
+    /// A window of positions, read with `range`.
+    Range(u16, u16),
     Pop(bool),
     Insert(u16, u16),
     Remove(u16),
@@ -108,6 +112,8 @@ enum ListOp {
 fn list_ops() -> impl Strategy<Value = Vec<ListOp>> {
     let op = prop_oneof![
         6 => (any::<bool>(), any::<u16>()).prop_map(|(l, v)| ListOp::Push(l, v)),
+        1 => (any::<bool>(), any::<u16>()).prop_map(|(l, v)| ListOp::PushBig(l, v)),
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(i, n)| ListOp::Range(i, n)),
         2 => any::<bool>().prop_map(ListOp::Pop),
         2 => (any::<u16>(), any::<u16>()).prop_map(|(i, v)| ListOp::Insert(i, v)),
         1 => any::<u16>().prop_map(ListOp::Remove),
@@ -130,6 +136,19 @@ proptest! {
                     let e = v.to_string().into_bytes();
                     h.coll_write(0, b"l", Kind::List, true, |c| { let at = if left { 0 } else { c.len() }; c.insert_at(at, &e) }).unwrap();
                     if left { model.insert(0, e) } else { model.push(e) }
+                }
+                ListOp::PushBig(left, v) => {
+                    let e = vec![b'a' + (v % 26) as u8; v as usize % 700];
+                    h.coll_write(0, b"l", Kind::List, true, |c| { let at = if left { 0 } else { c.len() }; c.insert_at(at, &e) }).unwrap();
+                    if left { model.insert(0, e) } else { model.push(e) }
+                }
+                ListOp::Range(i, len) => {
+                    let from = i as u64 % (n + 1);
+                    let to = from + len as u64 % 80;
+                    let mut got = Vec::new();
+                    h.coll_read(0, b"l", Kind::List, |c| c.range(from, to, |k, _| { got.push(k.to_vec()); true })).unwrap();
+                    let want = &model[from as usize..(to as usize).min(model.len())];
+                    prop_assert_eq!(&got[..], want);
                 }
                 ListOp::Pop(left) => {
                     let got = h.coll_write(0, b"l", Kind::List, false, |c| { let at = if left { 0 } else { c.len() - 1 }; c.remove_at(at) }).unwrap();

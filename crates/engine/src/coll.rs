@@ -8,24 +8,25 @@
 //! the index in a small item (`root u64, second root u64, count u64`). A change copies the
 //! path it touches, so readers never lock and a writer that dies leaves the old version.
 //!
-//! A list is a tree with its two ends kept in its item, as short packed *buffers* ([`Strip`]s:
-//! a head and a tail of fewer than [`BUF_ENTRIES`] entries and at most [`BUF_BYTES`] bytes,
-//! after the three words: `head bytes u32, head entries u16, tail entries u16, head, tail`).
-//! A push or a pop at either end rewrites only the item, with a copy of the buffer's bytes
-//! and no decoding; when a buffer fills, all but its outer quarter moves into the tree as one
-//! leaf (one path copy per ~24 pushes), and
-//! when one empties, a pop takes the edge leaf back out of the tree. Redis's quicklist keeps
-//! its ends in listpack nodes for the same reason. While the tree is empty, the list is
-//! published as a packed item (its head and tail back to back), so a short list is as compact
-//! as a listpack. `list-max-listpack-size`, when a count below [`BUF_ENTRIES`], caps the
-//! buffers' entries (Redis 7.0 reports every list as a quicklist whatever its size).
-//!
+//! A list is different: its tree ([`crate::listtree`]) has *chunks* for leaves, runs of
+//! elements encoded back to back as in a listpack, and its two ends live in its item as
+//! short *buffers* ([`Strip`]s of at most [`BUF_ENTRIES`] entries and [`BUF_BYTES`] bytes,
+//! after the item's three words: `head bytes u32, head entries u16, tail entries u16, head,
+//! tail`). A push or a pop at either end rewrites only the item, copying the buffer's bytes
+//! without decoding them; when a buffer fills, all but its outer quarter becomes a chunk at
+//! that end of the tree (one path copy per ~48 pushes), and when one empties, a pop takes
+//! the edge chunk back as the buffer. Redis's quicklist keeps its ends in listpack nodes
+//! for the same reason. While the tree is empty the list is published as a packed item (the
+//! head and tail back to back), so a short list is as compact as a listpack.
+//! `list-max-listpack-size`, as a count below [`BUF_ENTRIES`], caps buffers and chunks
+//! (Redis 7.0 reports every list as a quicklist whatever its size).
+
 //! | kind  | packed order              | tree order                     | element value |
 //! |-------|---------------------------|--------------------------------|---------------|
 //! | hash  | insertion                 | (hash(field), field)           | field value   |
 //! | set   | integer value (intset)    | (hash(member), member)         | empty         |
 //! | zset  | (score, member)           | two trees, sharing elements: by (hash(member), member) and by (score, member) | score, 8 bytes |
-//! | list  | position                  | position                       | empty (the element is the key) |
+//! | list  | position                  | position (chunks of elements)  | none          |
 //!
 //! The operations every command needs are on [`Coll`]: positions in the kind's natural
 //! order (a sorted set's is by score), lookups by field or member, and edits. Commands are
@@ -49,12 +50,8 @@ use larder_arena::{Arena, Participant};
 use crate::item::{self, parse_canonical_i64, ItemView, NewItem, Value};
 use crate::keyspace::Action;
 use crate::tree::{self, Edit};
+use crate::listtree::{self, get_varint, put_varint, Strip, BUF_BYTES, BUF_ENTRIES};
 use crate::{index, Error, Handle};
-
-/// A list tree's end buffers: a buffer that reaches this many entries, or holds more than
-/// [`BUF_BYTES`] bytes, moves its inner part into the tree and keeps at most a quarter of each.
-pub(crate) const BUF_ENTRIES: usize = tree::LEAF_MAX;
-pub(crate) const BUF_BYTES: usize = 1024;
 
 /// The kind of a collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -316,11 +313,11 @@ impl<'a> Coll<'a> {
         }
         match &self.repr {
             Repr::Pack(v) => Ok((v.key(i as usize).to_vec(), v.val(i as usize).to_vec())),
+            Repr::Tree { r0, .. } if self.kind == Kind::List => match self.buffered(i) {
+                Ok(k) => Ok((k.to_vec(), Vec::new())),
+                Err(j) => Ok((listtree::nth(self.a, *r0, j, |e| e.to_vec())?, Vec::new())),
+            },
             Repr::Tree { .. } => {
-                let i = match self.buffered(i) {
-                    Ok(k) => return Ok((k.to_vec(), Vec::new())),
-                    Err(j) => j,
-                };
                 let (_, e) = tree::nth(self.a, self.order_root(), i)?;
                 let (mut k, mut v) = (Vec::new(), Vec::new());
                 tree::read_elem(self.a, e, &mut k, &mut v)?;
@@ -344,8 +341,8 @@ impl<'a> Coll<'a> {
                 }
                 Ok(())
             }
-            Repr::Tree { .. } => {
-                // A list's head buffer, its tree, then its tail buffer.
+            Repr::Tree { r0, .. } if self.kind == Kind::List => {
+                // The head buffer, the tree, then the tail buffer.
                 let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
                 let tn = self.len - hl - tl;
                 for i in from..to.min(hl) {
@@ -353,25 +350,24 @@ impl<'a> Coll<'a> {
                         return Ok(());
                     }
                 }
-                let (mut k, mut v) = (Vec::new(), Vec::new());
-                let a = self.a;
                 let (tf, tt) = (from.max(hl) - hl, to.min(hl + tn).saturating_sub(hl));
-                let mut go_on = true;
-                if tf < tt {
-                    tree::walk(a, self.order_root(), tf, tt, &mut |_, e| {
-                        tree::read_elem(a, e, &mut k, &mut v)?;
-                        go_on = f(&k, &v);
-                        Ok(go_on)
-                    })?;
+                if tf < tt && !listtree::walk(self.a, *r0, tf, tt, &mut |e| f(e, b""))? {
+                    return Ok(());
                 }
-                if go_on {
-                    for i in from.max(hl + tn)..to {
-                        if !f(self.tail.get((i - hl - tn) as usize), b"") {
-                            break;
-                        }
+                for i in from.max(hl + tn)..to {
+                    if !f(self.tail.get((i - hl - tn) as usize), b"") {
+                        break;
                     }
                 }
                 Ok(())
+            }
+            Repr::Tree { .. } => {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                let a = self.a;
+                tree::walk(a, self.order_root(), from, to, &mut |_, e| {
+                    tree::read_elem(a, e, &mut k, &mut v)?;
+                    Ok(f(&k, &v))
+                })
             }
         }
     }
@@ -794,21 +790,18 @@ impl<'a> Coll<'a> {
             self.len -= 1;
             return Ok((self.tail.remove((i - hl - tn) as usize), Vec::new()));
         }
-        // A pop that emptied a buffer takes the edge leaf back out of the tree.
+        // A pop that emptied a buffer takes the edge chunk back out of the tree.
         if (hl == 0 && i == 0 && self.refill(true)?) || (tl == 0 && i == self.len - 1 && self.refill(false)?) {
             return self.list_remove(i);
         }
         let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
-        let (root, e) = tree::remove_at(p, &mut self.ed, *r0, i - hl)?;
+        let (root, e) = listtree::remove_at(p, &mut self.ed, *r0, i - hl, self.buf_entries)?;
         *r0 = root;
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        tree::read_elem(self.a, e, &mut k, &mut v)?;
-        self.ed.drop_block(p, e)?;
         self.len -= 1;
-        Ok((k, v))
+        Ok((e, Vec::new()))
     }
 
-    /// Moves the tree's front (or back) leaf into the empty head (or tail) buffer, if its
+    /// Moves the tree's front (or back) chunk into the empty head (or tail) buffer, if its
     /// elements fit in one; returns whether it did.
     fn refill(&mut self, front: bool) -> Result<bool, Error> {
         let p = self.writer()?;
@@ -816,32 +809,19 @@ impl<'a> Coll<'a> {
         if r0 == 0 {
             return Ok(false);
         }
-        let leaf = tree::edge_leaf(self.a, r0, front)?;
         // The caller removes one entry at once, so the buffer ends below its limits.
-        if leaf.n > self.buf_entries {
+        let edge = listtree::edge_chunk(self.a, r0, front)?;
+        if edge.n > self.buf_entries || edge.bytes.len() > BUF_BYTES {
             return Ok(false);
         }
-        let mut bytes = 0;
-        for e in leaf.elems() {
-            bytes += tree::elem_lens(self.a, e)?.0 as usize + 1;
-            if bytes > BUF_BYTES {
-                return Ok(false);
-            }
-        }
-        let (root, elems) = tree::take_edge(p, &mut self.ed, r0, front)?;
-        let mut buf = Strip::default();
-        for e in elems {
-            tree::read_key(self.a, e, &mut self.scratch)?;
-            buf.push(&self.scratch);
-            self.ed.drop_block(p, e)?;
-        }
+        let (root, buf) = listtree::take_edge(p, &mut self.ed, r0, front)?;
         *if front { &mut self.head } else { &mut self.tail } = buf;
         self.repr = Repr::Tree { r0: root, r1: 0 };
         Ok(true)
     }
 
     /// After a list tree's buffer grew: one that is full keeps its outer part (at most a
-    /// quarter of the entries and of the bytes) and moves the rest into the tree as one leaf.
+    /// quarter of the entries and of the bytes) and moves the rest into the tree as chunks.
     /// The quarter left behind spares a pop that follows a push from going to the tree.
     fn settle(&mut self, front: bool) -> Result<(), Error> {
         let p = self.writer()?;
@@ -860,21 +840,25 @@ impl<'a> Coll<'a> {
             keep += 1;
         }
         let (kept, moved) = if front { (0..keep, keep..n) } else { (n - keep..n, 0..n - keep) };
-        let mut elems = Vec::with_capacity(moved.len());
+        // The moved entries as chunks of at most `buf_entries` entries and BUF_BYTES bytes.
+        let mut chunks = vec![Strip::default()];
         for i in moved {
-            elems.push((0, self.ed.elem(p, ents[i], b"")?));
+            let last = chunks.last_mut().unwrap();
+            if last.n > 0 && (last.n >= self.buf_entries || last.bytes.len() + ents[i].len() + 1 > BUF_BYTES) {
+                chunks.push(Strip::default());
+            }
+            chunks.last_mut().unwrap().push(ents[i]);
         }
         let mut rest = Strip { bytes: Vec::with_capacity(BUF_BYTES / 4 + 64), n: 0 };
         for i in kept {
             rest.push(ents[i]);
         }
         *if front { &mut self.head } else { &mut self.tail } = rest;
-        // Leaf by leaf, the one nearest the tree first.
+        // Chunk by chunk, the one nearest the tree first.
         let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
-        let leaves: Vec<&[(u64, u64)]> = elems.chunks(tree::LEAF_MAX).collect();
-        for i in 0..leaves.len() {
-            let leaf = if front { leaves[leaves.len() - 1 - i] } else { leaves[i] };
-            *r0 = tree::push_edge(p, &mut self.ed, *r0, front, leaf)?;
+        for i in 0..chunks.len() {
+            let c = if front { &chunks[chunks.len() - 1 - i] } else { &chunks[i] };
+            *r0 = listtree::push_edge(p, &mut self.ed, *r0, front, c, self.buf_entries)?;
         }
         Ok(())
     }
@@ -903,8 +887,7 @@ impl<'a> Coll<'a> {
                 return self.settle(front);
             }
             Repr::Tree { r0, .. } => {
-                let e = self.ed.elem(p, elem, b"")?;
-                *r0 = tree::insert_at(p, &mut self.ed, *r0, i - hl, 0, e)?;
+                *r0 = listtree::insert_at(p, &mut self.ed, *r0, i - hl, elem, self.buf_entries)?;
             }
         }
         self.len += 1;
@@ -933,13 +916,13 @@ impl<'a> Coll<'a> {
                 return self.settle(front);
             }
             Repr::Tree { r0, .. } => {
-                let e = self.ed.elem(p, elem, b"")?;
-                let (root, old) = tree::replace_at(p, &mut self.ed, *r0, i - hl, 0, e)?;
-                *r0 = root;
-                self.ed.drop_block(p, old)?;
+                // Out and in again: the chunk may have to split for a longer element.
+                let max = self.buf_entries;
+                let (root, _) = listtree::remove_at(p, &mut self.ed, *r0, i - hl, max)?;
+                *r0 = listtree::insert_at(p, &mut self.ed, root, i - hl, elem, max)?;
             }
         }
-        self.maybe_convert(elem.len(), 0, false)
+        Ok(())
     }
 
     fn list(&self) -> Result<(), Error> {
@@ -954,7 +937,16 @@ impl<'a> Coll<'a> {
     pub fn clear(&mut self) -> Result<(), Error> {
         let p = self.writer()?;
         self.dirty = true;
-        if let Repr::Tree { r0, r1 } = self.repr {
+        if let (Repr::Tree { r0, .. }, Kind::List) = (&self.repr, self.kind) {
+            let mut blocks = Vec::new();
+            listtree::for_each_block(self.a, *r0, &mut |b| {
+                blocks.push(b);
+                Ok(())
+            })?;
+            for b in blocks {
+                self.ed.drop_block(p, b)?;
+            }
+        } else if let Repr::Tree { r0, r1 } = self.repr {
             let a = self.a;
             let ed = &mut self.ed;
             let mut blocks = Vec::new();
@@ -1049,146 +1041,6 @@ impl<'a> Coll<'a> {
                 f(Value::Parts(self.kind.tree_type(), [&b, head, tail]))
             }
         }
-    }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, Error> {
-    let mut n = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*pos).ok_or(Error::Corrupt("truncated packed collection"))?;
-        *pos += 1;
-        n |= ((byte & 0x7f) as u64) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(n);
-        }
-    }
-    Err(Error::Corrupt("bad varint in packed collection"))
-}
-
-/// A run of list elements encoded back to back (`varint len, bytes`), edited in place: a list's
-/// end buffers, and a packed list. Finding entry `i` walks the lengths before it; a buffer
-/// holds fewer than [`BUF_ENTRIES`] entries, so that walk is short.
-#[derive(Default)]
-pub(crate) struct Strip {
-    bytes: Vec<u8>,
-    n: usize,
-}
-
-impl Strip {
-    /// Takes encoded bytes, checking that they are well formed.
-    fn parse_owned(bytes: Vec<u8>) -> Result<Strip, Error> {
-        let n = Strip::count(&bytes)?;
-        Ok(Strip { bytes, n })
-    }
-
-    /// Takes a copy of encoded bytes (with room to grow), checking that they are well formed.
-    fn parse(from: &[u8]) -> Result<Strip, Error> {
-        Ok(Strip::copy(from, Strip::count(from)?))
-    }
-
-    fn count(from: &[u8]) -> Result<usize, Error> {
-        let (mut pos, mut n) = (0, 0);
-        while pos < from.len() {
-            let l = match from[pos] {
-                b @ 0..0x80 => {
-                    pos += 1;
-                    b as usize
-                }
-                _ => get_varint(from, &mut pos)? as usize,
-            };
-            pos = pos.checked_add(l).filter(|&e| e <= from.len()).ok_or(Error::Corrupt("truncated packed list"))?;
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    /// Takes a copy of encoded bytes said to hold `n` entries (with room to grow).
-    fn copy(from: &[u8], n: usize) -> Strip {
-        if from.is_empty() {
-            return Strip::default();
-        }
-        let mut bytes = Vec::with_capacity(from.len() + 64);
-        bytes.extend_from_slice(from);
-        Strip { bytes, n }
-    }
-
-    fn len(&self) -> usize {
-        self.n
-    }
-
-    /// The offset where entry `i` starts (its length) and the range of its bytes; clamped to
-    /// the bytes there are, so bytes that lie about their lengths give wrong entries, never
-    /// a read outside the buffer.
-    fn locate(&self, i: usize) -> (usize, std::ops::Range<usize>) {
-        let end = self.bytes.len();
-        let mut pos = 0;
-        for _ in 0..i {
-            let l = get_varint(&self.bytes, &mut pos).unwrap_or(0) as usize;
-            pos = pos.saturating_add(l).min(end);
-        }
-        let start = pos;
-        let l = get_varint(&self.bytes, &mut pos).unwrap_or(0) as usize;
-        let pos = pos.min(end);
-        (start, pos..pos.saturating_add(l).min(end))
-    }
-
-    fn get(&self, i: usize) -> &[u8] {
-        &self.bytes[self.locate(i).1]
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let mut pos = 0;
-        std::iter::from_fn(move || {
-            if pos >= self.bytes.len() {
-                return None;
-            }
-            let l = get_varint(&self.bytes, &mut pos).ok()? as usize;
-            let from = pos;
-            pos = pos.saturating_add(l);
-            self.bytes.get(from..pos)
-        })
-    }
-
-    fn push(&mut self, elem: &[u8]) {
-        put_varint(&mut self.bytes, elem.len() as u64);
-        self.bytes.extend_from_slice(elem);
-        self.n += 1;
-    }
-
-    fn insert(&mut self, i: usize, elem: &[u8]) {
-        if i >= self.n {
-            return self.push(elem);
-        }
-        let at = self.locate(i).0;
-        let mut head = Vec::with_capacity(10);
-        put_varint(&mut head, elem.len() as u64);
-        let (old, add) = (self.bytes.len(), head.len() + elem.len());
-        self.bytes.resize(old + add, 0);
-        self.bytes.copy_within(at..old, at + add);
-        self.bytes[at..at + head.len()].copy_from_slice(&head);
-        self.bytes[at + head.len()..at + add].copy_from_slice(elem);
-        self.n += 1;
-    }
-
-    fn remove(&mut self, i: usize) -> Vec<u8> {
-        let (start, r) = self.locate(i);
-        let elem = self.bytes[r.clone()].to_vec();
-        self.bytes.drain(start..r.end);
-        self.n = self.n.saturating_sub(1);
-        elem
-    }
-
-    fn set(&mut self, i: usize, elem: &[u8]) {
-        self.remove(i);
-        self.insert(i, elem);
     }
 }
 
@@ -1354,7 +1206,13 @@ fn list_buffers(raw: &[u8]) -> Result<(Strip, Strip), Error> {
 /// Every block a tree item owns beyond itself: nodes of both trees and the elements (once).
 pub(crate) fn owned_blocks(a: &Arena, it: &ItemView) -> Result<Vec<u64>, Error> {
     let mut out = Vec::new();
-    if let Some((r0, r1)) = tree_roots(a, it)? {
+    if it.ty() == Kind::List.tree_type() {
+        let (r0, _) = tree_roots(a, it)?.unwrap_or((0, 0));
+        listtree::for_each_block(a, r0, &mut |b| {
+            out.push(b);
+            Ok(())
+        })?;
+    } else if let Some((r0, r1)) = tree_roots(a, it)? {
         tree::for_each_block(a, r0, true, &mut |b, _| {
             out.push(b);
             Ok(())
@@ -1386,6 +1244,29 @@ pub(crate) fn check_item(
         _ => Kind::ZSet,
     };
     r.trees += 1;
+    let mut raw = Vec::new();
+    it.raw_value(a, &mut raw)?;
+    let count = u64::from_le_bytes(raw[16..24].try_into().unwrap());
+    let blocks = owned_blocks(a, it)?;
+    for &b in &blocks {
+        if free.contains_key(&b) {
+            r.problems.push(format!("{name}: tree block {b:#x} is on a free list"));
+        }
+        r.tree_bytes += a.block_size(b)?;
+    }
+    if kind == Kind::List {
+        let (in_tree, problems) = listtree::check(a, r0)?;
+        r.problems.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
+        let (head, tail) = list_buffers(&raw)?;
+        let held = in_tree + (head.len() + tail.len()) as u64;
+        if count != held {
+            r.problems.push(format!("{name}: item says {count} elements, tree and buffers hold {held}"));
+        }
+        if head.len() > BUF_ENTRIES || tail.len() > BUF_ENTRIES {
+            r.problems.push(format!("{name}: a list buffer is over its size"));
+        }
+        return Ok(());
+    }
     let seed = a.seed();
     let (mut k, mut v) = (Vec::new(), Vec::new());
     let mut prev: Option<(u64, Vec<u8>)> = None;
@@ -1393,7 +1274,7 @@ pub(crate) fn check_item(
     let mut problems = tree::check(a, r0, &mut |prefix, e| {
         tree::read_elem(a, e, &mut k, &mut v)?;
         elems0.push(e);
-        if kind != Kind::List {
+        {
             if prefix != field_hash(seed, &k) {
                 r.problems.push(format!("{name}: element with a wrong hash prefix"));
             }
@@ -1428,22 +1309,8 @@ pub(crate) fn check_item(
             r.problems.push(format!("{name}: the two sorted-set trees hold different elements"));
         }
     }
-    let mut raw = Vec::new();
-    it.raw_value(a, &mut raw)?;
-    let count = u64::from_le_bytes(raw[16..24].try_into().unwrap());
-    let (head, tail) = if kind == Kind::List { list_buffers(&raw)? } else { (Strip::default(), Strip::default()) };
-    let buffered = (head.len() + tail.len()) as u64;
-    if count != elems0.len() as u64 + buffered {
-        r.problems.push(format!("{name}: item says {count} elements, tree and buffers hold {}", elems0.len() as u64 + buffered));
-    }
-    if head.len() >= BUF_ENTRIES || tail.len() >= BUF_ENTRIES {
-        r.problems.push(format!("{name}: a list buffer is over its size"));
-    }
-    for b in owned_blocks(a, it)? {
-        if free.contains_key(&b) {
-            r.problems.push(format!("{name}: tree block {b:#x} is on a free list"));
-        }
-        r.tree_bytes += a.block_size(b)?;
+    if count != elems0.len() as u64 {
+        r.problems.push(format!("{name}: item says {count} elements, tree holds {}", elems0.len()));
     }
     r.problems.extend(problems.into_iter().map(|p| format!("{name}: {p}")));
     Ok(())
@@ -1460,6 +1327,12 @@ pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u
         let (r0, r1) = tree_roots(a, it)?.unwrap_or((0, 0));
         let mut ed = Edit::default();
         let r = (|| -> Result<Vec<u8>, Error> {
+            if ty == Kind::List.tree_type() {
+                // Same shape, same chunk bytes; the header's count and the buffers as they are.
+                let mut b = raw.clone();
+                b[..8].copy_from_slice(&listtree::copy(p, &mut ed, r0)?.to_le_bytes());
+                return Ok(b);
+            }
             let mut map = std::collections::HashMap::new();
             let mut order0 = Vec::new();
             let (mut k, mut v) = (Vec::new(), Vec::new());
@@ -1477,7 +1350,6 @@ pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u
                 Ok(true)
             })?;
             let n1 = tree::build(p, &mut ed, &order1)?;
-            // The count and a list's buffers are copied as they are.
             let mut b = raw.clone();
             b[..8].copy_from_slice(&n0.to_le_bytes());
             b[8..16].copy_from_slice(&n1.to_le_bytes());

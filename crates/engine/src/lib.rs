@@ -26,6 +26,7 @@ mod coll;
 mod index;
 mod item;
 mod keyspace;
+mod listtree;
 mod pattern;
 mod string;
 mod tree;

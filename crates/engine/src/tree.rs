@@ -71,11 +71,6 @@ impl Node {
         self.ents[..self.n].iter().map(|e| e.count).sum()
     }
 
-    /// A leaf's elements, in order.
-    pub(crate) fn elems(&self) -> impl Iterator<Item = u64> + '_ {
-        self.ents[..self.n].iter().map(|e| e.elem)
-    }
-
     fn first(&self) -> Ent {
         self.ents[0]
     }
@@ -86,7 +81,7 @@ impl Node {
         self.n += 1;
     }
 
-    fn remove(&mut self, i: usize) -> Ent {
+    pub(crate) fn remove(&mut self, i: usize) -> Ent {
         let e = self.ents[i];
         self.ents.copy_within(i + 1..self.n, i);
         self.n -= 1;
@@ -501,7 +496,7 @@ impl Edit {
         Ok(())
     }
 
-    fn put(&mut self, p: &Participant, n: &Node) -> Result<u64, Error> {
+    pub(crate) fn put(&mut self, p: &Participant, n: &Node) -> Result<u64, Error> {
         let off = n.write(p)?;
         self.fresh.insert(off);
         Ok(off)
@@ -603,7 +598,7 @@ fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: E
 
 /// Replaces the published `node` (read into `n`) by `n` with `ent` inserted at `pos`: one
 /// node, or two halves when it was full.
-fn place(p: &Participant, ed: &mut Edit, node: u64, mut n: Node, pos: usize, ent: Ent) -> Result<(Written, Option<Written>), Error> {
+pub(crate) fn place(p: &Participant, ed: &mut Edit, node: u64, mut n: Node, pos: usize, ent: Ent) -> Result<(Written, Option<Written>), Error> {
     ed.drop_block(p, node)?;
     if n.n < n.max() {
         n.insert(pos, ent);
@@ -618,119 +613,11 @@ fn place(p: &Participant, ed: &mut Edit, node: u64, mut n: Node, pos: usize, ent
 }
 
 /// A new root over two nodes that split.
-fn grow_root(p: &Participant, ed: &mut Edit, l: Written, r: Written) -> Result<u64, Error> {
+pub(crate) fn grow_root(p: &Participant, ed: &mut Edit, l: Written, r: Written) -> Result<u64, Error> {
     let mut n = Node::new(true);
     n.insert(0, l);
     n.insert(1, r);
     ed.put(p, &n)
-}
-
-// ---- the edges (lists keep their ends in buffers and move whole leaves in and out) ----
-
-/// Adds `elems` (`(prefix, elem)`, in order, at most [`LEAF_MAX`]) at the front or the back
-/// of the tree with one path copy: merged into the edge leaf when they fit, else as a new
-/// leaf beside it. Returns the new root.
-pub(crate) fn push_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool, elems: &[(u64, u64)]) -> Result<u64, Error> {
-    if elems.is_empty() || elems.len() > LEAF_MAX {
-        return Err(Error::Corrupt("edge leaf of a bad size"));
-    }
-    let mut add = Node::new(false);
-    for &(prefix, elem) in elems {
-        add.insert(add.n, Ent { prefix, elem, child: 0, count: 1 });
-    }
-    if root == 0 {
-        return ed.put(p, &add);
-    }
-    let a = &**p.arena();
-    match push_edge_rec(p, a, ed, root, front, &add, 0)? {
-        (l, None) => Ok(l.child),
-        (l, Some(r)) => grow_root(p, ed, l, r),
-    }
-}
-
-fn push_edge_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, front: bool, add: &Node, depth: u32) -> Result<(Written, Option<Written>), Error> {
-    if depth > 64 {
-        return Err(Error::Corrupt("tree too deep"));
-    }
-    let mut n = Node::read(a, node)?;
-    if !n.inner {
-        if n.n + add.n <= LEAF_MAX {
-            let (first, second) = if front { (add, &n) } else { (&n, add) };
-            let mut m = first.clone();
-            m.ents[m.n..m.n + second.n].copy_from_slice(&second.ents[..second.n]);
-            m.n += second.n;
-            ed.drop_block(p, node)?;
-            let off = ed.put(p, &m)?;
-            return Ok((inner_ent(&m, off), None));
-        }
-        // The edge leaf stays as it is; the new one goes beside it.
-        let off = ed.put(p, add)?;
-        let (new, old) = (inner_ent(add, off), inner_ent(&n, node));
-        return Ok(if front { (new, Some(old)) } else { (old, Some(new)) });
-    }
-    let k = if front { 0 } else { n.n - 1 };
-    let (l, r) = push_edge_rec(p, a, ed, n.ents[k].child, front, add, depth + 1)?;
-    let Some(r) = r else {
-        n.ents[k] = l;
-        ed.drop_block(p, node)?;
-        let off = ed.put(p, &n)?;
-        return Ok((inner_ent(&n, off), None));
-    };
-    // Insert the new entry at the edge itself, so a split keeps the inner half full.
-    if front {
-        n.ents[k] = r;
-        place(p, ed, node, n, k, l)
-    } else {
-        n.ents[k] = l;
-        place(p, ed, node, n, k + 1, r)
-    }
-}
-
-/// The leaf at the front or the back of a non-empty tree.
-pub(crate) fn edge_leaf(a: &Arena, root: u64, front: bool) -> Result<Node, Error> {
-    let mut node = root;
-    for _ in 0..64 {
-        let n = Node::read(a, node)?;
-        if !n.inner {
-            return Ok(n);
-        }
-        node = n.ents[if front { 0 } else { n.n - 1 }].child;
-    }
-    Err(Error::Corrupt("tree too deep"))
-}
-
-/// Takes the front or back leaf out of a non-empty tree; returns the new root (0 when the
-/// tree is now empty) and the leaf's elements, which the caller now owns.
-pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) -> Result<(u64, Vec<u64>), Error> {
-    let a = &**p.arena();
-    let mut leaf = Node::new(false);
-    let w = take_edge_rec(p, a, ed, root, front, &mut leaf, 0)?;
-    let root = collapse(p, a, ed, w.map_or(0, |w| w.child))?;
-    Ok((root, leaf.elems().collect()))
-}
-
-fn take_edge_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, front: bool, leaf: &mut Node, depth: u32) -> Result<Option<Written>, Error> {
-    if depth > 64 {
-        return Err(Error::Corrupt("tree too deep"));
-    }
-    let mut n = Node::read(a, node)?;
-    ed.drop_block(p, node)?;
-    if !n.inner {
-        *leaf = n;
-        return Ok(None);
-    }
-    let k = if front { 0 } else { n.n - 1 };
-    match take_edge_rec(p, a, ed, n.ents[k].child, front, leaf, depth + 1)? {
-        None => {
-            n.remove(k);
-        }
-        Some(w) => n.ents[k] = w,
-    }
-    if n.n == 0 {
-        return Ok(None);
-    }
-    let off = ed.put(p, &n)?;
-    Ok(Some(inner_ent(&n, off)))
 }
 
 /// Replaces the element at position `i`; returns the new root and the old element.
@@ -761,7 +648,7 @@ fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, pre
     Ok(inner_ent(&n, off))
 }
 
-fn child_at(n: &Node, i: u64) -> Result<(usize, u64), Error> {
+pub(crate) fn child_at(n: &Node, i: u64) -> Result<(usize, u64), Error> {
     let mut base = 0;
     for k in 0..n.n {
         if i < base + n.ents[k].count {

@@ -123,7 +123,7 @@ fn list_ops() -> impl Strategy<Value = Vec<ListOp>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
     fn list_matches_model(ops in list_ops(), small in any::<bool>()) {

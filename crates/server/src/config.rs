@@ -73,8 +73,9 @@ pub struct Args {
     /// ... and while every member is at most this many bytes [64]; also `zset-max-ziplist-value`.
     #[arg(long, value_name = "BYTES")]
     pub zset_max_listpack_value: Option<String>,
-    /// A list stays packed while it fits one node: N > 0 entries, or -1..-5 for 4, 8, 16,
-    /// 32, 64 KiB [-2]; also `list-max-ziplist-size`.
+    /// Entries per list chunk and end buffer when N is 1..63 (Larder's chunks hold at most
+    /// 64 entries and 2 KiB); -1..-5 (Redis's 4..64 KiB node budgets) leave those limits
+    /// as they are [-2]; also `list-max-ziplist-size`.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub list_max_listpack_size: Option<String>,
     /// Benchmark floor: the same event loop and parsers, but GET/MGET/get answer a fixed

@@ -166,10 +166,30 @@ pub struct Coll<'a> {
     tail: Strip,
     /// A buffer reaching this many entries is settled (see `list-max-listpack-size`).
     buf_entries: usize,
+    /// Where the buffers' allocations go back to when the session ends, for the next one.
+    spare: Option<&'a Spare>,
+}
+
+/// Two byte buffers a handle lends to each list edit, so a push or a pop allocates none.
+pub(crate) type Spare = std::cell::Cell<(Vec<u8>, Vec<u8>)>;
+
+impl Drop for Coll<'_> {
+    fn drop(&mut self) {
+        if let Some(home) = self.spare {
+            let keep = |mut v: Vec<u8>| {
+                v.clear();
+                if v.capacity() > 4 * BUF_BYTES {
+                    v = Vec::new();
+                }
+                v
+            };
+            home.set((keep(std::mem::take(&mut self.head.bytes)), keep(std::mem::take(&mut self.tail.bytes))));
+        }
+    }
 }
 
 impl<'a> Coll<'a> {
-    fn open(a: &'a Arena, p: Option<&'a Participant>, kind: Kind, it: Option<&ItemView>, limits: &'a Limits) -> Result<Coll<'a>, Error> {
+    fn open(a: &'a Arena, p: Option<&'a Participant>, kind: Kind, it: Option<&ItemView>, limits: &'a Limits, spare: Option<&'a Spare>) -> Result<Coll<'a>, Error> {
         let mut c = Coll {
             a,
             p,
@@ -188,7 +208,11 @@ impl<'a> Coll<'a> {
                 n @ 1.. => (n as usize).min(BUF_ENTRIES),
                 _ => BUF_ENTRIES,
             },
+            spare,
         };
+        if let (Some(s), Kind::List) = (spare, kind) {
+            (c.head.bytes, c.tail.bytes) = s.take();
+        }
         if kind == Kind::List {
             c.repr = Repr::Tree { r0: 0, r1: 0 };
         }
@@ -219,7 +243,9 @@ impl<'a> Coll<'a> {
     /// [`Strip`] never reads outside its bytes, and the checker walks them).
     fn open_list(&mut self, it: &ItemView) -> Result<(), Error> {
         let (a, vlen) = (self.a, it.vlen as usize);
-        let mut head = Vec::with_capacity(vlen.min(BUF_BYTES * 4) + 64);
+        let mut head = std::mem::take(&mut self.head.bytes);
+        head.clear();
+        head.reserve(vlen.min(BUF_BYTES * 4) + 64);
         if it.ty() == Kind::List.pack_type() {
             a.read_append(it.val_off, vlen, &mut head)?;
             self.head = Strip::parse_owned(head)?;
@@ -247,7 +273,8 @@ impl<'a> Coll<'a> {
             return Err(Error::Corrupt("list tree item of the wrong size"));
         }
         a.read_append(it.val_off + 32, hb, &mut head)?;
-        let mut tail = Vec::new();
+        let mut tail = std::mem::take(&mut self.tail.bytes);
+        tail.clear();
         if vlen - 32 > hb {
             tail.reserve(vlen - 32 - hb + 64);
             a.read_append(it.val_off + 32 + hb as u64, vlen - 32 - hb, &mut tail)?;
@@ -1374,7 +1401,7 @@ impl Handle {
     pub fn coll_read<R>(&self, db: u32, key: &[u8], kind: Kind, f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>) -> Result<Option<R>, Error> {
         let limits = self.store.limits();
         self.read(db, key, |a, it| {
-            let mut c = Coll::open(a, None, kind, Some(it), limits)?;
+            let mut c = Coll::open(a, None, kind, Some(it), limits, None)?;
             f(&mut c)
         })
     }
@@ -1392,6 +1419,7 @@ impl Handle {
         f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>,
     ) -> Result<Option<R>, Error> {
         let limits = self.store.limits_arc();
+        let spare: Spare = std::cell::Cell::new(std::mem::take(&mut self.list_spare));
         let mut ed_out = None;
         let mut pushed = false;
         let r = self.write(db, key, |p, old| {
@@ -1399,7 +1427,7 @@ impl Handle {
             if old.is_none() && !create {
                 return Ok((Action::Keep, None));
             }
-            let mut c = Coll::open(a, Some(p), kind, old, &limits)?;
+            let mut c = Coll::open(a, Some(p), kind, old, &limits, Some(&spare))?;
             let r = match f(&mut c) {
                 Ok(r) => r,
                 Err(e) => {
@@ -1435,6 +1463,7 @@ impl Handle {
                 }
             }
         });
+        self.list_spare = spare.take();
         match (&r, ed_out) {
             (Ok(_), Some(ed)) => {
                 let _g = self.p.pin();

@@ -61,13 +61,15 @@ pub struct Handle {
     maybe_merge: std::cell::Cell<bool>,
     /// Where active expiry continues, per database (a hash position).
     expire_cursor: Vec<u64>,
+    /// Byte buffers list edits borrow (see `coll::Spare`).
+    pub(crate) list_spare: (Vec<u8>, Vec<u8>),
 }
 
 impl Handle {
     pub(crate) fn new(store: Store) -> Result<Handle, Error> {
         let p = store.arena().register()?;
         let rng = (now_ms() ^ (p.slot() as u64).rotate_left(32)) | 1;
-        Ok(Handle { store, p, rng, maybe_merge: Default::default(), expire_cursor: Vec::new() })
+        Ok(Handle { store, p, rng, maybe_merge: Default::default(), expire_cursor: Vec::new(), list_spare: Default::default() })
     }
 
     pub fn store(&self) -> &Store {

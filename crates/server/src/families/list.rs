@@ -273,8 +273,20 @@ fn reply_elems(ctx: &mut Ctx<'_>, elems: &[Vec<u8>]) {
 // ---- pushes ----
 
 fn push(ctx: &mut Ctx<'_>, end: End, xx: bool) -> Result<(), CmdError> {
-    let elems: Vec<&[u8]> = (2..ctx.argc()).map(|i| ctx.arg(i)).collect();
-    let n = op_push(ctx.h, ctx.conn.db, ctx.arg(1), end, &elems, xx)?;
+    // A few elements (the usual push) go in an array on the stack, not a Vec.
+    let argc = ctx.argc();
+    let mut few: [&[u8]; 8] = [&[]; 8];
+    let many: Vec<&[u8]>;
+    let elems: &[&[u8]] = if argc - 2 <= few.len() {
+        for i in 2..argc {
+            few[i - 2] = ctx.arg(i);
+        }
+        &few[..argc - 2]
+    } else {
+        many = (2..argc).map(|i| ctx.arg(i)).collect();
+        &many
+    };
+    let n = op_push(ctx.h, ctx.conn.db, ctx.arg(1), end, elems, xx)?;
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }

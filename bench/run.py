@@ -624,10 +624,47 @@ def sc_agreement(c):
         "the tools should agree."])
 
 
+# redis-benchmark's own data-type tests, as the data-types issue names them.
+TYPES_TESTS = ["lpush", "rpush", "lpop", "rpop", "sadd", "hset", "spop", "zadd", "zpopmin", "lrange_100", "lrange_600"]
+
+
+def sc_types(c):
+    """Redis's data types with Redis's own client: `redis-benchmark -t TEST -P 16` against Larder and Redis."""
+    n = 40_000 if c.quick else 400_000
+    runs = max(c.runs, 3) if not c.quick else 1
+    targets = ["larder-resp", "redis"]
+    rows = []
+    for r in range(runs):
+        for t in rotate(targets, r):
+            kind, proto = TARGETS[t]
+            with Server(kind) as s:
+                # One server takes the tests in order, as `redis-benchmark -t a,b,...` runs them: the pops
+                # pop what the pushes pushed (a list of 2n elements), ZPOPMIN what ZADD added.
+                for test in TYPES_TESTS:
+                    c0 = s.cpu()
+                    rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n),
+                                               "-c", "50", "-P", "16", "--csv"], 600)
+                    cpu = s.cpu() - c0
+                    ops = parse_redis_benchmark(out, test)
+                    # LRANGE tests push n elements first (untimed by the tool, but on the server's CPU).
+                    cpu_op = None if test.startswith("lrange") else cpu * 1e6 / n
+                    rows.append(dict(target=t, run=r, op=test.upper(), ops_per_sec=ops, cpu_us_per_op=cpu_op))
+                    c.say(f"types run {r} {t:12} {test:10}: {ops:10.0f} req/s" +
+                          (f", server CPU {cpu_op:.2f} µs/op" if cpu_op is not None else ""))
+    params = dict(runs=runs, tool=f"redis-benchmark -t TEST -n {n} -c 50 -P 16 --csv (its default key and values)",
+                  tests=TYPES_TESTS, targets=targets)
+    return dict(params=params, rows=rows, notes=[
+        "The data-types issue's benchmark: redis-benchmark's own tests at pipeline 16, one server thread on core 0 and "
+        "the tool on core 1. Without -r the tests hit one key each (mylist, myset, myhash, myzset): lists grow to "
+        f"{2 * n:,} elements and are popped back; SADD/HSET/ZADD set the same member again after the first request.",
+        "Server CPU per request is not given for LRANGE_*: redis-benchmark pushes n elements before timing them."])
+
+
 def parse_redis_benchmark(out, test):
     for line in out.splitlines():
         parts = [p.strip('"') for p in line.split(",")]
-        if parts and parts[0].upper() == test.upper():
+        # LRANGE_100 is reported as "LRANGE_100 (first 100 elements)".
+        if parts and (parts[0].upper() == test.upper() or parts[0].upper().startswith(test.upper() + " (FIRST")):
             return float(parts[1])
     raise ScenarioError(f"no {test} result from redis-benchmark: {out[-300:]!r}")
 
@@ -653,6 +690,7 @@ SCENARIOS = {
     "persistence": sc_persistence,
     "ems-kv": sc_ems_kv,
     "agreement": sc_agreement,
+    "types": sc_types,
 }
 # Not run by `all` yet (their issues bring them): pagerank, and ems-kv's shared-memory half.
 PENDING = {"pagerank": "arrives with the pagerank issue", "ems-kv-local": "arrives with the shared-memory ems-kv issue"}
@@ -725,6 +763,7 @@ HEADLINE = {
     "value-size": ("ops_per_sec", True, False),
     "persistence": ("ops_per_sec", True, False),
     "ems-kv": ("ops_per_sec", True, False),
+    "types": ("ops_per_sec", True, False),
 }
 EXTRA = {
     "latency": [("lat_all.p99", "p99 µs"), ("lat_all.p99_9", "p99.9 µs"), ("lat_all.max", "max µs"), ("lat_all.min", "min µs"),
@@ -735,6 +774,7 @@ EXTRA = {
     "persistence": [("lat_all.mean", "mean latency µs")],
     "ems-kv": [("lat_all.min", "min latency µs")],
     "clients": [("cpu_us_per_op", "server CPU µs/op")],
+    "types": [("cpu_us_per_op", "server CPU µs/op")],
 }
 
 

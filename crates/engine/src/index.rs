@@ -453,10 +453,13 @@ fn unlock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Copies every slot of `from` into `to` (rehashing each key for `to`'s depth) for the keys
-/// `keep` selects. Fails if a bucket pair overflows.
-fn copy_slots(a: &Arena, from: u64, to: u64, keep: impl Fn(u64) -> bool, key: &mut Vec<u8>) -> Result<bool, Error> {
-    let depth = a.u32(to + G_DEPTH)?.load(Ordering::Relaxed);
+/// Copies every slot of `from` into one of `to` (the one `pick(hash)` names), rehashing each
+/// key once for its target's depth. Fails if a bucket pair overflows.
+fn copy_slots(a: &Arena, from: u64, to: &[u64], pick: impl Fn(u64) -> usize, key: &mut Vec<u8>) -> Result<bool, Error> {
+    let mut depths = [0u32; 2];
+    for (d, &t) in depths.iter_mut().zip(to) {
+        *d = a.u32(t + G_DEPTH)?.load(Ordering::Relaxed);
+    }
     let mut items = Vec::with_capacity((NB * SLOTS) as usize);
     for b in 0..NB {
         let bucket = bucket_off(from, b);
@@ -480,10 +483,9 @@ fn copy_slots(a: &Arena, from: u64, to: u64, keep: impl Fn(u64) -> bool, key: &m
         let item = ItemView::read(a, off)?;
         item.key(a, key)?;
         let h = hash(a.seed(), key);
-        if !keep(h) {
-            continue;
-        }
-        let loc = Loc { seg: to, depth, b: bucket_of(h, depth) };
+        let t = pick(h);
+        let (seg, depth) = (*to.get(t).ok_or(Error::Corrupt("split target out of range"))?, depths[t]);
+        let loc = Loc { seg, depth, b: bucket_of(h, depth) };
         if !place_unlocked(a, &loc, h, off)? {
             return Ok(false);
         }
@@ -531,7 +533,8 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
     };
     let mut key = Vec::new();
     let bit = |h: u64| (h << l) >> 63;
-    let ok = copy_slots(a, seg, s0, |h| bit(h) == 0, &mut key)? && copy_slots(a, seg, s1, |h| bit(h) == 1, &mut key)?;
+    // One pass: each item is read (a cache miss) and hashed once, for whichever half takes it.
+    let ok = copy_slots(a, seg, &[s0, s1], |h| bit(h) as usize, &mut key)?;
     if !ok {
         // Every key of the segment landed in one overfull bucket pair of a half: a flood of
         // colliding hashes. Refuse the write rather than corrupt anything.
@@ -644,7 +647,7 @@ fn merge_locked(p: &Participant, db: u32, s0: u64, s1: u64, l: u32) -> Result<Op
     let prefix = a.u64(s0 + G_PREFIX)?.load(Ordering::Relaxed) >> 1;
     let m = new_segment(p, l - 1, prefix)?;
     let mut key = Vec::new();
-    if !(copy_slots(a, s0, m, |_| true, &mut key)? && copy_slots(a, s1, m, |_| true, &mut key)?) {
+    if !(copy_slots(a, s0, &[m], |_| 0, &mut key)? && copy_slots(a, s1, &[m], |_| 0, &mut key)?) {
         p.free(m)?;
         return Ok(None);
     }

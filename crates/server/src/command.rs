@@ -433,6 +433,15 @@ pub fn table() -> &'static Table {
     })
 }
 
+/// Where a request's first key is, by its command's key positions: the argument index, or
+/// None for a keyless or unknown command, or too few arguments. A hint only (for
+/// prefetching): the request is checked in full when it runs.
+pub(crate) fn first_key_index(argv: Argv<'_>) -> Option<usize> {
+    let t = table();
+    let spec = t.specs[t.lookup(argv.get(0))?];
+    usize::try_from(spec.first_key).ok().filter(|&k| k > 0 && k < argv.len())
+}
+
 fn quote_arg(out: &mut String, a: &[u8]) {
     out.push('\'');
     for &c in a.iter().take(128) {

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use larder_engine::Handle;
+use larder_engine::{Handle, Hint};
 use larder_resp::{Args, Limits, Protocol, Writer};
 
-use crate::command::{dispatch, ConnState, Ctx};
+use crate::command::{dispatch, first_key_index, Argv, ConnState, Ctx};
 use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
@@ -31,6 +31,9 @@ const WAKER: Token = Token(2);
 const FIRST_CONN: usize = 3;
 
 const READ_CHUNK: usize = 16 * 1024;
+
+/// How many pipelined requests one prefetch pass covers (see [`prefetch_keys`]).
+const PREFETCH_AHEAD: usize = 16;
 
 struct Conn {
     stream: TcpStream,
@@ -110,6 +113,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
+            ahead: Args::new(),
         };
         handles.push(
             std::thread::Builder::new()
@@ -136,6 +140,8 @@ struct Worker {
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
+    /// Arguments of the requests [`prefetch_keys`] looks ahead at.
+    ahead: Args,
 }
 
 impl Worker {
@@ -353,10 +359,17 @@ impl Worker {
                     proto_max_bulk_len: self.shared.config.proto_max_bulk_len.load(Ordering::Relaxed),
                     ..Limits::DEFAULT
                 };
+                // The end of the requests whose keys have been prefetched.
+                let mut prefetched = 0;
                 while pos < c.rbuf.len() && !c.state.close {
                     let buf = &c.rbuf[pos..];
                     match larder_resp::parse_command_into(buf, &limits, &mut c.args) {
                         Ok(Some(n)) => {
+                            // More requests follow this one (a pipeline): fetch the keys of
+                            // the next few into cache together (a lone request gains nothing).
+                            if pos >= prefetched && n < buf.len() && self.shared.config.floor.is_none() {
+                                prefetched = pos + prefetch_keys(&self.h, c.state.db, buf, &limits, &mut self.ahead);
+                            }
                             if !c.args.is_empty() {
                                 // CLIENT LIST's qbuf counts the request being executed, as
                                 // Redis's query buffer still holds it.
@@ -595,6 +608,31 @@ impl Worker {
             }
         }
     }
+}
+
+/// Brings the first keys of the next [`PREFETCH_AHEAD`] requests at the start of `buf` into
+/// cache, all buckets first, then all items, so that their cache misses overlap instead of
+/// stalling one request after another. Returns how many bytes those requests span. (The
+/// requests are parsed again when they run: parsing is cheap next to a miss.)
+fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], limits: &Limits, args: &mut Args) -> usize {
+    let mut hints = [Hint::default(); PREFETCH_AHEAD];
+    let (mut n, mut pos) = (0, 0);
+    for _ in 0..PREFETCH_AHEAD {
+        let Ok(Some(len)) = larder_resp::parse_command_into(&buf[pos..], limits, args) else { break };
+        let argv = Argv { args, buf: &buf[pos..] };
+        if let Some(k) = first_key_index(argv) {
+            hints[n] = h.prefetch_bucket(db, argv.get(k));
+            n += 1;
+        }
+        pos += len;
+        if pos == buf.len() {
+            break;
+        }
+    }
+    for &hint in &hints[..n] {
+        h.prefetch_item(hint);
+    }
+    pos
 }
 
 /// Whether a connection's pending output is over its class's `client-output-buffer-limit`:

@@ -32,7 +32,7 @@ const FIRST_CONN: usize = 3;
 
 const READ_CHUNK: usize = 16 * 1024;
 
-/// How many pipelined requests one prefetch pass covers (see [`prefetch_keys`]).
+/// How many pipelined requests are parsed ahead and prefetched together.
 const PREFETCH_AHEAD: usize = 16;
 
 struct Conn {
@@ -40,7 +40,6 @@ struct Conn {
     proto: Proto,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
-    args: Args,
     state: ConnState,
     writing: bool,
     /// Since when the output buffer has been over the pubsub class's soft limit.
@@ -113,7 +112,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
-            ahead: Args::new(),
+            batch: (0..PREFETCH_AHEAD).map(|_| (Args::new(), 0)).collect(),
         };
         handles.push(
             std::thread::Builder::new()
@@ -140,8 +139,9 @@ struct Worker {
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
-    /// Arguments of the requests [`prefetch_keys`] looks ahead at.
-    ahead: Args,
+    /// The requests of one read parsed ahead of running them ([`parse_ahead`]), so that
+    /// their keys are prefetched together.
+    batch: Vec<(Args, usize)>,
 }
 
 impl Worker {
@@ -249,7 +249,6 @@ impl Worker {
                 proto,
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
-                args: Args::new(),
                 state: ConnState::new(id, slot as u32, info),
                 writing: false,
                 soft_since: None,
@@ -359,62 +358,67 @@ impl Worker {
                     proto_max_bulk_len: self.shared.config.proto_max_bulk_len.load(Ordering::Relaxed),
                     ..Limits::DEFAULT
                 };
-                // The end of the requests whose keys have been prefetched.
-                let mut prefetched = 0;
+                // Requests parsed ahead, not yet run: batch[next..filled], starting at pos.
+                let (mut next, mut filled) = (0, 0);
                 while pos < c.rbuf.len() && !c.state.close {
-                    let buf = &c.rbuf[pos..];
-                    match larder_resp::parse_command_into(buf, &limits, &mut c.args) {
-                        Ok(Some(n)) => {
-                            // More requests follow this one (a pipeline): fetch the keys of
-                            // the next few into cache together (a lone request gains nothing).
-                            if pos >= prefetched && n < buf.len() && self.shared.config.floor.is_none() {
-                                prefetched = pos + prefetch_keys(&self.h, c.state.db, buf, &limits, &mut self.ahead);
+                    if next == filled {
+                        next = 0;
+                        filled = match parse_ahead(&c.rbuf[pos..], &limits, &mut self.batch) {
+                            Ok(0) => break,
+                            Ok(k) => k,
+                            Err(e) => {
+                                // Redis replies with the protocol error and closes.
+                                let ws = self.shared.stats.worker(self.id);
+                                ws.total_errors.fetch_add(1, Ordering::Relaxed);
+                                *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
+                                e.write_reply(&mut c.wbuf);
+                                c.state.close = true;
+                                pos = c.rbuf.len();
+                                break;
                             }
-                            if !c.args.is_empty() {
-                                // CLIENT LIST's qbuf counts the request being executed, as
-                                // Redis's query buffer still holds it.
-                                c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
-                                let floored = match &self.shared.config.floor {
-                                    Some(v) => crate::floor::resp(&c.args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
-                                    None => false,
-                                };
-                                if !floored {
-                                    let mut ctx = Ctx {
-                                        argv: crate::command::Argv { args: &c.args, buf },
-                                        out: Writer::new(&mut c.wbuf, c.state.proto),
-                                        h: &mut self.h,
-                                        conn: &mut c.state,
-                                        shared: &self.shared,
-                                        worker: self.id,
-                                    };
-                                    dispatch(&mut ctx);
-                                    if c.state.park.is_some() {
-                                        let (h, sh) = (&mut self.h, &self.shared);
-                                        match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
-                                            // Served by the retry: go on.
-                                            Ok(reply) => c.wbuf.extend_from_slice(&reply),
-                                            Err(deadline) => {
-                                                pos += n;
-                                                parked = Some(deadline);
-                                                break;
-                                            }
-                                        }
+                        };
+                        // Several requests (a pipeline): fetch their keys into cache together.
+                        if filled > 1 && self.shared.config.floor.is_none() {
+                            prefetch_keys(&self.h, c.state.db, &c.rbuf[pos..], &self.batch[..filled]);
+                        }
+                    }
+                    let (args, n) = &self.batch[next];
+                    let n = *n;
+                    next += 1;
+                    let buf = &c.rbuf[pos..];
+                    if !args.is_empty() {
+                        // CLIENT LIST's qbuf counts the request being executed, as Redis's
+                        // query buffer still holds it.
+                        c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
+                        let floored = match &self.shared.config.floor {
+                            Some(v) => crate::floor::resp(args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
+                            None => false,
+                        };
+                        if !floored {
+                            let mut ctx = Ctx {
+                                argv: Argv { args, buf },
+                                out: Writer::new(&mut c.wbuf, c.state.proto),
+                                h: &mut self.h,
+                                conn: &mut c.state,
+                                shared: &self.shared,
+                                worker: self.id,
+                            };
+                            dispatch(&mut ctx);
+                            if c.state.park.is_some() {
+                                let (h, sh) = (&mut self.h, &self.shared);
+                                match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], args) {
+                                    // Served by the retry: go on.
+                                    Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                                    Err(deadline) => {
+                                        pos += n;
+                                        parked = Some(deadline);
+                                        break;
                                     }
                                 }
                             }
-                            pos += n;
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            // Redis replies with the protocol error and closes.
-                            let ws = self.shared.stats.worker(self.id);
-                            ws.total_errors.fetch_add(1, Ordering::Relaxed);
-                            *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
-                            e.write_reply(&mut c.wbuf);
-                            c.state.close = true;
-                            pos = c.rbuf.len();
                         }
                     }
+                    pos += n;
                 }
             }
             Proto::Memcache => match &self.shared.config.floor {
@@ -610,29 +614,46 @@ impl Worker {
     }
 }
 
-/// Brings the first keys of the next [`PREFETCH_AHEAD`] requests at the start of `buf` into
-/// cache, all buckets first, then all items, so that their cache misses overlap instead of
-/// stalling one request after another. Returns how many bytes those requests span. (The
-/// requests are parsed again when they run: parsing is cheap next to a miss.)
-fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], limits: &Limits, args: &mut Args) -> usize {
+/// Parses up to [`PREFETCH_AHEAD`] complete requests from the start of `buf` into `batch`
+/// (arguments and length of each; each request's arguments are relative to its own start).
+/// Returns how many; 0 if the first is incomplete. A protocol error is returned only for
+/// the first request: a later one is left for the next call, after the good ones ran.
+fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [(Args, usize)]) -> Result<usize, larder_resp::ProtoError> {
+    let mut pos = 0;
+    for (k, (args, len)) in batch.iter_mut().enumerate() {
+        if pos == buf.len() {
+            return Ok(k);
+        }
+        match larder_resp::parse_command_into(&buf[pos..], limits, args) {
+            Ok(Some(n)) => {
+                *len = n;
+                pos += n;
+            }
+            Ok(None) => return Ok(k),
+            Err(e) if k == 0 => return Err(e),
+            Err(_) => return Ok(k),
+        }
+    }
+    Ok(batch.len())
+}
+
+/// Brings the first keys of the parsed requests `batch` (laid out from the start of `buf`)
+/// into cache: every bucket first, then every item, so that their cache misses overlap
+/// instead of stalling one request after another.
+fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &[(Args, usize)]) {
     let mut hints = [Hint::default(); PREFETCH_AHEAD];
     let (mut n, mut pos) = (0, 0);
-    for _ in 0..PREFETCH_AHEAD {
-        let Ok(Some(len)) = larder_resp::parse_command_into(&buf[pos..], limits, args) else { break };
+    for (args, len) in batch {
         let argv = Argv { args, buf: &buf[pos..] };
         if let Some(k) = first_key_index(argv) {
             hints[n] = h.prefetch_bucket(db, argv.get(k));
             n += 1;
         }
         pos += len;
-        if pos == buf.len() {
-            break;
-        }
     }
     for &hint in &hints[..n] {
         h.prefetch_item(hint);
     }
-    pos
 }
 
 /// Whether a connection's pending output is over its class's `client-output-buffer-limit`:

@@ -1,10 +1,10 @@
 //! A worker thread: one mio event loop owning its listeners and connections.
 //!
 //! Per readable connection: read everything available, execute every complete request in
-//! the buffer (pipelining), then write all replies at once. Limits: the query buffer
-//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`: the normal
-//! class, or the pubsub class for a subscribed client) and `maxclients`; a client over a
-//! limit is disconnected, as in Redis.
+//! the buffer (pipelining); once every ready connection has been read, write each one's
+//! replies at once. Limits: the query buffer (`client-query-buffer-limit`), the output
+//! buffer (`client-output-buffer-limit`: the normal class, or the pubsub class for a
+//! subscribed client) and `maxclients`; a client over a limit is disconnected, as in Redis.
 //!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
 //! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
@@ -112,6 +112,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
+            pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| (Args::new(), 0)).collect(),
         };
         handles.push(
@@ -139,6 +140,9 @@ struct Worker {
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
+    /// Connections whose replies go out once every event of this round is handled (as
+    /// Redis's `clients_pending_write`, flushed before it sleeps).
+    pending: Vec<usize>,
     /// The requests of one read parsed ahead of running them ([`parse_ahead`]), so that
     /// their keys are prefetched together.
     batch: Vec<(Args, usize)>,
@@ -174,6 +178,14 @@ impl Worker {
                     }
                 }
             }
+            // Replies are written after every read of the round, back to back: a client
+            // waiting on several connections is then woken once for all of them rather
+            // than once per reply, and finds more of them ready when it looks.
+            for k in 0..self.pending.len() {
+                let i = self.pending[k];
+                self.flush(i);
+            }
+            self.pending.clear();
             if !self.parked.is_empty() {
                 let now = std::time::Instant::now();
                 if self.parked.iter().any(|p| p.2.is_some_and(|d| d <= now)) {
@@ -324,7 +336,7 @@ impl Worker {
             self.close(i);
             return;
         }
-        self.flush(i);
+        self.pending.push(i);
     }
 
     /// Executes every complete request in the read buffer, up to a command that blocks.

@@ -720,7 +720,7 @@ mod tests {
             let want: Vec<u8> = name.iter().map(|c| c.to_ascii_lowercase()).collect();
             assert_eq!(NameIndex::key(&name), u64::from_le_bytes(want.try_into().unwrap()), "{b:#x}");
             for n in 0..=9 {
-                let name: Vec<u8> = (0..n as u8).map(|k| b.wrapping_add(k * 37)).collect();
+                let name: Vec<u8> = (0..n as u8).map(|k| b.wrapping_add(k.wrapping_mul(37))).collect();
                 let mut want = [0u8; 8];
                 for (w, c) in want.iter_mut().zip(&name) {
                     *w = c.to_ascii_lowercase();

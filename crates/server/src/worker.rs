@@ -6,6 +6,10 @@
 //! buffer (`client-output-buffer-limit`: the normal class, or the pubsub class for a
 //! subscribed client) and `maxclients`; a client over a limit is disconnected, as in Redis.
 //!
+//! Pipelined requests are parsed up to [`PREFETCH_AHEAD`] at a time before they run, and
+//! the index buckets and items of their keys are prefetched together ([`prefetch_keys`]):
+//! a lookup is two dependent cache misses, and this way a batch's misses overlap.
+//!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
 //! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
 //! connections, and CLIENT KILL sweeps.

@@ -883,6 +883,35 @@ fn same_home(h: u64, cur: u64, l: u32) -> bool {
 mod tests {
     use crate::{SetOptions, Store, StoreConfig};
 
+    /// Prefetch hints change nothing, whatever they are given: keys present or not, a
+    /// database out of range, hints used after the key was overwritten or deleted.
+    #[test]
+    fn prefetch_hints_change_nothing() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        for i in 0..2000 {
+            h.set(0, format!("k{i}").as_bytes(), format!("v{i}").as_bytes(), &SetOptions::default()).unwrap();
+        }
+        let keys: Vec<String> = (0..4000).step_by(7).map(|i| format!("k{i}")).collect();
+        let hints: Vec<_> = keys.iter().map(|k| h.prefetch_bucket(0, k.as_bytes())).collect();
+        let bad = h.prefetch_bucket(u32::MAX, b"k1");
+        let mut deleted = 0;
+        for (i, k) in keys.iter().enumerate() {
+            if i % 2 == 0 {
+                deleted += h.del(0, &[k.as_bytes()]).unwrap();
+            }
+        }
+        for &hint in hints.iter().chain([&bad]) {
+            h.prefetch_item(hint);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            let n: usize = k[1..].parse().unwrap();
+            let want = (i % 2 == 1 && n < 2000).then(|| format!("v{n}").into_bytes());
+            assert_eq!(h.get(0, k.as_bytes()).unwrap(), want, "{k}");
+        }
+        assert_eq!(h.dbsize(0).unwrap(), 2000 - deleted as u64);
+    }
+
     /// SWAPDB while other threads insert (splitting segments) and delete (merging them) in
     /// both databases: no write may be lost or land twice, and the index stays sound.
     #[test]

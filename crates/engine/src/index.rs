@@ -285,6 +285,40 @@ pub(crate) fn find(a: &Arena, loc: &Loc, h: u64, key: &[u8]) -> Result<Option<Fo
     Ok(None)
 }
 
+/// First half of a prefetch for a lookup of hash `h` that comes soon: brings the home
+/// bucket's cache line in. Reads the directory without an epoch, so the segment may be
+/// stale by the time the lookup runs; that only makes the hint useless (every read is
+/// bounds-checked and a prefetch never faults).
+#[inline]
+pub(crate) fn prefetch_bucket(a: &Arena, db: u32, h: u64) -> Result<(), Error> {
+    let loc = locate(a, db, h)?;
+    a.prefetch(bucket_off(loc.seg, loc.b));
+    Ok(())
+}
+
+/// Second half, once the bucket has had time to arrive: brings in the first cache line of
+/// every item in the home bucket whose tag matches, and the line where a key of `klen`
+/// bytes ends (where the value starts). No epoch either: a slot may be emptied or reused
+/// meanwhile, which again only wastes the hint.
+#[inline]
+pub(crate) fn prefetch_items(a: &Arena, db: u32, h: u64, klen: usize) -> Result<(), Error> {
+    let loc = locate(a, db, h)?;
+    let bucket = bucket_off(loc.seg, loc.b);
+    let t = tag_of(h);
+    let tg = tags(a, bucket)?;
+    for i in 0..SLOTS {
+        if tg[i as usize] == t {
+            let units = slot(a, bucket, i)?.load(Ordering::Relaxed);
+            if units != 0 {
+                let off = Arena::from_units(units);
+                a.prefetch(off);
+                a.prefetch(off + 12 + klen as u64);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn empty_slot(a: &Arena, bucket: u64, taken: &[(u64, u64)]) -> Result<Option<u64>, Error> {
     for i in 0..SLOTS {
         if slot(a, bucket, i)?.load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {

@@ -468,6 +468,10 @@ fn a_corrupted_arena_gives_errors_not_panics() {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for i in 0..300 {
                 let k = format!("key:{i}");
+                // A prefetch hint reads the index without checks of its own: it must not
+                // panic on garbage either.
+                let hint = h.prefetch_bucket(0, k.as_bytes());
+                h.prefetch_item(hint);
                 count(h.get(0, k.as_bytes()).map(|_| ()));
                 count(h.set(0, k.as_bytes(), b"new", &SetOptions::default()).map(|_| ()));
                 count(h.incr_by(0, k.as_bytes(), 1).map(|_| ()));

@@ -1,10 +1,14 @@
 //! A worker thread: one mio event loop owning its listeners and connections.
 //!
 //! Per readable connection: read everything available, execute every complete request in
-//! the buffer (pipelining), then write all replies at once. Limits: the query buffer
-//! (`client-query-buffer-limit`), the output buffer (`client-output-buffer-limit`: the normal
-//! class, or the pubsub class for a subscribed client) and `maxclients`; a client over a
-//! limit is disconnected, as in Redis.
+//! the buffer (pipelining); once every ready connection has been read, write each one's
+//! replies at once. Limits: the query buffer (`client-query-buffer-limit`), the output
+//! buffer (`client-output-buffer-limit`: the normal class, or the pubsub class for a
+//! subscribed client) and `maxclients`; a client over a limit is disconnected, as in Redis.
+//!
+//! Pipelined requests are parsed up to [`PREFETCH_AHEAD`] at a time before they run, and
+//! the index buckets and items of their keys are prefetched together ([`prefetch_keys`]):
+//! a lookup is two dependent cache misses, and this way a batch's misses overlap.
 //!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
 //! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
@@ -19,10 +23,10 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use larder_engine::Handle;
+use larder_engine::{Handle, Hint};
 use larder_resp::{Args, Limits, Protocol, Writer};
 
-use crate::command::{dispatch, ConnState, Ctx};
+use crate::command::{dispatch, first_key_index, Argv, ConnState, Ctx};
 use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
@@ -32,12 +36,14 @@ const FIRST_CONN: usize = 3;
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// How many pipelined requests are parsed ahead and prefetched together.
+const PREFETCH_AHEAD: usize = 16;
+
 struct Conn {
     stream: TcpStream,
     proto: Proto,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
-    args: Args,
     state: ConnState,
     writing: bool,
     /// Since when the output buffer has been over the pubsub class's soft limit.
@@ -110,6 +116,8 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
+            pending: Vec::new(),
+            batch: (0..PREFETCH_AHEAD).map(|_| (Args::new(), 0)).collect(),
         };
         handles.push(
             std::thread::Builder::new()
@@ -136,6 +144,12 @@ struct Worker {
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
+    /// Connections whose replies go out once every event of this round is handled (as
+    /// Redis's `clients_pending_write`, flushed before it sleeps).
+    pending: Vec<usize>,
+    /// The requests of one read parsed ahead of running them ([`parse_ahead`]), so that
+    /// their keys are prefetched together.
+    batch: Vec<(Args, usize)>,
 }
 
 impl Worker {
@@ -168,6 +182,14 @@ impl Worker {
                     }
                 }
             }
+            // Replies are written after every read of the round, back to back: a client
+            // waiting on several connections is then woken once for all of them rather
+            // than once per reply, and finds more of them ready when it looks.
+            for k in 0..self.pending.len() {
+                let i = self.pending[k];
+                self.flush(i);
+            }
+            self.pending.clear();
             if !self.parked.is_empty() {
                 let now = std::time::Instant::now();
                 if self.parked.iter().any(|p| p.2.is_some_and(|d| d <= now)) {
@@ -243,7 +265,6 @@ impl Worker {
                 proto,
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
-                args: Args::new(),
                 state: ConnState::new(id, slot as u32, info),
                 writing: false,
                 soft_since: None,
@@ -319,7 +340,7 @@ impl Worker {
             self.close(i);
             return;
         }
-        self.flush(i);
+        self.pending.push(i);
     }
 
     /// Executes every complete request in the read buffer, up to a command that blocks.
@@ -353,55 +374,67 @@ impl Worker {
                     proto_max_bulk_len: self.shared.config.proto_max_bulk_len.load(Ordering::Relaxed),
                     ..Limits::DEFAULT
                 };
+                // Requests parsed ahead, not yet run: batch[next..filled], starting at pos.
+                let (mut next, mut filled) = (0, 0);
                 while pos < c.rbuf.len() && !c.state.close {
+                    if next == filled {
+                        next = 0;
+                        filled = match parse_ahead(&c.rbuf[pos..], &limits, &mut self.batch) {
+                            Ok(0) => break,
+                            Ok(k) => k,
+                            Err(e) => {
+                                // Redis replies with the protocol error and closes.
+                                let ws = self.shared.stats.worker(self.id);
+                                ws.total_errors.fetch_add(1, Ordering::Relaxed);
+                                *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
+                                e.write_reply(&mut c.wbuf);
+                                c.state.close = true;
+                                pos = c.rbuf.len();
+                                break;
+                            }
+                        };
+                        // Several requests (a pipeline): fetch their keys into cache together.
+                        if filled > 1 && self.shared.config.floor.is_none() {
+                            prefetch_keys(&self.h, c.state.db, &c.rbuf[pos..], &self.batch[..filled]);
+                        }
+                    }
+                    let (args, n) = &self.batch[next];
+                    let n = *n;
+                    next += 1;
                     let buf = &c.rbuf[pos..];
-                    match larder_resp::parse_command_into(buf, &limits, &mut c.args) {
-                        Ok(Some(n)) => {
-                            if !c.args.is_empty() {
-                                // CLIENT LIST's qbuf counts the request being executed, as
-                                // Redis's query buffer still holds it.
-                                c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
-                                let floored = match &self.shared.config.floor {
-                                    Some(v) => crate::floor::resp(&c.args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
-                                    None => false,
-                                };
-                                if !floored {
-                                    let mut ctx = Ctx {
-                                        argv: crate::command::Argv { args: &c.args, buf },
-                                        out: Writer::new(&mut c.wbuf, c.state.proto),
-                                        h: &mut self.h,
-                                        conn: &mut c.state,
-                                        shared: &self.shared,
-                                        worker: self.id,
-                                    };
-                                    dispatch(&mut ctx);
-                                    if c.state.park.is_some() {
-                                        let (h, sh) = (&mut self.h, &self.shared);
-                                        match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], &c.args) {
-                                            // Served by the retry: go on.
-                                            Ok(reply) => c.wbuf.extend_from_slice(&reply),
-                                            Err(deadline) => {
-                                                pos += n;
-                                                parked = Some(deadline);
-                                                break;
-                                            }
-                                        }
+                    if !args.is_empty() {
+                        // CLIENT LIST's qbuf counts the request being executed, as Redis's
+                        // query buffer still holds it.
+                        c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
+                        let floored = match &self.shared.config.floor {
+                            Some(v) => crate::floor::resp(args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
+                            None => false,
+                        };
+                        if !floored {
+                            let mut ctx = Ctx {
+                                argv: Argv { args, buf },
+                                out: Writer::new(&mut c.wbuf, c.state.proto),
+                                h: &mut self.h,
+                                conn: &mut c.state,
+                                shared: &self.shared,
+                                worker: self.id,
+                            };
+                            dispatch(&mut ctx);
+                            if c.state.park.is_some() {
+                                let (h, sh) = (&mut self.h, &self.shared);
+                                match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], args) {
+                                    // Served by the retry: go on.
+                                    Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                                    Err(deadline) => {
+                                        pos += n;
+                                        parked = Some(deadline);
+                                        break;
                                     }
                                 }
                             }
-                            pos += n;
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            // Redis replies with the protocol error and closes.
-                            let ws = self.shared.stats.worker(self.id);
-                            ws.total_errors.fetch_add(1, Ordering::Relaxed);
-                            *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
-                            e.write_reply(&mut c.wbuf);
-                            c.state.close = true;
-                            pos = c.rbuf.len();
                         }
                     }
+                    pos += n;
                 }
             }
             Proto::Memcache => match &self.shared.config.floor {
@@ -594,6 +627,48 @@ impl Worker {
                 self.close(i);
             }
         }
+    }
+}
+
+/// Parses up to [`PREFETCH_AHEAD`] complete requests from the start of `buf` into `batch`
+/// (arguments and length of each; each request's arguments are relative to its own start).
+/// Returns how many; 0 if the first is incomplete. A protocol error is returned only for
+/// the first request: a later one is left for the next call, after the good ones ran.
+fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [(Args, usize)]) -> Result<usize, larder_resp::ProtoError> {
+    let mut pos = 0;
+    for (k, (args, len)) in batch.iter_mut().enumerate() {
+        if pos == buf.len() {
+            return Ok(k);
+        }
+        match larder_resp::parse_command_into(&buf[pos..], limits, args) {
+            Ok(Some(n)) => {
+                *len = n;
+                pos += n;
+            }
+            Ok(None) => return Ok(k),
+            Err(e) if k == 0 => return Err(e),
+            Err(_) => return Ok(k),
+        }
+    }
+    Ok(batch.len())
+}
+
+/// Brings the first keys of the parsed requests `batch` (laid out from the start of `buf`)
+/// into cache: every bucket first, then every item, so that their cache misses overlap
+/// instead of stalling one request after another.
+fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &[(Args, usize)]) {
+    let mut hints = [Hint::default(); PREFETCH_AHEAD];
+    let (mut n, mut pos) = (0, 0);
+    for (args, len) in batch {
+        let argv = Argv { args, buf: &buf[pos..] };
+        if let Some(k) = first_key_index(argv) {
+            hints[n] = h.prefetch_bucket(db, argv.get(k));
+            n += 1;
+        }
+        pos += len;
+    }
+    for &hint in &hints[..n] {
+        h.prefetch_item(hint);
     }
 }
 

@@ -687,6 +687,9 @@ impl<'a> Coll<'a> {
     pub fn zput(&mut self, member: &[u8], score: f64) -> Result<Option<f64>, Error> {
         self.zset()?;
         let p = self.writer()?;
+        if let Repr::Tree { .. } = self.repr {
+            return self.zput_tree(p, member, score);
+        }
         let old = self.score(member)?;
         if old.is_some_and(|o| o == score && score_key(o) == score_key(score)) {
             return Ok(old);
@@ -714,6 +717,49 @@ impl<'a> Coll<'a> {
             }
         }
         self.maybe_convert(member.len(), 0, false)?;
+        Ok(old)
+    }
+
+    /// [`Coll::zput`] on a tree: one search by member; a member that stays keeps its place
+    /// in the tree by member (its element is swapped in place) and moves in the tree by score.
+    fn zput_tree(&mut self, p: &'a Participant, member: &[u8], score: f64) -> Result<Option<f64>, Error> {
+        let (rank0, found) = self.seek_hashed(member)?;
+        let old = match found {
+            Some(e) => {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                tree::read_elem(self.a, e, &mut k, &mut v)?;
+                Some(score_of(&v)?)
+            }
+            None => None,
+        };
+        if old.is_some_and(|o| o == score && score_key(o) == score_key(score)) {
+            return Ok(old);
+        }
+        self.dirty = true;
+        self.pushed |= old.is_none();
+        let e = self.ed.elem(p, member, &score.to_le_bytes())?;
+        let h = field_hash(self.seed, member);
+        match (old, found) {
+            (Some(o), Some(old_e)) => {
+                let at = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(o), member)), Some(score_key(o)), None)?;
+                let Repr::Tree { r0, r1 } = &mut self.repr else { unreachable!() };
+                let (root1, out1) = tree::remove_at(p, &mut self.ed, *r1, at)?;
+                let (root0, out0) = tree::replace_at(p, &mut self.ed, *r0, rank0, h, e)?;
+                if out0 != old_e || out1 != old_e {
+                    return Err(Error::Corrupt("sorted-set trees disagree"));
+                }
+                (*r0, *r1) = (root0, root1);
+                self.ed.drop_block(p, old_e)?;
+            }
+            _ => {
+                let Repr::Tree { r0, .. } = &mut self.repr else { unreachable!() };
+                *r0 = tree::insert_at(p, &mut self.ed, *r0, rank0, h, e)?;
+                self.len += 1;
+            }
+        }
+        let rank1 = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)), Some(score_key(score)), None)?;
+        let Repr::Tree { r1, .. } = &mut self.repr else { unreachable!() };
+        *r1 = tree::insert_at(p, &mut self.ed, *r1, rank1, score_key(score), e)?;
         Ok(old)
     }
 

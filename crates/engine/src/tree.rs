@@ -100,19 +100,21 @@ impl Node {
         let esz = if inner { 32 } else { 16 };
         let mut buf = [0u8; LEAF_MAX * 16];
         a.read(off + HEAD, &mut buf[..n * esz])?;
-        let ents = std::array::from_fn(|i| {
-            if i >= n {
-                return Ent::default();
+        // Only the n entries there are (the rest stay zero); fixed-size chunks, so no bounds
+        // check per word: this runs on every node of every path a write copies.
+        let mut node = Node::new(inner);
+        node.n = n;
+        let w = |b: &[u8], k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
+        if inner {
+            for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(32)) {
+                *e = Ent { prefix: w(b, 0), elem: w(b, 1), child: w(b, 2), count: w(b, 3) };
             }
-            let b = &buf[i * esz..];
-            let w = |k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
-            if inner {
-                Ent { prefix: w(0), elem: w(1), child: w(2), count: w(3) }
-            } else {
-                Ent { prefix: w(0), elem: w(1), child: 0, count: 1 }
+        } else {
+            for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(16)) {
+                *e = Ent { prefix: w(b, 0), elem: w(b, 1), child: 0, count: 1 };
             }
-        });
-        Ok(Node { inner, n, ents })
+        }
+        Ok(node)
     }
 
     fn write(&self, p: &Participant) -> Result<u64, Error> {

@@ -226,7 +226,8 @@ fn read_chunk(a: &Arena, off: u64) -> Result<Strip, Error> {
     if w & CHUNK == 0 || n == 0 || bytes as u64 > a.capacity() {
         return Err(Error::Corrupt("a bad list chunk"));
     }
-    let mut b = Vec::with_capacity(bytes + 64);
+    // read_append checks the range before it allocates: a corrupt length is an error.
+    let mut b = Vec::new();
     a.read_append(off + HEAD, bytes, &mut b)?;
     // The count says how many entries to expect; a strip never reads outside its bytes.
     Ok(Strip { bytes: b, n })

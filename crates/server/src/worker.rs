@@ -155,13 +155,29 @@ struct Worker {
 impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
+        let spin = self.shared.config.busy_poll;
+        let mut last_event = std::time::Instant::now();
         while !self.shared.shutdown.load(Ordering::Relaxed) {
             let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            // --busy-poll-us: for a while after the last event, look again without sleeping,
+            // so a client's next request doesn't have to wake this thread.
+            let mut got = false;
+            while !spin.is_zero() && last_event.elapsed() < spin {
+                if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() && !events.is_empty() {
+                    got = true;
+                    break;
+                }
+            }
+            if got {
+                last_event = std::time::Instant::now();
+            } else if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     tracing::error!("poll: {e}");
                     return;
                 }
+            }
+            if !events.is_empty() {
+                last_event = std::time::Instant::now();
             }
             for ev in events.iter() {
                 match ev.token() {

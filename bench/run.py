@@ -183,6 +183,8 @@ class Server:
         self.log = os.path.join(self.workdir, f"{kind}.log")
         if kind in ("larder", "floor"):
             self.ports = {"resp": free_port(), "memcache": free_port()}
+            while self.ports["memcache"] == self.ports["resp"]:  # one port can't serve both
+                self.ports["memcache"] = free_port()
             cmd = [LARDER, "server", "--threads", "1", "--port", str(self.ports["resp"]),
                    "--memcache-port", str(self.ports["memcache"])]
             if kind == "floor":

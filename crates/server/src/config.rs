@@ -579,6 +579,11 @@ impl Config {
         if c.databases == 0 || c.databases > larder_engine::MAX_DBS {
             return Err(format!("databases must be between 1 and {}", larder_engine::MAX_DBS));
         }
+        // The listeners use SO_REUSEPORT (one per worker), so the kernel would let both
+        // protocols bind one port and split its connections between them.
+        if c.port != 0 && c.port == c.memcache_port {
+            return Err(format!("port and memcache-port are both {}: each protocol needs its own port", c.port));
+        }
         Ok(c)
     }
 
@@ -810,6 +815,14 @@ fn quote(v: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn both_protocols_on_one_port_is_refused() {
+        let args = Args { port: Some(7000), memcache_port: Some(7000), ..Default::default() };
+        assert!(Config::load(&args).unwrap_err().contains("each protocol needs its own port"));
+        let args = Args { port: Some(0), memcache_port: Some(0), ..Default::default() };
+        assert!(Config::load(&args).is_ok());
+    }
     use super::*;
 
     #[test]

@@ -22,8 +22,22 @@ impl Drop for TestServer {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Two free ports, distinct from each other and from every port this test process handed
+/// out before. The server's listeners use SO_REUSEPORT, so a port picked twice (the kernel
+/// may give a just-released port again) would be shared by two listeners, and a RESP
+/// client could land on a memcached one.
+fn free_ports() -> (u16, u16) {
+    static USED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+        let mut used = USED.lock().unwrap();
+        if !used.contains(&pa) && !used.contains(&pb) {
+            used.extend([pa, pb]);
+            return (pa, pb);
+        }
+    }
 }
 
 /// A server with 2 workers, both protocols, a small anonymous arena.
@@ -33,11 +47,12 @@ pub fn start() -> TestServer {
 
 pub fn start_with(f: impl Fn(&mut Args)) -> TestServer {
     for _ in 0..20 {
+        let (resp, mc) = free_ports();
         let mut args = Args {
             config: None,
             bind: Some("127.0.0.1".into()),
-            port: Some(free_port()),
-            memcache_port: Some(free_port()),
+            port: Some(resp),
+            memcache_port: Some(mc),
             threads: Some(2),
             shm: None,
             maxclients: None,

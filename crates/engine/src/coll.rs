@@ -252,23 +252,13 @@ impl<'a> Coll<'a> {
             self.len = self.head.len() as u64;
             return Ok(());
         }
-        if vlen == 24 {
-            let mut raw = Vec::new();
-            it.raw_value(a, &mut raw)?;
-            let (r0, r1) = roots_of(&raw, Kind::List)?;
-            self.repr = Repr::Tree { r0, r1 };
-            self.len = tree::count(a, r0)?;
-            return Ok(());
-        }
         let mut b = [0u8; 32];
         if vlen < 32 {
             return Err(Error::Corrupt("list tree item of the wrong size"));
         }
         a.read(it.val_off, &mut b)?;
         let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-        let hb = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
-        let hn = u16::from_le_bytes(b[28..30].try_into().unwrap()) as usize;
-        let tn = u16::from_le_bytes(b[30..32].try_into().unwrap()) as usize;
+        let (hb, hn, tn) = buffer_sizes(&b);
         if hb > vlen - 32 {
             return Err(Error::Corrupt("list tree item of the wrong size"));
         }
@@ -372,8 +362,8 @@ impl<'a> Coll<'a> {
                 // The head buffer, the tree, then the tail buffer.
                 let (hl, tl) = (self.head.len() as u64, self.tail.len() as u64);
                 let tn = self.len - hl - tl;
-                for i in from..to.min(hl) {
-                    if !f(self.head.get(i as usize), b"") {
+                for e in self.head.iter().take(to.min(hl) as usize).skip(from as usize) {
+                    if !f(e, b"") {
                         return Ok(());
                     }
                 }
@@ -381,8 +371,9 @@ impl<'a> Coll<'a> {
                 if tf < tt && !listtree::walk(self.a, *r0, tf, tt, &mut |e| f(e, b""))? {
                     return Ok(());
                 }
-                for i in from.max(hl + tn)..to {
-                    if !f(self.tail.get((i - hl - tn) as usize), b"") {
+                let skip = from.saturating_sub(hl + tn) as usize;
+                for e in self.tail.iter().take(to.saturating_sub(hl + tn) as usize).skip(skip) {
+                    if !f(e, b"") {
                         break;
                     }
                 }
@@ -1245,26 +1236,30 @@ pub(crate) fn tree_roots(a: &Arena, it: &ItemView) -> Result<Option<(u64, u64)>,
     roots_of(&raw, if ty == item::T_LIST_PACK + 1 { Kind::List } else { Kind::Hash }).map(Some)
 }
 
-/// A tree item's two roots (24 bytes exactly, or more for a list, whose buffers follow).
+/// A tree item's two roots (24 bytes exactly; a list's 32-byte header and buffers follow).
 fn roots_of(raw: &[u8], kind: Kind) -> Result<(u64, u64), Error> {
-    if raw.len() < 24 || (raw.len() != 24 && kind != Kind::List) {
+    if if kind == Kind::List { raw.len() < 32 } else { raw.len() != 24 } {
         return Err(Error::Corrupt("tree item of the wrong size"));
     }
     let w = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
     Ok((w(0), w(1)))
 }
 
-/// A list tree item's head and tail buffers (none in an item of the bare 24 bytes), every
-/// entry walked and the counts in the header checked (the checker's reading;
-/// [`Coll::open_list`] takes the counts as they are).
+/// A list tree item's head bytes, head entries and tail entries, from its 32-byte header.
+fn buffer_sizes(header: &[u8]) -> (usize, usize, usize) {
+    let hb = u32::from_le_bytes(header[24..28].try_into().unwrap()) as usize;
+    let hn = u16::from_le_bytes(header[28..30].try_into().unwrap()) as usize;
+    let tn = u16::from_le_bytes(header[30..32].try_into().unwrap()) as usize;
+    (hb, hn, tn)
+}
+
+/// A list tree item's head and tail buffers, every entry walked and the counts in the header
+/// checked (the checker's reading; [`Coll::open_list`] takes the counts as they are).
 fn list_buffers(raw: &[u8]) -> Result<(Strip, Strip), Error> {
-    if raw.len() <= 24 {
-        return Ok((Strip::default(), Strip::default()));
+    if raw.len() < 32 {
+        return Err(Error::Corrupt("list tree item of the wrong size"));
     }
-    let head = raw.get(24..32).ok_or(Error::Corrupt("list tree item of the wrong size"))?;
-    let hb = u32::from_le_bytes(head[0..4].try_into().unwrap()) as usize;
-    let hn = u16::from_le_bytes(head[4..6].try_into().unwrap()) as usize;
-    let tn = u16::from_le_bytes(head[6..8].try_into().unwrap()) as usize;
+    let (hb, hn, tn) = buffer_sizes(raw);
     let rest = &raw[32..];
     if hb > rest.len() {
         return Err(Error::Corrupt("list tree item of the wrong size"));

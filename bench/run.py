@@ -59,6 +59,8 @@ CLK = os.sysconf("SC_CLK_TCK")
 # Every process the harness starts carries this in its environment, so a test can prove none
 # is left behind.
 TAG_VAR = "LARDER_BENCH_TAG"
+# Extra arguments for every `larder server` the harness starts (to compare settings side by side).
+LARDER_EXTRA = os.environ.get("LARDER_SERVER_ARGS", "").split()
 TAG = os.environ.get(TAG_VAR) or f"bench-{os.getpid()}-{int(time.time())}"
 
 # Targets: (server kind, protocol). Larder is compared with Redis over RESP and with
@@ -186,7 +188,7 @@ class Server:
             while self.ports["memcache"] == self.ports["resp"]:  # one port can't serve both
                 self.ports["memcache"] = free_port()
             cmd = [LARDER, "server", "--threads", "1", "--port", str(self.ports["resp"]),
-                   "--memcache-port", str(self.ports["memcache"])]
+                   "--memcache-port", str(self.ports["memcache"])] + LARDER_EXTRA
             if kind == "floor":
                 cmd += ["--floor", "--floor-value-size", str(floor_size)]
         elif kind == "redis":
@@ -626,6 +628,34 @@ def sc_agreement(c):
         "the tools should agree."])
 
 
+def sc_server(c):
+    """The server issue's benchmark: redis-benchmark GET and SET of 32-byte values, 50 connections, pipeline 1
+    and 16, against Larder and Redis, with each server's CPU time per request."""
+    n = {1: 20_000 if c.quick else 200_000, 16: 100_000 if c.quick else 2_000_000}
+    runs = max(c.runs, 5) if not c.quick else 1
+    targets = ["larder-resp", "redis"]
+    rows = []
+    for r in range(runs):
+        for t in rotate(targets, r):
+            kind, proto = TARGETS[t]
+            with Server(kind) as s:
+                for pipe in (1, 16):
+                    for test in ("set", "get"):
+                        c0 = s.cpu()
+                        rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n[pipe]),
+                                                   "-c", "50", "-P", str(pipe), "-d", "32", "-r", "100000", "--csv"], 600)
+                        cpu = s.cpu() - c0
+                        ops = parse_redis_benchmark(out, test)
+                        rows.append(dict(target=t, run=r, op=test.upper(), pipeline=pipe, ops_per_sec=ops,
+                                         cpu_us_per_op=cpu * 1e6 / n[pipe]))
+                        c.say(f"server run {r} {t:12} {test} P{pipe:<2}: {ops:10.0f} req/s, server CPU {cpu * 1e6 / n[pipe]:.2f} µs/op")
+    params = dict(runs=runs, tool="redis-benchmark -t set|get -n N -c 50 -P 1|16 -d 32 -r 100000 --csv",
+                  requests=n, targets=targets, larder_args=LARDER_EXTRA)
+    return dict(params=params, rows=rows, notes=[
+        "The server issue's targets: at pipeline 16 at most 0.6x Redis's server CPU per request, at pipeline 1 at least "
+        "Redis's throughput. One server thread on core 0, redis-benchmark on core 1, servers alternating run by run."])
+
+
 # redis-benchmark's own data-type tests, as the data-types issue names them.
 TYPES_TESTS = ["lpush", "rpush", "lpop", "rpop", "sadd", "hset", "spop", "zadd", "zpopmin", "lrange_100", "lrange_600"]
 
@@ -693,6 +723,7 @@ SCENARIOS = {
     "ems-kv": sc_ems_kv,
     "agreement": sc_agreement,
     "types": sc_types,
+    "server": sc_server,
 }
 # Not run by `all` yet (their issues bring them): pagerank, and ems-kv's shared-memory half.
 PENDING = {"pagerank": "arrives with the pagerank issue", "ems-kv-local": "arrives with the shared-memory ems-kv issue"}
@@ -704,7 +735,7 @@ PENDING = {"pagerank": "arrives with the pagerank issue", "ems-kv-local": "arriv
 def point_keys(rows):
     skip = {"target", "run"}
     first = rows[0] if rows else {}
-    return [k for k in ("op", "mode", "threads", "connections", "keys_per_read", "keys", "data_size", "procs", "phase")
+    return [k for k in ("op", "pipeline", "mode", "threads", "connections", "keys_per_read", "keys", "data_size", "procs", "phase")
             if k in first and k not in skip]
 
 
@@ -766,6 +797,7 @@ HEADLINE = {
     "persistence": ("ops_per_sec", True, False),
     "ems-kv": ("ops_per_sec", True, False),
     "types": ("ops_per_sec", True, False),
+    "server": ("ops_per_sec", True, False),
 }
 EXTRA = {
     "latency": [("lat_all.p99", "p99 µs"), ("lat_all.p99_9", "p99.9 µs"), ("lat_all.max", "max µs"), ("lat_all.min", "min µs"),
@@ -777,6 +809,7 @@ EXTRA = {
     "ems-kv": [("lat_all.min", "min latency µs")],
     "clients": [("cpu_us_per_op", "server CPU µs/op")],
     "types": [("cpu_us_per_op", "server CPU µs/op")],
+    "server": [("cpu_us_per_op", "server CPU µs/op")],
 }
 
 
@@ -1217,6 +1250,8 @@ def run_scenario(name, c, commit, mach):
     ok = True
     try:
         d.update(SCENARIOS[name](c))
+        # Scenarios that insist on more runs than asked say so in their parameters.
+        d["runs"] = d.get("params", {}).get("runs", c.runs)
     except (ScenarioError, subprocess.SubprocessError, OSError, ValueError, KeyError) as e:
         ok = False
         d.update(failed=True, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-2000:])

@@ -86,11 +86,12 @@ pub struct Args {
     /// Size of the fixed value `--floor` answers GET with.
     #[arg(long, default_value_t = 32, requires = "floor")]
     pub floor_value_size: usize,
-    /// After its last event, a worker keeps polling without sleeping for this many
-    /// microseconds before it blocks [0: off]. Unpipelined clients then find it awake (no
-    /// wake-up per request: about 10% more requests/s here at pipeline 1), for up to this
-    /// much CPU per idle spell; pipelined load pays a little more CPU per request.
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = 0)]
+    /// Longest a worker polls without sleeping after a round of unpipelined requests (one
+    /// per read), in microseconds [0: never]. Such clients then find it awake instead of
+    /// waking it for every request. The window adapts (grows while events come back sooner
+    /// than this, halves when a poll finds nothing); pipelined rounds and an idle server
+    /// never poll.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 50)]
     pub busy_poll_us: u64,
 }
 
@@ -114,7 +115,7 @@ pub struct Config {
     pub capacity: Option<u64>,
     /// `--floor`: the fixed value GET answers with, when the server is a benchmark floor.
     pub floor: Option<Vec<u8>>,
-    /// `--busy-poll-us`: how long a worker polls without sleeping after its last event.
+    /// `--busy-poll-us`: longest a worker polls without sleeping after unpipelined requests.
     pub busy_poll: std::time::Duration,
     pub maxclients: AtomicU64,
     pub proto_max_bulk_len: AtomicU64,
@@ -495,7 +496,7 @@ impl Config {
             databases: 16,
             capacity: None,
             floor: None,
-            busy_poll: std::time::Duration::ZERO,
+            busy_poll: std::time::Duration::from_micros(50),
             maxclients: AtomicU64::new(10000),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             client_output_buffer_limit: AtomicU64::new(0),

@@ -118,6 +118,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             parked: Vec::new(),
             pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| (Args::new(), 0)).collect(),
+            round_reads: 0,
         };
         handles.push(
             std::thread::Builder::new()
@@ -150,35 +151,89 @@ struct Worker {
     /// The requests of one read parsed ahead of running them ([`parse_ahead`]), so that
     /// their keys are prefetched together.
     batch: Vec<(Args, usize)>,
+    /// Connections read in this round of events.
+    round_reads: u64,
+}
+
+/// Polling without sleeping, for unpipelined clients (`--busy-poll-us`).
+///
+/// A client that sends one request and waits for the reply before the next finds this thread
+/// asleep every time unless it polls, and each request then pays a wake-up (several µs in a
+/// VM, more than the request itself). So after a round whose reads carried about one request
+/// each, the worker polls for up to `window` before it sleeps. The window adapts as KVM adapts
+/// halt-polling: when the next event came within `max` of the round's end, a longer window
+/// would have caught it (or did), so the window doubles; when it took longer, the traffic is
+/// sparse and polling was waste, so the window halves. Pipelined rounds never poll: their
+/// clients keep the worker busy, and a spin there would only add CPU per request. An idle
+/// server does not poll at all.
+struct Spin {
+    max: Duration,
+    window: Duration,
+}
+
+impl Spin {
+    const MIN: Duration = Duration::from_micros(4);
+
+    fn new(max: Duration) -> Spin {
+        Spin { max, window: Duration::ZERO }
+    }
+
+    /// Whether a round of `reads` reads and `requests` requests was unpipelined traffic.
+    fn unpipelined(reads: u64, requests: u64) -> bool {
+        reads > 0 && requests <= reads + reads / 2
+    }
+
+    /// After an unpipelined round, the next event came (or the poll timed out) after `wait`,
+    /// and the poll of the current window had not found it.
+    fn waited(&mut self, wait: Duration) {
+        if wait < self.max {
+            self.window = (self.window * 2).max(Self::MIN).min(self.max);
+        } else {
+            self.window /= 2;
+            if self.window < Self::MIN {
+                self.window = Duration::ZERO;
+            }
+        }
+    }
 }
 
 impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
-        let spin = self.shared.config.busy_poll;
-        let mut last_event = std::time::Instant::now();
+        let mut spin = Spin::new(self.shared.config.busy_poll);
+        // Whether the last round's reads carried about one request each (see Spin).
+        let mut unpipelined = false;
         while !self.shared.shutdown.load(Ordering::Relaxed) {
             let timeout = self.poll_timeout();
-            // --busy-poll-us: for a while after the last event, look again without sleeping,
-            // so a client's next request doesn't have to wake this thread.
-            let mut got = false;
-            while !spin.is_zero() && last_event.elapsed() < spin {
-                if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() && !events.is_empty() {
-                    got = true;
-                    break;
+            let waiting = std::time::Instant::now();
+            let mut found = false;
+            if unpipelined && !spin.window.is_zero() {
+                let until = waiting + spin.window;
+                loop {
+                    if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() && !events.is_empty() {
+                        found = true;
+                        break;
+                    }
+                    if std::time::Instant::now() >= until {
+                        break;
+                    }
+                    // Let a client that shares this core run: it is what we are waiting for.
+                    std::thread::yield_now();
                 }
             }
-            if got {
-                last_event = std::time::Instant::now();
-            } else if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if e.kind() != ErrorKind::Interrupted {
-                    tracing::error!("poll: {e}");
-                    return;
+            if !found {
+                if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                    if e.kind() != ErrorKind::Interrupted {
+                        tracing::error!("poll: {e}");
+                        return;
+                    }
+                }
+                if unpipelined {
+                    spin.waited(waiting.elapsed());
                 }
             }
-            if !events.is_empty() {
-                last_event = std::time::Instant::now();
-            }
+            let commands = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed);
+            self.round_reads = 0;
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -212,6 +267,8 @@ impl Worker {
                     self.settle_parked(true);
                 }
             }
+            let requests = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed) - commands;
+            unpipelined = Spin::unpipelined(self.round_reads, requests);
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
                 let _ = self.h.collect();
@@ -308,6 +365,7 @@ impl Worker {
     }
 
     fn on_readable(&mut self, i: usize) {
+        self.round_reads += 1;
         let limit = self.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
         let ws = self.shared.stats.worker(self.id);
         let scratch = &mut self.scratch;
@@ -713,4 +771,40 @@ fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
         tracing::warn!(client = c.state.id, "closing client for overcoming of output buffer limits");
     }
     over
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spin_window_adapts_like_halt_polling() {
+        let us = Duration::from_micros;
+        let mut s = Spin::new(us(50));
+        assert!(s.window.is_zero(), "an idle server does not poll");
+        // Events that come back soon after each round: the window grows to the limit.
+        for want in [4, 8, 16, 32, 50, 50] {
+            s.waited(us(20));
+            assert_eq!(s.window, us(want));
+        }
+        // Waits longer than the limit: sparse traffic, the window halves down to zero.
+        for want in [25, 12, 6, 0, 0] {
+            s.waited(us(5_000));
+            assert_eq!(s.window.as_micros(), want);
+        }
+        // Off: never polls.
+        let mut off = Spin::new(Duration::ZERO);
+        off.waited(us(1));
+        assert!(off.window.is_zero());
+    }
+
+    #[test]
+    fn only_unpipelined_rounds_poll() {
+        assert!(Spin::unpipelined(1, 1));
+        assert!(Spin::unpipelined(50, 50));
+        assert!(Spin::unpipelined(4, 6));
+        assert!(!Spin::unpipelined(4, 7));
+        assert!(!Spin::unpipelined(50, 800), "pipeline 16");
+        assert!(!Spin::unpipelined(0, 0), "a round without reads (accepts, timers)");
+    }
 }

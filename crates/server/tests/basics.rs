@@ -26,6 +26,44 @@ fn quit_closes_after_ok() {
     assert!(c.closed());
 }
 
+/// CPU time (ticks) of this process's worker threads, from /proc/self/task.
+fn worker_cpu_ticks() -> u64 {
+    let mut total = 0;
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("larder-worker") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let f: Vec<&str> = stat.rsplit_once(')').map_or("", |x| x.1).split_whitespace().collect();
+        total += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    total
+}
+
+/// Adaptive polling stops once the unpipelined traffic stops: after a burst of one-at-a-time
+/// requests, idle workers use (almost) no CPU. A worker that kept spinning would use a whole
+/// core's worth of the half second measured. (A limit of 1 ms rather than the default
+/// 50 µs, so that the window surely opens even if this test's client is slow to turn round.)
+#[test]
+fn polling_workers_go_to_sleep_when_traffic_stops() {
+    let t = start_with(|a| {
+        a.threads = Some(2);
+        a.busy_poll_us = 1000;
+    });
+    let mut c = Raw::connect(t.resp);
+    for _ in 0..2000 {
+        c.check(b"PING\r\n", b"+PONG\r\n");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let before = worker_cpu_ticks();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let used = worker_cpu_ticks() - before;
+    let hz = 100; // USER_HZ on Linux
+    assert!(used * 1000 / hz < 100, "idle workers used {} ms of CPU in 500 ms", used * 1000 / hz);
+    c.check(b"PING\r\n", b"+PONG\r\n");
+}
+
 /// `--busy-poll-us`: a worker that polls without sleeping after its events still serves
 /// every request, pipelined or one at a time, on several connections, and goes back to
 /// sleep (a request after a pause is answered too).

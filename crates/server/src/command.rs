@@ -456,13 +456,18 @@ pub fn table() -> &'static Table {
     })
 }
 
-/// Where a request's first key is, by its command's key positions: the argument index, or
-/// None for a keyless or unknown command, or too few arguments. A hint only (for
+/// Where a request's first key is, by its command's (`cmd`'s) key positions: the argument
+/// index, or None for a keyless command, or too few arguments. A hint only (for
 /// prefetching): the request is checked in full when it runs.
-pub(crate) fn first_key_index(argv: Argv<'_>) -> Option<usize> {
-    let t = table();
-    let spec = t.specs[t.lookup(argv.get(0))?];
+pub(crate) fn first_key_index(cmd: usize, argv: Argv<'_>) -> Option<usize> {
+    let spec = table().specs.get(cmd)?;
     usize::try_from(spec.first_key).ok().filter(|&k| k > 0 && k < argv.len())
+}
+
+/// The table index of the command named `name` (any case), if there is one.
+#[inline]
+pub(crate) fn lookup_command(name: &[u8]) -> Option<usize> {
+    table().lookup(name)
 }
 
 fn quote_arg(out: &mut String, a: &[u8]) {
@@ -480,12 +485,18 @@ fn quote_arg(out: &mut String, a: &[u8]) {
 /// Runs one request: lookup (and subcommand lookup), arity, handler, stats, slow log.
 /// Writes exactly one reply, or none under CLIENT REPLY OFF/SKIP.
 pub fn dispatch(ctx: &mut Ctx<'_>) {
+    dispatch_known(ctx, None)
+}
+
+/// [`dispatch`] for a request whose command the caller already looked up
+/// ([`lookup_command`] of its first argument), so the lookup isn't repeated.
+pub fn dispatch_known(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
     let mark = ctx.out.buf().len();
     // CLIENT REPLY SKIP asked to skip the reply of this command (Redis's SKIP_NEXT -> SKIP).
     if ctx.conn.reply == ReplyMode::SkipNext {
         ctx.conn.reply = ReplyMode::Skipping;
     }
-    execute(ctx);
+    execute(ctx, cmd);
     // Whether the reply goes out is decided after the command ran, as Redis checks the flags
     // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not. Pub/sub
     // pushes go out whatever the mode.
@@ -498,10 +509,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn execute(ctx: &mut Ctx<'_>) {
+fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
     let t = table();
     let name = ctx.arg(0);
-    let Some(mut i) = t.lookup(name) else {
+    let Some(mut i) = known.or_else(|| t.lookup(name)) else {
         let mut msg = String::from("ERR unknown command ");
         quote_arg(&mut msg, name);
         msg.push_str(", with args beginning with: ");

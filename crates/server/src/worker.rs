@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use larder_engine::{Handle, Hint};
 use larder_resp::{Args, Limits, Protocol, Writer};
 
-use crate::command::{dispatch, first_key_index, Argv, ConnState, Ctx};
+use crate::command::{dispatch_known, first_key_index, lookup_command, Argv, ConnState, Ctx};
 use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
@@ -117,7 +117,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
             pending: Vec::new(),
-            batch: (0..PREFETCH_AHEAD).map(|_| (Args::new(), 0)).collect(),
+            batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
         };
         handles.push(
@@ -150,9 +150,18 @@ struct Worker {
     pending: Vec<usize>,
     /// The requests of one read parsed ahead of running them ([`parse_ahead`]), so that
     /// their keys are prefetched together.
-    batch: Vec<(Args, usize)>,
+    batch: Vec<Parsed>,
     /// Connections read in this round of events.
     round_reads: u64,
+}
+
+/// One request parsed ahead of running it: its arguments (relative to its own start), its
+/// length in the buffer, and its command's table index once looked up.
+#[derive(Default)]
+struct Parsed {
+    args: Args,
+    len: usize,
+    cmd: Option<usize>,
 }
 
 /// Polling without sleeping, for unpipelined clients (`--busy-poll-us`).
@@ -469,11 +478,11 @@ impl Worker {
                         };
                         // Several requests (a pipeline): fetch their keys into cache together.
                         if filled > 1 && self.shared.config.floor.is_none() {
-                            prefetch_keys(&self.h, c.state.db, &c.rbuf[pos..], &self.batch[..filled]);
+                            prefetch_keys(&self.h, c.state.db, &c.rbuf[pos..], &mut self.batch[..filled]);
                         }
                     }
-                    let (args, n) = &self.batch[next];
-                    let n = *n;
+                    let Parsed { args, len: n, cmd } = &self.batch[next];
+                    let (n, cmd) = (*n, *cmd);
                     next += 1;
                     let buf = &c.rbuf[pos..];
                     if !args.is_empty() {
@@ -493,7 +502,7 @@ impl Worker {
                                 shared: &self.shared,
                                 worker: self.id,
                             };
-                            dispatch(&mut ctx);
+                            dispatch_known(&mut ctx, cmd);
                             if c.state.park.is_some() {
                                 let (h, sh) = (&mut self.h, &self.shared);
                                 match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], args) {
@@ -708,9 +717,10 @@ impl Worker {
 /// (arguments and length of each; each request's arguments are relative to its own start).
 /// Returns how many; 0 if the first is incomplete. A protocol error is returned only for
 /// the first request: a later one is left for the next call, after the good ones ran.
-fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [(Args, usize)]) -> Result<usize, larder_resp::ProtoError> {
+fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [Parsed]) -> Result<usize, larder_resp::ProtoError> {
     let mut pos = 0;
-    for (k, (args, len)) in batch.iter_mut().enumerate() {
+    for (k, Parsed { args, len, cmd }) in batch.iter_mut().enumerate() {
+        *cmd = None;
         if pos == buf.len() {
             return Ok(k);
         }
@@ -730,16 +740,19 @@ fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [(Args, usize)]) -> Resu
 /// Brings the first keys of the parsed requests `batch` (laid out from the start of `buf`)
 /// into cache: every bucket first, then every item, so that their cache misses overlap
 /// instead of stalling one request after another.
-fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &[(Args, usize)]) {
+/// Each request's command is looked up here once, for its key positions, and kept for
+/// running it.
+fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &mut [Parsed]) {
     let mut hints = [Hint::default(); PREFETCH_AHEAD];
     let (mut n, mut pos) = (0, 0);
-    for (args, len) in batch {
-        let argv = Argv { args, buf: &buf[pos..] };
-        if let Some(k) = first_key_index(argv) {
+    for p in batch {
+        let argv = Argv { args: &p.args, buf: &buf[pos..] };
+        p.cmd = lookup_command(argv.get(0));
+        if let Some(k) = p.cmd.and_then(|i| first_key_index(i, argv)) {
             hints[n] = h.prefetch_bucket(db, argv.get(k));
             n += 1;
         }
-        pos += len;
+        pos += p.len;
     }
     for &hint in &hints[..n] {
         h.prefetch_item(hint);

@@ -152,7 +152,7 @@ impl Handle {
         let loc = index::locate(a, db, h)?;
         match index::find(a, &loc, h, key)? {
             Some(found) => {
-                if found.item.expire_off.is_some() && found.item.expired(a, now_ms())? {
+                if found.item.expire_off().is_some() && found.item.expired(a, now_ms())? {
                     return Ok(None);
                 }
                 f(a, &found.item).map(Some)
@@ -224,7 +224,7 @@ impl Handle {
         let a = self.arena();
         let mut found = index::find(a, loc, h, key)?;
         if let Some(f) = &found {
-            if f.item.expire_off.is_some() && f.item.expired(a, now_ms())? {
+            if f.item.expire_off().is_some() && f.item.expired(a, now_ms())? {
                 index::remove(a, loc, f)?;
                 self.journal_del(db, key);
                 item::retire_item(&self.p, f.item.off)?;
@@ -816,7 +816,7 @@ impl Handle {
                         continue;
                     }
                     let it = ItemView::read(a, Arena::from_units(u))?;
-                    if it.expire_off.is_none() {
+                    if it.expire_off().is_none() {
                         continue;
                     }
                     examined += 1;

@@ -299,6 +299,7 @@ impl ItemView {
         })
     }
 
+    #[inline]
     pub(crate) fn meta(&self, a: &Arena) -> Result<Meta, Error> {
         Ok(Meta {
             ty: self.type_(),

@@ -441,14 +441,18 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
 /// Retires a published item that is being dropped for good, with every block it owns (a
 /// collection tree's nodes and elements).
 pub(crate) fn retire_item(p: &Participant, off: u64) -> Result<(), Error> {
-    let a = &**p.arena();
-    let v = ItemView::read(a, off)?;
+    retire_view(p, &ItemView::read(p.arena(), off)?)
+}
+
+/// [`retire_item`] for an item whose view the caller already read (items are immutable, so
+/// the view still says what it owns).
+pub(crate) fn retire_view(p: &Participant, v: &ItemView) -> Result<(), Error> {
     if is_tree_type(v.ty()) {
-        for b in crate::coll::owned_blocks(a, &v)? {
+        for b in crate::coll::owned_blocks(p.arena(), v)? {
             p.retire(b)?;
         }
     }
-    p.retire(off)?;
+    p.retire(v.off)?;
     Ok(())
 }
 

@@ -556,7 +556,7 @@ impl Handle {
                 for pl in &places {
                     self.journal_item(db, pl.item);
                     if let Some(f) = &pl.found {
-                        item::retire_item(p, f.item.off)?;
+                        item::retire_view(p, &f.item)?;
                     }
                 }
                 Ok(Ok(true))

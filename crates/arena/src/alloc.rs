@@ -24,10 +24,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::{Arena, Error, Participant, H_CLASS_STACKS, H_LARGE_FREE_PAGES, H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, PAGE, UNIT};
 
 pub(crate) const CACHE_ENTRY: u64 = 16;
-const C_FREE_HEAD: u64 = 0;
-const C_FREE_COUNT: u64 = 4;
-const C_BUMP_CUR: u64 = 8;
-const C_BUMP_END: u64 = 12;
+// The four u32 words of a cache entry (indexes, not byte offsets).
+const C_FREE_HEAD: usize = 0;
+const C_FREE_COUNT: usize = 1;
+const C_BUMP_CUR: usize = 2;
+const C_BUMP_END: usize = 3;
 
 const BATCH: u32 = 32;
 const LARGE: u32 = 0x8000_0000;
@@ -159,7 +160,7 @@ impl Arena {
             let size = class_size(c);
             for slot in 0..self.max_participants {
                 let e = self.cache_entry(slot, c);
-                let mut b = self.u32(e + C_FREE_HEAD)?.load(Ordering::Acquire);
+                let mut b = self.u32(e + 4 * C_FREE_HEAD as u64)?.load(Ordering::Acquire);
                 let mut steps = 0;
                 while b != 0 && steps < limit {
                     let off = Arena::from_units(b);
@@ -223,9 +224,11 @@ impl Arena {
 }
 
 impl Participant {
+    /// This participant's cache entry for `class` (free-list head and count, bump cursor and
+    /// end), bounds-checked once.
     #[inline]
-    fn cache(&self, class: usize, field: u64) -> Result<&AtomicU32, Error> {
-        self.arena.u32(self.arena.cache_entry(self.slot, class) + field)
+    fn cache(&self, class: usize) -> Result<&[AtomicU32; 4], Error> {
+        self.arena.u32s::<4>(self.arena.cache_entry(self.slot, class))
     }
 
     /// Allocates `size` bytes (8-aligned; at least 16). The memory is this participant's until
@@ -236,18 +239,17 @@ impl Participant {
         }
         let c = class_of(size);
         let a = &*self.arena;
-        let head = self.cache(c, C_FREE_HEAD)?;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let h = head.load(Ordering::Relaxed);
         if h != 0 {
             let off = Arena::from_units(h);
             head.store(a.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
-            let count = self.cache(c, C_FREE_COUNT)?;
             count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
             return Ok(off);
         }
         let cu = (class_size(c) / UNIT) as u32;
-        let cur = self.cache(c, C_BUMP_CUR)?;
-        let end = self.cache(c, C_BUMP_END)?;
+        let (cur, end) = (&entry[C_BUMP_CUR], &entry[C_BUMP_END]);
         let b = cur.load(Ordering::Relaxed);
         if b != 0 && b + cu <= end.load(Ordering::Relaxed) {
             cur.store(b + cu, Ordering::Relaxed);
@@ -257,7 +259,7 @@ impl Participant {
         if let Some(batch) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
             head.store(rest, Ordering::Relaxed);
-            self.cache(c, C_FREE_COUNT)?.store(BATCH - 1, Ordering::Relaxed);
+            count.store(BATCH - 1, Ordering::Relaxed);
             return Ok(batch);
         }
         let page = self.take_pages(1)?;
@@ -287,10 +289,10 @@ impl Participant {
                 a.map.discard(first, end - first)?;
             }
         }
-        let head = self.cache(c, C_FREE_HEAD)?;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         a.u32(off)?.store(head.load(Ordering::Relaxed), Ordering::Relaxed);
         head.store(Arena::to_units(off), Ordering::Relaxed);
-        let count = self.cache(c, C_FREE_COUNT)?;
         let n = count.load(Ordering::Relaxed) + 1;
         count.store(n, Ordering::Relaxed);
         if n >= 2 * BATCH {

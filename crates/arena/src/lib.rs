@@ -452,6 +452,11 @@ impl Arena {
     pub fn u32(&self, off: u64) -> Result<&AtomicU32, Error> {
         self.map.u32(off)
     }
+    /// `N` consecutive `u32` words at `off`, bounds-checked once.
+    #[inline]
+    pub fn u32s<const N: usize>(&self, off: u64) -> Result<&[AtomicU32; N], Error> {
+        self.map.u32s(off)
+    }
     #[inline]
     pub fn u8(&self, off: u64) -> Result<&AtomicU8, Error> {
         self.map.u8(off)

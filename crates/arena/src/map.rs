@@ -78,6 +78,15 @@ impl Mapping {
         Ok(unsafe { &*(self.base.add(off as usize) as *const AtomicU32) })
     }
 
+    /// `N` consecutive `u32` words (an index bucket, say) with one bounds check.
+    #[inline]
+    pub(crate) fn u32s<const N: usize>(&self, off: u64) -> Result<&[AtomicU32; N], Error> {
+        self.check(off, 4 * N as u64, 4)?;
+        // SAFETY: off..off+4N is inside the live mapping and 4-aligned (checked above);
+        // [AtomicU32; N] has the layout of [u32; N] and permits shared mutation.
+        Ok(unsafe { &*(self.base.add(off as usize) as *const [AtomicU32; N]) })
+    }
+
     #[inline]
     pub(crate) fn u8(&self, off: u64) -> Result<&AtomicU8, Error> {
         self.check(off, 1, 1)?;
@@ -135,23 +144,38 @@ impl Mapping {
         Ok(())
     }
 
-    /// Whether the arena bytes at `off` equal `data`.
+    /// Whether the arena bytes at `off` equal `data`. Compares eight bytes at a time: the
+    /// arena's are loaded with unaligned word reads (copies, never a slice over shared memory).
     #[inline]
     pub(crate) fn eq(&self, off: u64, data: &[u8]) -> Result<bool, Error> {
         self.check(off, data.len() as u64, 1)?;
-        // Compare through a small stack buffer rather than a slice over shared memory.
-        let mut buf = [0u8; 64];
-        let mut done = 0;
-        while done < data.len() {
-            let n = (data.len() - done).min(buf.len());
-            // SAFETY: off+done..off+done+n is inside the range checked above; buf is local.
-            unsafe { std::ptr::copy_nonoverlapping(self.base.add(off as usize + done), buf.as_mut_ptr(), n) };
-            if buf[..n] != data[done..done + n] {
+        let n = data.len();
+        let at = |i: usize| -> (u64, u64) {
+            debug_assert!(i + 8 <= n);
+            // SAFETY: i + 8 <= n, so both 8-byte reads lie inside off..off+n (checked above,
+            // inside the mapping) and inside `data`; read_unaligned has no alignment needs.
+            unsafe {
+                (
+                    std::ptr::read_unaligned(self.base.add(off as usize + i) as *const u64),
+                    std::ptr::read_unaligned(data.as_ptr().add(i) as *const u64),
+                )
+            }
+        };
+        if n < 8 {
+            // SAFETY: i < n, so the byte at off + i is inside the checked range.
+            return Ok((0..n).all(|i| unsafe { self.base.add(off as usize + i).read() } == data[i]));
+        }
+        let mut i = 0;
+        while i + 8 < n {
+            let (x, y) = at(i);
+            if x != y {
                 return Ok(false);
             }
-            done += n;
+            i += 8;
         }
-        Ok(true)
+        // The last eight bytes (overlapping the previous word when n is not a multiple of 8).
+        let (x, y) = at(n - 8);
+        Ok(x == y)
     }
 
     /// Hints the CPU to fetch the cache line at `off` (out of range: nothing happens).

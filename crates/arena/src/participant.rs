@@ -37,6 +37,17 @@ const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 /// Size of a retire chunk and the entries it holds.
 pub(crate) const RETIRE_CHUNK: u64 = 512;
 pub(crate) const RETIRE_ENTRIES: u64 = (RETIRE_CHUNK - 16) / 8;
+/// A retire chunk as u32 words, read with one bounds check: word 0 next chunk, 1 count,
+/// 2 start, then entry `i` at words `4 + 2i` (unit offset) and `5 + 2i` (epoch).
+const CHUNK_WORDS: usize = (RETIRE_CHUNK / 4) as usize;
+const W_NEXT: usize = 0;
+const W_COUNT: usize = 1;
+const W_START: usize = 2;
+
+#[inline]
+fn entry_words(i: u32) -> (usize, usize) {
+    (4 + 2 * i as usize, 5 + 2 * i as usize)
+}
 
 /// Retired blocks a participant accumulates before it tries to reclaim.
 const COLLECT_EVERY: u32 = 128;
@@ -285,11 +296,9 @@ impl Arena {
     }
 
     pub(crate) fn retire_list(&self, slot: u32) -> Result<(&AtomicU32, &AtomicU32, &AtomicU32), Error> {
-        Ok((
-            self.slot_u32(slot, S_RETIRE_HEAD)?,
-            self.slot_u32(slot, S_RETIRE_TAIL)?,
-            self.slot_u32(slot, S_RETIRE_COUNT)?,
-        ))
+        const _: () = assert!(S_RETIRE_TAIL == S_RETIRE_HEAD + 4 && S_RETIRE_COUNT == S_RETIRE_HEAD + 8);
+        let [head, tail, count] = self.u32s::<3>(self.slot_off(slot) + S_RETIRE_HEAD)?;
+        Ok((head, tail, count))
     }
 }
 
@@ -359,19 +368,19 @@ impl Participant {
             }
             tail.store(t, Ordering::Release);
         }
-        let mut chunk = Arena::from_units(t);
-        let mut n = a.u32(chunk + 4)?.load(Ordering::Relaxed);
+        let mut chunk = a.u32s::<CHUNK_WORDS>(Arena::from_units(t))?;
+        let mut n = chunk[W_COUNT].load(Ordering::Relaxed);
         if n as u64 >= RETIRE_ENTRIES {
             let c = self.new_retire_chunk()?;
-            a.u32(chunk)?.store(c, Ordering::Release);
+            chunk[W_NEXT].store(c, Ordering::Release);
             tail.store(c, Ordering::Release);
-            chunk = Arena::from_units(c);
+            chunk = a.u32s::<CHUNK_WORDS>(Arena::from_units(c))?;
             n = 0;
         }
-        let entry = chunk + 16 + n as u64 * 8;
-        a.u32(entry)?.store(Arena::to_units(off), Ordering::Relaxed);
-        a.u32(entry + 4)?.store(e as u32, Ordering::Relaxed);
-        a.u32(chunk + 4)?.store(n + 1, Ordering::Release);
+        let (unit_w, epoch_w) = entry_words(n);
+        chunk[unit_w].store(Arena::to_units(off), Ordering::Relaxed);
+        chunk[epoch_w].store(e as u32, Ordering::Relaxed);
+        chunk[W_COUNT].store(n + 1, Ordering::Release);
         let c = total.load(Ordering::Relaxed) + 1;
         total.store(c, Ordering::Relaxed);
         if c >= COLLECT_EVERY {
@@ -400,15 +409,16 @@ impl Participant {
                 break;
             }
             let chunk = Arena::from_units(h);
-            let n = (a.u32(chunk + 4)?.load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
-            let start = a.u32(chunk + 8)?;
+            let words = a.u32s::<CHUNK_WORDS>(chunk)?;
+            let n = (words[W_COUNT].load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
+            let start = &words[W_START];
             let mut s = start.load(Ordering::Relaxed);
             while s < n {
-                let entry = chunk + 16 + s as u64 * 8;
-                if g.wrapping_sub(a.u32(entry + 4)?.load(Ordering::Relaxed)) < 2 {
+                let (unit_w, epoch_w) = entry_words(s);
+                if g.wrapping_sub(words[epoch_w].load(Ordering::Relaxed)) < 2 {
                     return Ok(freed);
                 }
-                let units = a.u32(entry)?.load(Ordering::Relaxed);
+                let units = words[unit_w].load(Ordering::Relaxed);
                 // Advance first: a crash between the two leaks the block rather than
                 // freeing it twice.
                 s += 1;
@@ -417,14 +427,14 @@ impl Participant {
                 self.free(Arena::from_units(units))?;
                 freed += 1;
             }
-            let next = a.u32(chunk)?.load(Ordering::Acquire);
+            let next = words[W_NEXT].load(Ordering::Acquire);
             if next != 0 {
                 head.store(next, Ordering::Release);
                 self.free(chunk)?;
             } else {
                 // The tail chunk: empty it for reuse (count before start, so a crash between
                 // the two can only skip entries, never replay them).
-                a.u32(chunk + 4)?.store(0, Ordering::Release);
+                words[W_COUNT].store(0, Ordering::Release);
                 start.store(0, Ordering::Release);
                 if tail.load(Ordering::Relaxed) != h {
                     tail.store(h, Ordering::Release);

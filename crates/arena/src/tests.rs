@@ -171,3 +171,32 @@ fn threads_allocate_concurrently_without_overlap() {
     }
     a.alloc_stats().unwrap();
 }
+
+#[test]
+fn bytes_eq_compares_every_length_and_position() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let off = p.alloc(128).unwrap() + 3; // unaligned on purpose
+    let data: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+    a.write(off, &data).unwrap();
+    for n in 0..=data.len() {
+        assert!(a.bytes_eq(off, &data[..n]).unwrap(), "len {n}");
+        for at in 0..n {
+            let mut other = data[..n].to_vec();
+            other[at] ^= 1;
+            assert!(!a.bytes_eq(off, &other).unwrap(), "len {n}, differs at {at}");
+        }
+    }
+    // Out of range is an error, not a panic.
+    assert!(a.bytes_eq(a.capacity() - 4, &data[..8]).is_err());
+    assert!(a.bytes_eq(u64::MAX - 2, &data[..8]).is_err());
+}
+
+#[test]
+fn u32s_is_bounds_and_alignment_checked() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    assert!(a.u32s::<16>(a.capacity() - 64).is_ok());
+    assert!(a.u32s::<16>(a.capacity() - 60).is_err());
+    assert!(a.u32s::<16>(a.capacity() - 62).is_err());
+    assert!(a.u32s::<16>(u64::MAX - 8).is_err());
+}

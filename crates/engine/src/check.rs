@@ -145,7 +145,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                     if crate::item::is_tree_type(it.ty()) {
                         crate::coll::check_item(a, &it, free, &mut r)?;
                     }
-                    if it.val_off + if it.is_int() { 0 } else { it.vlen } > off + size {
+                    if it.val_off() + if it.is_int() { 0 } else { it.vlen } > off + size {
                         r.problems.push(format!("db {db}: item {off:#x} overruns its block"));
                     }
                 }

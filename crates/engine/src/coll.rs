@@ -247,7 +247,7 @@ impl<'a> Coll<'a> {
         head.clear();
         head.reserve(vlen.min(BUF_BYTES * 4) + 64);
         if it.ty() == Kind::List.pack_type() {
-            a.read_append(it.val_off, vlen, &mut head)?;
+            a.read_append(it.val_off(), vlen, &mut head)?;
             self.head = Strip::parse_owned(head)?;
             self.len = self.head.len() as u64;
             return Ok(());
@@ -256,18 +256,18 @@ impl<'a> Coll<'a> {
         if vlen < 32 {
             return Err(Error::Corrupt("list tree item of the wrong size"));
         }
-        a.read(it.val_off, &mut b)?;
+        a.read(it.val_off(), &mut b)?;
         let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
         let (hb, hn, tn) = buffer_sizes(&b);
         if hb > vlen - 32 {
             return Err(Error::Corrupt("list tree item of the wrong size"));
         }
-        a.read_append(it.val_off + 32, hb, &mut head)?;
+        a.read_append(it.val_off() + 32, hb, &mut head)?;
         let mut tail = std::mem::take(&mut self.tail.bytes);
         tail.clear();
         if vlen - 32 > hb {
             tail.reserve(vlen - 32 - hb + 64);
-            a.read_append(it.val_off + 32 + hb as u64, vlen - 32 - hb, &mut tail)?;
+            a.read_append(it.val_off() + 32 + hb as u64, vlen - 32 - hb, &mut tail)?;
         }
         self.head = Strip { bytes: head, n: hn };
         self.tail = Strip { bytes: tail, n: tn };

@@ -217,11 +217,44 @@ pub(crate) fn locate(a: &Arena, db: u32, h: u64) -> Result<Loc, Error> {
     Ok(Loc { seg, depth, b: bucket_of(h, depth) })
 }
 
+/// A bucket as sixteen `u32` words, bounds-checked once: words 0..3 hold the twelve tag
+/// bytes, word 3 the lock, words 4..16 the item slots.
 #[inline]
-fn tags(a: &Arena, bucket: u64) -> Result<[u8; 12], Error> {
-    let lo = a.u64(bucket)?.load(Ordering::Acquire).to_le_bytes();
-    let hi = a.u32(bucket + 8)?.load(Ordering::Acquire).to_le_bytes();
-    Ok([lo[0], lo[1], lo[2], lo[3], lo[4], lo[5], lo[6], lo[7], hi[0], hi[1], hi[2], hi[3]])
+fn bucket_words(a: &Arena, bucket: u64) -> Result<&[AtomicU32; 16], Error> {
+    Ok(a.u32s::<16>(bucket)?)
+}
+
+/// Word index of slot `i` in [`bucket_words`].
+const SLOT_WORD: usize = (B_SLOTS / 4) as usize;
+
+/// The slots whose tag is `t`, as a bit mask (bit `i` for slot `i`), found by comparing all
+/// twelve tag bytes at once (SWAR) instead of one at a time.
+#[inline]
+fn tag_hits(w: &[AtomicU32; 16], t: u8) -> u32 {
+    let lo = w[0].load(Ordering::Acquire) as u64 | (w[1].load(Ordering::Acquire) as u64) << 32;
+    let hi = w[2].load(Ordering::Acquire) as u64;
+    // XOR with t in every byte leaves a zero byte exactly where a tag equals t. The top four
+    // bytes of `hi` are not tags: force them non-zero.
+    let rep = 0x0101_0101_0101_0101 * t as u64;
+    let lo = zero_bytes(lo ^ rep);
+    let hi = zero_bytes((hi ^ rep) | 0xffff_ffff << 32);
+    byte_mask(lo) | byte_mask(hi) << 8
+}
+
+/// 0x80 in every byte of `x` that is zero, 0 in the others. Exact: adding 0x7f to the low
+/// seven bits of a byte carries into its top bit unless they are all zero, and no carry
+/// crosses into the next byte.
+#[inline]
+fn zero_bytes(x: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// Gathers the top bit of each byte of `m` (as [`zero_bytes`] leaves them) into bits 0..8:
+/// the multiply shifts byte k's bit to position 49 + k, and no two partial products overlap.
+#[inline]
+fn byte_mask(m: u64) -> u32 {
+    ((m >> 7).wrapping_mul(0x0002_0408_1020_4081) >> 49) as u32 & 0xff
 }
 
 #[inline]
@@ -244,19 +277,20 @@ pub(crate) fn overflow_of(a: &Arena, seg: u64, b: u64) -> Result<u8, Error> {
     Ok(overflow(a, seg, b)?.load(Ordering::Acquire))
 }
 
+#[inline(always)]
 fn find_in(a: &Arena, bucket: u64, t: u8, key: &[u8]) -> Result<Option<(u64, ItemView)>, Error> {
-    let tg = tags(a, bucket)?;
-    for i in 0..SLOTS {
-        if tg[i as usize] != t {
-            continue;
-        }
-        let units = slot(a, bucket, i)?.load(Ordering::Acquire);
+    let w = bucket_words(a, bucket)?;
+    let mut hits = tag_hits(w, t);
+    while hits != 0 {
+        let i = hits.trailing_zeros() as usize;
+        hits &= hits - 1;
+        let units = w[SLOT_WORD + i].load(Ordering::Acquire);
         if units == 0 {
             continue;
         }
         let item = ItemView::read(a, Arena::from_units(units))?;
         if item.key_is(a, key)? {
-            return Ok(Some((i, item)));
+            return Ok(Some((i as u64, item)));
         }
     }
     Ok(None)
@@ -264,19 +298,17 @@ fn find_in(a: &Arena, bucket: u64, t: u8, key: &[u8]) -> Result<Option<(u64, Ite
 
 /// Finds `key` (hash `h`): its home bucket, then, only if keys homed there were displaced,
 /// the rest of its window. Lock-free for readers; also used by writers under the lock.
-#[inline]
+// Always inlined: a lookup is most of a GET, and its result (a Found of 8 words) would
+// otherwise be returned through memory and copied again by the caller.
+#[inline(always)]
 pub(crate) fn find(a: &Arena, loc: &Loc, h: u64, key: &[u8]) -> Result<Option<Found>, Error> {
     let t = tag_of(h);
-    let home = bucket_off(loc.seg, loc.b);
-    if let Some((slot, item)) = find_in(a, home, t, key)? {
-        return Ok(Some(Found { bucket: home, slot, item }));
-    }
-    // A displaced key is published after the overflow count is raised, so a count of zero
-    // means no key of this home is elsewhere (as of this read).
-    if overflow(a, loc.seg, loc.b)?.load(Ordering::Acquire) == 0 {
-        return Ok(None);
-    }
-    for d in 1..WINDOW {
+    for d in 0..WINDOW {
+        // A displaced key is published after the overflow count is raised, so a count of
+        // zero means no key of this home is elsewhere (as of this read).
+        if d == 1 && overflow(a, loc.seg, loc.b)?.load(Ordering::Acquire) == 0 {
+            break;
+        }
         let bucket = bucket_off(loc.seg, loc.b + d);
         if let Some((slot, item)) = find_in(a, bucket, t, key)? {
             return Ok(Some(Found { bucket, slot, item }));
@@ -304,16 +336,16 @@ pub(crate) fn prefetch_bucket(a: &Arena, db: u32, h: u64) -> Result<(), Error> {
 pub(crate) fn prefetch_items(a: &Arena, db: u32, h: u64, klen: usize) -> Result<(), Error> {
     let loc = locate(a, db, h)?;
     let bucket = bucket_off(loc.seg, loc.b);
-    let t = tag_of(h);
-    let tg = tags(a, bucket)?;
-    for i in 0..SLOTS {
-        if tg[i as usize] == t {
-            let units = slot(a, bucket, i)?.load(Ordering::Relaxed);
-            if units != 0 {
-                let off = Arena::from_units(units);
-                a.prefetch(off);
-                a.prefetch(off + 12 + klen as u64);
-            }
+    let w = bucket_words(a, bucket)?;
+    let mut hits = tag_hits(w, tag_of(h));
+    while hits != 0 {
+        let i = hits.trailing_zeros() as usize;
+        hits &= hits - 1;
+        let units = w[SLOT_WORD + i].load(Ordering::Relaxed);
+        if units != 0 {
+            let off = Arena::from_units(units);
+            a.prefetch(off);
+            a.prefetch(off + 12 + klen as u64);
         }
     }
     Ok(())
@@ -1154,4 +1186,35 @@ fn redo_swap(a: &Arena, intent: u64) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The SWAR tag comparison agrees with comparing the twelve bytes one at a time, whatever
+    /// the lock word (byte 12..16) holds.
+    #[test]
+    fn tag_hits_matches_bytewise() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..20_000 {
+            let mut bytes = [0u8; 16];
+            for b in bytes.iter_mut() {
+                // Few distinct values, so that matches (and zero tags) are common.
+                *b = if round % 2 == 0 { (next() % 4) as u8 } else { next() as u8 };
+            }
+            let w: [AtomicU32; 16] =
+                std::array::from_fn(|i| AtomicU32::new(if i < 4 { u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap()) } else { 0 }));
+            for t in [0u8, 1, 2, 3, 0x80, 0xff, next() as u8] {
+                let want = (0..12).filter(|&i| bytes[i] == t).fold(0u32, |m, i| m | 1 << i);
+                assert_eq!(tag_hits(&w, t), want, "tags {bytes:?} t {t}");
+            }
+        }
+    }
 }

@@ -135,6 +135,9 @@ pub struct Meta {
 }
 
 /// A parsed view of a published item's header; the bytes stay in the arena.
+///
+/// Kept small (it is returned through every lookup): the optional fields' offsets are
+/// derived from `key_off` on demand, since they sit just before the key (see the layout).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ItemView {
     pub off: u64,
@@ -142,10 +145,7 @@ pub(crate) struct ItemView {
     pub vlen: u64,
     pub klen: u64,
     pub cflags: u32,
-    pub expire_off: Option<u64>,
-    pub int_off: Option<u64>,
     pub key_off: u64,
-    pub val_off: u64,
 }
 
 struct Layout {
@@ -190,30 +190,49 @@ impl ItemView {
         if ty > T_MAX {
             return Err(Error::Corrupt("unknown item type"));
         }
+        let (klen, cflags, key_at) = if meta & (HAS_EXPIRY | HAS_CFLAGS | LONG_KEY) == 0 && ty != T_INT {
+            // The common case: the key right after the 12-byte header.
+            ((meta >> 8) & 0xffff, 0, 12)
+        } else {
+            Self::read_extended(a, off, meta)?
+        };
+        let vraw = if ty == T_INT { 0 } else { vlen };
+        let key_off = off + key_at;
+        // The whole item must lie inside the arena.
+        if key_off.checked_add(klen + vraw).is_none_or(|end| end > a.capacity()) {
+            return Err(Error::Corrupt("item extends past the arena"));
+        }
+        Ok(ItemView { off, meta, vlen, klen, cflags, key_off })
+    }
+
+    /// The header fields beyond the first 12 bytes: (key length, client flags, key position).
+    fn read_extended(a: &Arena, off: u64, meta: u64) -> Result<(u64, u32, u64), Error> {
         let cflags = if meta & HAS_CFLAGS != 0 { a.u32(off + 12)?.load(Ordering::Relaxed) } else { 0 };
         let klen = if meta & LONG_KEY != 0 {
             a.u32(off + if meta & HAS_CFLAGS != 0 { 16 } else { 12 })?.load(Ordering::Relaxed) as u64
         } else {
             (meta >> 8) & 0xffff
         };
-        let vraw = if ty == T_INT { 0 } else { vlen };
-        let l = layout(meta, klen, vraw);
-        let key_off = off + l.key;
-        // The whole item must lie inside the arena.
-        if key_off.checked_add(klen + vraw).is_none_or(|end| end > a.capacity()) {
-            return Err(Error::Corrupt("item extends past the arena"));
-        }
-        Ok(ItemView {
-            off,
-            meta,
-            vlen,
-            klen,
-            cflags,
-            expire_off: l.expire.map(|e| off + e),
-            int_off: l.int.map(|i| off + i),
-            key_off,
-            val_off: key_off + klen,
-        })
+        Ok((klen, cflags, layout(meta, 0, 0).key))
+    }
+
+    /// Where the value starts.
+    #[inline]
+    pub(crate) fn val_off(&self) -> u64 {
+        self.key_off + self.klen
+    }
+
+    /// Where the expiry field is, if the item has one (the 8-aligned words before the key
+    /// are the expiry, then the integer).
+    #[inline]
+    pub(crate) fn expire_off(&self) -> Option<u64> {
+        (self.meta & HAS_EXPIRY != 0).then(|| self.key_off - 8 - if self.is_int() { 8 } else { 0 })
+    }
+
+    /// Where an integer item's value is.
+    #[inline]
+    pub(crate) fn int_off(&self) -> Option<u64> {
+        self.is_int().then(|| self.key_off - 8)
     }
 
     #[inline]
@@ -253,17 +272,17 @@ impl ItemView {
         if self.is_int() {
             return self.value(a, out);
         }
-        Ok(a.read_append(self.val_off, self.vlen as usize, out)?)
+        Ok(a.read_append(self.val_off(), self.vlen as usize, out)?)
     }
 
     #[inline]
     pub(crate) fn int(&self, a: &Arena) -> Result<i64, Error> {
-        Ok(a.u64(self.int_off.ok_or(Error::Corrupt("not an integer item"))?)?.load(Ordering::Acquire) as i64)
+        Ok(a.u64(self.int_off().ok_or(Error::Corrupt("not an integer item"))?)?.load(Ordering::Acquire) as i64)
     }
 
     #[inline]
     pub(crate) fn expire_at(&self, a: &Arena) -> Result<u64, Error> {
-        match self.expire_off {
+        match self.expire_off() {
             Some(o) => Ok(a.u64(o)?.load(Ordering::Acquire)),
             None => Ok(0),
         }
@@ -271,7 +290,7 @@ impl ItemView {
 
     #[inline]
     pub(crate) fn expired(&self, a: &Arena, now: u64) -> Result<bool, Error> {
-        Ok(match self.expire_off {
+        Ok(match self.expire_off() {
             Some(o) => {
                 let e = a.u64(o)?.load(Ordering::Acquire);
                 e != 0 && e <= now
@@ -280,12 +299,16 @@ impl ItemView {
         })
     }
 
+    #[inline]
     pub(crate) fn meta(&self, a: &Arena) -> Result<Meta, Error> {
         Ok(Meta {
             ty: self.type_(),
             expire_at: self.expire_at(a)?,
             flags: self.cflags,
-            version: a.u64(self.off)?.load(Ordering::Acquire) >> VERSION_SHIFT,
+            // The state word as `read` loaded it, before anything else of the item: an
+            // in-place INCR stores the value, then the version, so a caller that reads the
+            // value after this sees at least the value of this version.
+            version: self.meta >> VERSION_SHIFT,
         })
     }
 
@@ -300,7 +323,7 @@ impl ItemView {
             out.extend_from_slice(fmt_i64(self.int(a)?, &mut buf));
             Ok(())
         } else {
-            Ok(a.read_append(self.val_off, self.vlen as usize, out)?)
+            Ok(a.read_append(self.val_off(), self.vlen as usize, out)?)
         }
     }
 
@@ -418,14 +441,18 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
 /// Retires a published item that is being dropped for good, with every block it owns (a
 /// collection tree's nodes and elements).
 pub(crate) fn retire_item(p: &Participant, off: u64) -> Result<(), Error> {
-    let a = &**p.arena();
-    let v = ItemView::read(a, off)?;
+    retire_view(p, &ItemView::read(p.arena(), off)?)
+}
+
+/// [`retire_item`] for an item whose view the caller already read (items are immutable, so
+/// the view still says what it owns).
+pub(crate) fn retire_view(p: &Participant, v: &ItemView) -> Result<(), Error> {
     if is_tree_type(v.ty()) {
-        for b in crate::coll::owned_blocks(a, &v)? {
+        for b in crate::coll::owned_blocks(p.arena(), v)? {
             p.retire(b)?;
         }
     }
-    p.retire(off)?;
+    p.retire(v.off)?;
     Ok(())
 }
 

@@ -152,7 +152,7 @@ impl Handle {
         let loc = index::locate(a, db, h)?;
         match index::find(a, &loc, h, key)? {
             Some(found) => {
-                if found.item.expire_off.is_some() && found.item.expired(a, now_ms())? {
+                if found.item.expire_off().is_some() && found.item.expired(a, now_ms())? {
                     return Ok(None);
                 }
                 f(a, &found.item).map(Some)
@@ -224,10 +224,10 @@ impl Handle {
         let a = self.arena();
         let mut found = index::find(a, loc, h, key)?;
         if let Some(f) = &found {
-            if f.item.expire_off.is_some() && f.item.expired(a, now_ms())? {
+            if f.item.expire_off().is_some() && f.item.expired(a, now_ms())? {
                 index::remove(a, loc, f)?;
                 self.journal_del(db, key);
-                item::retire_item(&self.p, f.item.off)?;
+                item::retire_view(&self.p, &f.item)?;
                 found = None;
             }
         }
@@ -272,7 +272,7 @@ impl Handle {
                 if matches!(action, Action::Drop) {
                     p.retire(f.item.off)?;
                 } else {
-                    item::retire_item(p, f.item.off)?;
+                    item::retire_view(p, &f.item)?;
                 }
                 if index::seg_count(a, loc.seg)? < index::MERGE_BELOW / 4 && loc.depth > 0 {
                     // Shrink opportunistically, once the locks are released.
@@ -288,11 +288,18 @@ impl Handle {
         Ok(())
     }
 
+    /// Journals an item's post-image. The check is inlined into every write; the record is
+    /// built out of line.
+    #[inline]
     pub(crate) fn journal_item(&self, db: u32, item: u64) {
-        let j = self.store.journal();
-        if !j.enabled() {
-            return;
+        if self.store.journal().enabled() {
+            self.journal_item_record(db, item);
         }
+    }
+
+    #[inline(never)]
+    fn journal_item_record(&self, db: u32, item: u64) {
+        let j = self.store.journal();
         let a = self.arena();
         if let Ok(v) = ItemView::read(a, item) {
             let (mut k, mut val) = (Vec::new(), Vec::new());
@@ -569,7 +576,7 @@ impl Handle {
                 match (d_raw, reserved) {
                     (Some(f), _) => {
                         index::replace(a, f.bucket, f.slot, new)?;
-                        item::retire_item(p, f.item.off)?;
+                        item::retire_view(p, &f.item)?;
                     }
                     (None, Some(r)) => index::fill(p, &ld, &r, hd, new)?,
                     (None, None) => return Err(Error::Corrupt("new key without a reserved slot")),
@@ -816,7 +823,7 @@ impl Handle {
                         continue;
                     }
                     let it = ItemView::read(a, Arena::from_units(u))?;
-                    if it.expire_off.is_none() {
+                    if it.expire_off().is_none() {
                         continue;
                     }
                     examined += 1;
@@ -872,7 +879,7 @@ fn retire_replaced(p: &Participant, old: &ItemView, new: u64) -> Result<(), Erro
             return p.retire(old.off).map_err(Into::into);
         }
     }
-    item::retire_item(p, old.off)
+    item::retire_view(p, old)
 }
 
 /// Whether hash `h` has the same home bucket range as `cur` at depth `l`.

@@ -270,7 +270,7 @@ impl Handle {
                 Some(o) if o.is_int() => {
                     let new = o.int(a)?.checked_add(delta).ok_or(Error::Overflow)?;
                     // In place: one atomic store of the integer, one of the state word.
-                    a.u64(o.int_off.ok_or(Error::Corrupt("integer item without integer"))?)?
+                    a.u64(o.int_off().ok_or(Error::Corrupt("integer item without integer"))?)?
                         .store(new as u64, Ordering::Release);
                     item::set_version(a, o, p.next_version()?)?;
                     Ok((Action::InPlace, new))
@@ -400,7 +400,7 @@ impl Handle {
                     return Ok(v[s as usize..=e as usize].to_vec());
                 }
                 let mut v = Vec::with_capacity((e - s + 1) as usize);
-                a.read_append(it.val_off + s as u64, (e - s + 1) as usize, &mut v)?;
+                a.read_append(it.val_off() + s as u64, (e - s + 1) as usize, &mut v)?;
                 Ok(v)
             })?
             .unwrap_or_default())
@@ -556,7 +556,7 @@ impl Handle {
                 for pl in &places {
                     self.journal_item(db, pl.item);
                     if let Some(f) = &pl.found {
-                        item::retire_item(p, f.item.off)?;
+                        item::retire_view(p, &f.item)?;
                     }
                 }
                 Ok(Ok(true))
@@ -603,7 +603,7 @@ impl Handle {
 /// Changes an item's expiry: in place if it has an expiry field, else by rebuilding it.
 pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Action, Error> {
     let a = p.arena();
-    match o.expire_off {
+    match o.expire_off() {
         Some(off) => {
             a.u64(off)?.store(at, Ordering::Release);
             item::set_version(a, o, p.next_version()?)?;

@@ -491,18 +491,6 @@ pub(crate) fn home_lock_off(loc: &Loc) -> u64 {
     bucket_off(loc.seg, loc.b) + B_LOCK
 }
 
-/// Places `item` in a segment nobody else can write (being built, or fully locked).
-fn place_unlocked(a: &Arena, loc: &Loc, h: u64, item: u64) -> Result<bool, Error> {
-    for d in 0..WINDOW {
-        let bucket = bucket_off(loc.seg, loc.b + d);
-        if let Some(i) = empty_slot(a, bucket, &[])? {
-            place(a, loc, bucket, i, h, item)?;
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 fn lock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
     let a = &**p.arena();
     for b in 0..NB {
@@ -519,40 +507,87 @@ fn unlock_segment(p: &Participant, seg: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Copies every slot of `from` into one of `to` (the one `pick(hash)` names), rehashing each
-/// key once for its target's depth. Fails if a bucket pair overflows.
-fn copy_slots(a: &Arena, from: u64, to: &[u64], pick: impl Fn(u64) -> usize, key: &mut Vec<u8>) -> Result<bool, Error> {
-    let mut depths = [0u32; 2];
-    for (d, &t) in depths.iter_mut().zip(to) {
-        *d = a.u32(t + G_DEPTH)?.load(Ordering::Relaxed);
+/// A segment's buckets built in process memory: the target of a split or a merge, which
+/// nobody can see yet. Placing a key is then a few plain stores (not atomics and a bounds
+/// check per slot), and the finished segment goes into the arena in one copy ([`Build::write`]).
+struct Build {
+    depth: u32,
+    /// Each bucket as it will lie in the arena: 12 tags, the lock word (0), 12 slots.
+    buckets: Vec<[u8; 64]>,
+    /// Slots used per bucket (filled in order, as [`reserve_slot`] would on a new segment).
+    used: Vec<u8>,
+    overflow: Vec<u8>,
+    count: u32,
+}
+
+impl Build {
+    fn new(depth: u32) -> Build {
+        Build { depth, buckets: vec![[0; 64]; NB as usize], used: vec![0; NB as usize], overflow: vec![0; NB as usize], count: 0 }
     }
-    let mut items = Vec::with_capacity((NB * SLOTS) as usize);
-    for b in 0..NB {
-        let bucket = bucket_off(from, b);
-        for i in 0..SLOTS {
-            let units = slot(a, bucket, i)?.load(Ordering::Acquire);
-            if units != 0 {
-                items.push(Arena::from_units(units));
+
+    /// Places item `units` of hash `h` in its home bucket or the next free one of its
+    /// window; false if the whole window is full.
+    fn place(&mut self, h: u64, units: u32) -> bool {
+        let home = bucket_of(h, self.depth) as usize;
+        for d in 0..WINDOW as usize {
+            let b = (home + d) % NB as usize;
+            let i = self.used[b] as usize;
+            if i < SLOTS as usize {
+                let bucket = &mut self.buckets[b];
+                bucket[i] = tag_of(h);
+                bucket[B_SLOTS as usize + 4 * i..][..4].copy_from_slice(&units.to_le_bytes());
+                self.used[b] += 1;
+                if d > 0 {
+                    self.overflow[home] = self.overflow[home].saturating_add(1);
+                }
+                self.count += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes the buckets, overflow counts and key count into `seg`, a fresh segment (zeroed,
+    /// depth and prefix set) of this depth that is not yet published.
+    fn write(&self, a: &Arena, seg: u64) -> Result<(), Error> {
+        a.write(seg + G_OVERFLOW, &self.overflow)?;
+        a.write(seg + SEG_HDR, self.buckets.as_flattened())?;
+        a.u32(seg + G_COUNT)?.store(self.count, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Places every key of the segments `from` into one of the builds `to` (the one
+/// `pick(hash)` names), rehashing each key once. Fails if a window overflows.
+fn copy_slots(a: &Arena, from: &[u64], to: &mut [Build], pick: impl Fn(u64) -> usize) -> Result<bool, Error> {
+    let mut items = Vec::with_capacity((NB * SLOTS) as usize * from.len());
+    for &seg in from {
+        for b in 0..NB {
+            let w = bucket_words(a, bucket_off(seg, b))?;
+            for i in 0..SLOTS as usize {
+                let units = w[SLOT_WORD + i].load(Ordering::Acquire);
+                if units != 0 {
+                    items.push(units);
+                }
             }
         }
     }
     // Rehashing reads every item's key: a cache miss each. Fetching a few items ahead keeps
     // several misses in flight instead of one, which is most of a split's cost.
     const AHEAD: usize = 16;
-    for &off in items.iter().take(AHEAD) {
-        a.prefetch(off);
+    for &units in items.iter().take(AHEAD) {
+        a.prefetch(Arena::from_units(units));
     }
-    for (n, &off) in items.iter().enumerate() {
+    let mut key = Vec::new();
+    for (n, &units) in items.iter().enumerate() {
         if let Some(&next) = items.get(n + AHEAD) {
-            a.prefetch(next);
+            a.prefetch(Arena::from_units(next));
         }
-        let item = ItemView::read(a, off)?;
-        item.key(a, key)?;
-        let h = hash(a.seed(), key);
-        let t = pick(h);
-        let (seg, depth) = (*to.get(t).ok_or(Error::Corrupt("split target out of range"))?, depths[t]);
-        let loc = Loc { seg, depth, b: bucket_of(h, depth) };
-        if !place_unlocked(a, &loc, h, off)? {
+        let item = ItemView::read(a, Arena::from_units(units))?;
+        item.key(a, &mut key)?;
+        let h = hash(a.seed(), &key);
+        let target = to.get_mut(pick(h)).ok_or(Error::Corrupt("split target out of range"))?;
+        if !target.place(h, units) {
             return Ok(false);
         }
     }
@@ -597,17 +632,18 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
             return Err(e);
         }
     };
-    let mut key = Vec::new();
     let bit = |h: u64| (h << l) >> 63;
     // One pass: each item is read (a cache miss) and hashed once, for whichever half takes it.
-    let ok = copy_slots(a, seg, &[s0, s1], |h| bit(h) as usize, &mut key)?;
-    if !ok {
+    let mut halves = [Build::new(l + 1), Build::new(l + 1)];
+    if !copy_slots(a, &[seg], &mut halves, |h| bit(h) as usize)? {
         // Every key of the segment landed in one overfull bucket pair of a half: a flood of
         // colliding hashes. Refuse the write rather than corrupt anything.
         p.free(s0)?;
         p.free(s1)?;
         return Err(Error::IndexFull);
     }
+    halves[0].write(a, s0)?;
+    halves[1].write(a, s1)?;
     let root = db_root(db);
     let dir_lock = a.u32(root + R_LOCK)?;
     p.lock(dir_lock);
@@ -712,11 +748,12 @@ fn merge_locked(p: &Participant, db: u32, s0: u64, s1: u64, l: u32) -> Result<Op
     }
     let prefix = a.u64(s0 + G_PREFIX)?.load(Ordering::Relaxed) >> 1;
     let m = new_segment(p, l - 1, prefix)?;
-    let mut key = Vec::new();
-    if !(copy_slots(a, s0, &[m], |_| 0, &mut key)? && copy_slots(a, s1, &[m], |_| 0, &mut key)?) {
+    let mut merged = [Build::new(l - 1)];
+    if !copy_slots(a, &[s0, s1], &mut merged, |_| 0)? {
         p.free(m)?;
         return Ok(None);
     }
+    merged[0].write(a, m)?;
     let dir_lock = a.u32(db_root(db) + R_LOCK)?;
     p.lock(dir_lock);
     let r = (|| {

@@ -628,6 +628,14 @@ def sc_agreement(c):
         "the tools should agree."])
 
 
+def redis_benchmark(s, proto, test, n, pipeline, *extra):
+    """One redis-benchmark test (50 connections) against a running server: (requests/s, server CPU seconds)."""
+    c0 = s.cpu()
+    rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n), "-c", "50",
+                               "-P", str(pipeline), *extra, "--csv"], 600)
+    return parse_redis_benchmark(out, test), s.cpu() - c0
+
+
 def sc_server(c):
     """The server issue's benchmark: redis-benchmark GET and SET of 32-byte values, 50 connections, pipeline 1
     and 16, against Larder and Redis, with each server's CPU time per request."""
@@ -641,11 +649,7 @@ def sc_server(c):
             with Server(kind) as s:
                 for pipe in (1, 16):
                     for test in ("set", "get"):
-                        c0 = s.cpu()
-                        rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n[pipe]),
-                                                   "-c", "50", "-P", str(pipe), "-d", "32", "-r", "100000", "--csv"], 600)
-                        cpu = s.cpu() - c0
-                        ops = parse_redis_benchmark(out, test)
+                        ops, cpu = redis_benchmark(s, proto, test, n[pipe], pipe, "-d", "32", "-r", "100000")
                         rows.append(dict(target=t, run=r, op=test.upper(), pipeline=pipe, ops_per_sec=ops,
                                          cpu_us_per_op=cpu * 1e6 / n[pipe]))
                         c.say(f"server run {r} {t:12} {test} P{pipe:<2}: {ops:10.0f} req/s, server CPU {cpu * 1e6 / n[pipe]:.2f} µs/op")
@@ -673,11 +677,7 @@ def sc_types(c):
                 # One server takes the tests in order, as `redis-benchmark -t a,b,...` runs them: the pops
                 # pop what the pushes pushed (a list of 2n elements), ZPOPMIN what ZADD added.
                 for test in TYPES_TESTS:
-                    c0 = s.cpu()
-                    rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n),
-                                               "-c", "50", "-P", "16", "--csv"], 600)
-                    cpu = s.cpu() - c0
-                    ops = parse_redis_benchmark(out, test)
+                    ops, cpu = redis_benchmark(s, proto, test, n, 16)
                     # LRANGE tests push n elements first (untimed by the tool, but on the server's CPU).
                     cpu_op = None if test.startswith("lrange") else cpu * 1e6 / n
                     rows.append(dict(target=t, run=r, op=test.upper(), ops_per_sec=ops, cpu_us_per_op=cpu_op))
@@ -1243,6 +1243,7 @@ class Ctx:
 
 
 def run_scenario(name, c, commit, mach):
+    os.makedirs(RESULTS, exist_ok=True)
     t0 = time.time()
     print(f"== {name}", flush=True)
     d = {"scenario": name, "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -1267,7 +1268,6 @@ def run_scenario(name, c, commit, mach):
             d["plots"] = []
             d.setdefault("notes", []).append(f"plot failed: {e}")
         update_history(name, d)
-    os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
         json.dump(d, f, indent=1)
     print(f"   {name}: {'ok' if ok else 'FAILED'} in {d['seconds']:.0f} s", flush=True)
@@ -1325,7 +1325,7 @@ def main(argv=None):
     if failed:
         print(f"failed scenarios: {', '.join(failed)} (see bench/results/<scenario>.json and REPORT.md)")
         return 1
-    print(f"done: bench/results/REPORT.md")
+    print(f"done: {os.path.join(RESULTS, 'REPORT.md')}")
     return 0
 
 

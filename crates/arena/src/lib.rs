@@ -178,6 +178,7 @@ pub struct Arena {
     data_off: u64,
     seed: u64,
     recovery: OnceLock<RecoveryHandler>,
+    count_repair: OnceLock<RecoveryHandler>,
 }
 
 impl std::fmt::Debug for Arena {
@@ -382,6 +383,7 @@ impl Arena {
             data_off: g.data_off,
             seed,
             recovery: OnceLock::new(),
+            count_repair: OnceLock::new(),
         }
     }
 
@@ -435,6 +437,12 @@ impl Arena {
     /// engine installs one when it opens the arena; it is set once per process.
     pub fn set_recovery(&self, handler: RecoveryHandler) {
         let _ = self.recovery.set(handler);
+    }
+
+    /// Registers the function a reaper calls with the offset a dead participant was changing
+    /// a count at ([`Participant::counting`]). Set once per process, by the engine.
+    pub fn set_count_repair(&self, handler: RecoveryHandler) {
+        let _ = self.count_repair.set(handler);
     }
 
     /// A monotonically increasing 64-bit value, unique across the arena (item versions).

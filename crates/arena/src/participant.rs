@@ -25,6 +25,9 @@ const S_INTENT: u64 = 32;
 const S_RETIRE_HEAD: u64 = 40;
 const S_RETIRE_TAIL: u64 = 44;
 const S_RETIRE_COUNT: u64 = 48;
+/// What this participant is changing a count of (the engine's segment), between publishing
+/// a slot and updating the count; 0 otherwise. See [`Participant::counting`].
+const S_COUNTING: u64 = 56;
 
 const FREE: u64 = 0;
 const CLAIMING: u64 = 1;
@@ -167,6 +170,7 @@ impl Arena {
                 self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
                 self.slot_u64(slot, S_EPOCH)?.store(0, Ordering::Relaxed);
                 self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
+                self.slot_u64(slot, S_COUNTING)?.store(0, Ordering::Relaxed);
                 let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
                 state.store((pid as u64) << 8 | LIVE, Ordering::Release);
                 self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::AcqRel);
@@ -217,6 +221,16 @@ impl Arena {
             }
             if let Ok(i) = self.slot_u64(slot, S_INTENT) {
                 i.store(0, Ordering::Release);
+            }
+        }
+        // Killed between publishing a slot and counting it: the count is no longer known.
+        if let Ok(c) = self.slot_u64(slot, S_COUNTING) {
+            let off = c.load(Ordering::Acquire);
+            if off != 0 {
+                if let Some(h) = self.count_repair.get() {
+                    let _ = h(self, off);
+                }
+                c.store(0, Ordering::Release);
             }
         }
         if let Ok(e) = self.slot_u64(slot, S_EPOCH) {
@@ -527,6 +541,17 @@ impl Participant {
 
     pub fn clear_intent(&self) -> Result<(), Error> {
         self.arena.slot_u64(self.slot, S_INTENT)?.store(0, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records that this participant is about to change a count kept beside the data it
+    /// publishes (the engine's per-segment key count), at `off` (0: done). A publication and
+    /// its count are two stores; if the process dies between them, the reaper hands `off` to
+    /// the arena's count-repair handler ([`Arena::set_count_repair`]). Plain stores to this
+    /// participant's own slot: no fence.
+    #[inline]
+    pub fn counting(&self, off: u64) -> Result<(), Error> {
+        self.arena.slot_u64(self.slot, S_COUNTING)?.store(off, Ordering::Relaxed);
         Ok(())
     }
 

@@ -51,6 +51,9 @@ const G_DEPTH: u64 = 0;
 const G_RETIRED: u64 = 4;
 const G_COUNT: u64 = 8;
 const G_PREFIX: u64 = 16;
+/// Nonzero when the key count and overflow counts may be off: a writer died between
+/// publishing a slot and counting it. The next writer of the segment recounts them.
+const G_DIRTY: u64 = 24;
 
 const B_LOCK: u64 = 12;
 const B_SLOTS: u64 = 16;
@@ -420,30 +423,114 @@ pub(crate) fn release(p: &Participant, loc: &Loc, r: &Reserved) -> Result<(), Er
 /// displaced slot the home's overflow count goes up first) and releases the reservation.
 pub(crate) fn fill(p: &Participant, loc: &Loc, r: &Reserved, h: u64, item: u64) -> Result<(), Error> {
     let a = &**p.arena();
-    place(a, loc, r.bucket, r.slot, h, item)?;
+    place(a, loc, r.bucket, r.slot, h, item, Some(p))?;
     release(p, loc, r)
 }
 
-fn place(a: &Arena, loc: &Loc, bucket: u64, i: u64, h: u64, item: u64) -> Result<(), Error> {
+/// Publishes a key and counts it. `who` (a live writer; None when a reaper redoes a dead
+/// one's work) records the segment while the slot and its counts disagree.
+fn place(a: &Arena, loc: &Loc, bucket: u64, i: u64, h: u64, item: u64, who: Option<&Participant>) -> Result<(), Error> {
+    if let Some(p) = who {
+        p.counting(loc.seg)?;
+    }
     if bucket != bucket_off(loc.seg, loc.b) {
         let o = overflow(a, loc.seg, loc.b)?;
         o.store(o.load(Ordering::Relaxed).saturating_add(1), Ordering::Release);
     }
     a.u8(bucket + i)?.store(tag_of(h), Ordering::Relaxed);
     slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
+    if who.is_some() {
+        failpoint("count");
+    }
     a.u32(loc.seg + G_COUNT)?.fetch_add(1, Ordering::Relaxed);
+    if let Some(p) = who {
+        p.counting(0)?;
+    }
     Ok(())
 }
 
-/// Removes a found key (under its home lock).
-pub(crate) fn remove(a: &Arena, loc: &Loc, f: &Found) -> Result<(), Error> {
+/// Removes a found key (under its home lock) and uncounts it; `who` as in [`place`].
+pub(crate) fn remove(a: &Arena, loc: &Loc, f: &Found, who: Option<&Participant>) -> Result<(), Error> {
+    if let Some(p) = who {
+        p.counting(loc.seg)?;
+    }
     slot(a, f.bucket, f.slot)?.store(0, Ordering::Release);
     if f.bucket != bucket_off(loc.seg, loc.b) {
         let o = overflow(a, loc.seg, loc.b)?;
         o.store(o.load(Ordering::Relaxed).saturating_sub(1), Ordering::Release);
     }
     a.u32(loc.seg + G_COUNT)?.fetch_sub(1, Ordering::Relaxed);
+    if let Some(p) = who {
+        p.counting(0)?;
+    }
     Ok(())
+}
+
+/// The arena's count-repair handler: a writer died while the counts of segment `seg` were
+/// being changed. Only flags it (the reaper may be running inside someone's lock); the next
+/// writer that locks a bucket of it recounts ([`recount`]).
+pub(crate) fn count_unknown(a: &Arena, seg: u64) -> Result<(), larder_arena::Error> {
+    a.u32(seg + G_DIRTY)?.store(1, Ordering::Release);
+    Ok(())
+}
+
+fn dirty(a: &Arena, seg: u64) -> Result<bool, Error> {
+    Ok(a.u32(seg + G_DIRTY)?.load(Ordering::Acquire) != 0)
+}
+
+/// Recomputes a flagged segment's key count and overflow counts from its slots, with every
+/// bucket locked (no writer is between a slot and its counts meanwhile).
+fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    lock_segment(p, seg)?;
+    let r = (|| {
+        if retired(a, seg)? || !dirty(a, seg)? {
+            return Ok(());
+        }
+        let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
+        let (mut count, mut over, mut key) = (0u32, [0u8; NB as usize], Vec::new());
+        for b in 0..NB {
+            let w = bucket_words(a, bucket_off(seg, b))?;
+            for i in 0..SLOTS as usize {
+                let units = w[SLOT_WORD + i].load(Ordering::Acquire);
+                if units == 0 {
+                    continue;
+                }
+                count += 1;
+                ItemView::read(a, Arena::from_units(units))?.key(a, &mut key)?;
+                let home = bucket_of(hash(a.seed(), &key), depth);
+                if home != b {
+                    over[home as usize] = over[home as usize].saturating_add(1);
+                }
+            }
+        }
+        for (b, &n) in over.iter().enumerate() {
+            overflow(a, seg, b as u64)?.store(n, Ordering::Release);
+        }
+        a.u32(seg + G_COUNT)?.store(count, Ordering::Relaxed);
+        a.u32(seg + G_DIRTY)?.store(0, Ordering::Release);
+        Ok(())
+    })();
+    unlock_segment(p, seg)?;
+    r
+}
+
+/// Keys in a segment: its count, or (flagged after a crash, not yet recounted) its slots.
+pub(crate) fn live_count(a: &Arena, seg: u64) -> Result<u32, Error> {
+    if !dirty(a, seg)? {
+        return seg_count(a, seg);
+    }
+    let mut n = 0;
+    for b in 0..NB {
+        let w = bucket_words(a, bucket_off(seg, b))?;
+        n += (0..SLOTS as usize).filter(|&i| w[SLOT_WORD + i].load(Ordering::Acquire) != 0).count() as u32;
+    }
+    Ok(n)
+}
+
+/// Whether a segment awaits a recount (for the checker).
+pub(crate) fn count_pending(a: &Arena, seg: u64) -> Result<bool, Error> {
+    dirty(a, seg)
 }
 
 pub(crate) fn replace(a: &Arena, bucket: u64, i: u64, item: u64) -> Result<(), Error> {
@@ -470,7 +557,13 @@ pub(crate) fn lock_home(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
         let loc = locate(a, db, h)?;
         p.lock(lock_word(a, loc.seg, loc.b)?);
         if !retired(a, loc.seg)? {
-            return Ok(loc);
+            if !dirty(a, loc.seg)? {
+                return Ok(loc);
+            }
+            // A writer of this segment died mid-count: recount before writing, then retry.
+            p.unlock(lock_word(a, loc.seg, loc.b)?);
+            recount(p, loc.seg)?;
+            continue;
         }
         p.unlock(lock_word(a, loc.seg, loc.b)?);
         std::thread::yield_now();
@@ -920,12 +1013,16 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
         }
         let cur = slot(a, bucket, slot_i)?.load(Ordering::Acquire);
         if cur == Arena::to_units(item) {
+            if fresh {
+                // Published before the writer died, but maybe not counted.
+                count_unknown(a, loc.seg)?;
+            }
             continue;
         }
         if fresh {
             let view = ItemView::read(a, item)?;
             view.key(a, &mut key)?;
-            place(a, &loc, bucket, slot_i, hash(a.seed(), &key), item)?;
+            place(a, &loc, bucket, slot_i, hash(a.seed(), &key), item, None)?;
         } else {
             replace(a, bucket, slot_i, item)?;
         }

@@ -225,7 +225,7 @@ impl Handle {
         let mut found = index::find(a, loc, h, key)?;
         if let Some(f) = &found {
             if f.item.expire_off().is_some() && f.item.expired(a, now_ms())? {
-                index::remove(a, loc, f)?;
+                index::remove(a, loc, f, Some(&self.p))?;
                 self.journal_del(db, key);
                 item::retire_view(&self.p, &f.item)?;
                 found = None;
@@ -267,7 +267,7 @@ impl Handle {
             }
             (Action::InPlace, Some(f), _) => self.journal_item(db, f.item.off),
             (action @ (Action::Delete | Action::Drop), Some(f), _) => {
-                index::remove(a, loc, &f)?;
+                index::remove(a, loc, &f, Some(p))?;
                 self.journal_del(db, key);
                 if matches!(action, Action::Drop) {
                     p.retire(f.item.off)?;
@@ -583,7 +583,7 @@ impl Handle {
                 }
                 if delete_src {
                     // The source's tree, if any, now belongs to the new item.
-                    index::remove(a, &ls, &s)?;
+                    index::remove(a, &ls, &s, Some(p))?;
                     self.journal_del(db, src);
                     p.retire(s.item.off)?;
                 }
@@ -638,7 +638,7 @@ impl Handle {
         let _g = self.p.pin();
         let mut n = 0u64;
         for (seg, _) in index::segments(a, db)? {
-            n += index::seg_count(a, seg)? as u64;
+            n += index::live_count(a, seg)? as u64;
         }
         Ok(n)
     }

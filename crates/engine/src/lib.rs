@@ -175,6 +175,7 @@ impl Store {
     /// Uses an already attached arena; initialises the engine's root if nobody has.
     pub fn from_arena(arena: Arc<Arena>, databases: u32, journal: Arc<dyn Journal>) -> Result<Store, Error> {
         arena.set_recovery(Box::new(index::recover));
+        arena.set_count_repair(Box::new(index::count_unknown));
         let databases = match index::ndb(&arena)? {
             Some(n) => n,
             None => {

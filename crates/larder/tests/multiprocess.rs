@@ -187,6 +187,34 @@ fn crash_in_the_middle_of_a_split_is_finished_by_the_reaper() {
     let _ = std::fs::remove_file(ack);
 }
 
+/// A writer killed after publishing a new key but before counting it: the reaper flags the
+/// segment, DBSIZE still counts the key, the checker passes, and the next write recounts.
+#[test]
+fn crash_between_a_key_and_its_count_is_recounted() {
+    let (seg, store) = segment("count");
+    let mut h = store.handle().unwrap();
+    for s in 0..500u64 {
+        h.set(0, format!("before:{s}").as_bytes(), b"x", &SetOptions::default()).unwrap();
+    }
+    drop(h);
+    let status = worker(&seg.0, "grow", 5, None, 0, 30.0).env("LARDER_FAILPOINT", "count").status().unwrap();
+    assert!(!status.success(), "the worker should have died at the failpoint");
+    assert_eq!(store.arena().reap_dead(), 1);
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.recounts_pending, 1, "the dead writer's segment is not flagged");
+    let mut h = store.handle().unwrap();
+    assert_eq!(h.dbsize(0).unwrap(), 501, "the key published before the crash is not counted");
+    for s in 0..2000u64 {
+        h.set(0, format!("after:{s}").as_bytes(), b"x", &SetOptions::default()).unwrap();
+    }
+    assert_eq!(h.dbsize(0).unwrap(), 2501);
+    drop(h);
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.recounts_pending, 0, "a write did not recount");
+}
+
 #[test]
 fn crash_in_the_middle_of_an_atomic_mset_is_redone() {
     let (seg, store) = segment("mset");

@@ -276,7 +276,8 @@ impl Worker {
                     self.settle_parked(true);
                 }
             }
-            let requests = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed) - commands;
+            // (CONFIG RESETSTAT in this round may have zeroed the counter.)
+            let requests = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed).saturating_sub(commands);
             unpipelined = Spin::unpipelined(self.round_reads, requests);
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {

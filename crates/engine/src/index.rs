@@ -354,9 +354,11 @@ pub(crate) fn prefetch_items(a: &Arena, db: u32, h: u64, klen: usize) -> Result<
     Ok(())
 }
 
+/// The first empty slot of `bucket` not in `taken` (slots reserved by a multi-key write).
 fn empty_slot(a: &Arena, bucket: u64, taken: &[(u64, u64)]) -> Result<Option<u64>, Error> {
+    let w = bucket_words(a, bucket)?;
     for i in 0..SLOTS {
-        if slot(a, bucket, i)?.load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {
+        if w[SLOT_WORD + i as usize].load(Ordering::Relaxed) == 0 && !taken.contains(&(bucket, i)) {
             return Ok(Some(i));
         }
     }

@@ -79,6 +79,8 @@ pub struct Participant {
     pub(crate) slot: u32,
     lock_word: u32,
     pins: Cell<u32>,
+    /// The epoch this participant entered at its outermost [`Participant::pin`].
+    pinned_at: Cell<u64>,
     versions: Cell<(u64, u64)>,
     suspect: Cell<(u32, u32)>,
 }
@@ -179,6 +181,7 @@ impl Arena {
                     slot,
                     lock_word: ((slot + 1) << GEN_BITS) | (gen & GEN_MASK),
                     pins: Cell::new(0),
+                    pinned_at: Cell::new(0),
                     versions: Cell::new((0, 0)),
                     suspect: Cell::new((u32::MAX, 0)),
                 });
@@ -335,6 +338,7 @@ impl Participant {
             if let (Ok(g), Ok(mine)) = (self.arena.u64(H_EPOCH), self.arena.slot_u64(self.slot, S_EPOCH)) {
                 let e = g.load(Ordering::SeqCst);
                 mine.store(e << 1 | 1, Ordering::SeqCst);
+                self.pinned_at.set(e);
             }
         }
         self.pins.set(n + 1);
@@ -360,9 +364,19 @@ impl Participant {
     /// `next u32, count u32, start u32, pad, then (unit offset u32, epoch u32) × 62`.
     pub fn retire(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
-        // The *global* epoch after unlinking: a reader pinned at E may have seen the block
-        // only if this is >= E, and the global epoch cannot reach E + 2 while it is pinned.
-        let e = a.u64(H_EPOCH)?.load(Ordering::SeqCst);
+        // The block is stamped with an epoch no smaller than the global epoch *after* the
+        // unlink became visible: a reader pinned at E may have seen the block only if the
+        // stamp is >= E, and the global epoch cannot reach E + 2 while that reader is pinned.
+        // Loading the global epoch here is not enough by itself: on x86 that load may run
+        // before the unlinking store leaves this CPU's store buffer. So a pinned caller
+        // stamps its own epoch + 1 (the global epoch cannot pass that while it is pinned),
+        // and an unpinned one fences first.
+        let e = if self.pins.get() > 0 {
+            self.pinned_at.get() + 1
+        } else {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            a.u64(H_EPOCH)?.load(Ordering::SeqCst)
+        };
         let (head, tail, total) = a.retire_list(self.slot)?;
         let mut t = tail.load(Ordering::Relaxed);
         if head.load(Ordering::Relaxed) == 0 {
@@ -429,7 +443,8 @@ impl Participant {
             let mut s = start.load(Ordering::Relaxed);
             while s < n {
                 let (unit_w, epoch_w) = entry_words(s);
-                if g.wrapping_sub(words[epoch_w].load(Ordering::Relaxed)) < 2 {
+                // Signed: a block retired by a pinned writer is stamped one epoch ahead.
+                if (g.wrapping_sub(words[epoch_w].load(Ordering::Relaxed)) as i32) < 2 {
                     return Ok(freed);
                 }
                 let units = words[unit_w].load(Ordering::Relaxed);

@@ -62,6 +62,32 @@ fn retired_memory_waits_for_pinned_readers() {
     assert!(a.alloc_stats().unwrap().free_set.contains_key(&off), "not freed after the reader left");
 }
 
+/// A writer's unlinking store may still sit in its CPU's store buffer when it reads the
+/// global epoch, so a reader that pins one epoch later may still find the block. Retire
+/// stamps such a block one epoch past the writer's own, and it outlives that reader.
+#[test]
+fn a_block_outlives_readers_of_the_epoch_after_its_writers() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let writer = a.register().unwrap();
+    let other = a.register().unwrap();
+    let off = writer.alloc(64).unwrap();
+    {
+        let _w = writer.pin();
+        writer.retire(off).unwrap();
+        assert!(other.try_advance(), "a writer pinned in the current epoch lets it advance once");
+    }
+    let reader = other.pin();
+    for _ in 0..10 {
+        writer.collect().unwrap();
+    }
+    assert!(!a.alloc_stats().unwrap().free_set.contains_key(&off), "freed while a reader of the next epoch was pinned");
+    drop(reader);
+    for _ in 0..4 {
+        writer.collect().unwrap();
+    }
+    assert!(a.alloc_stats().unwrap().free_set.contains_key(&off), "not freed after the reader left");
+}
+
 #[test]
 fn named_segment_attach_and_errors() {
     let name = unique("named");

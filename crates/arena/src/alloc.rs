@@ -120,14 +120,23 @@ impl Arena {
             }
             return Ok((d & !LARGE) as u64 * PAGE);
         }
+        Ok(class_size(self.small_class(off, d)?))
+    }
+
+    /// The size class of the small block at `off`, whose page descriptor reads `d`: the
+    /// descriptor holds the class, so no size-to-class search. Checks that the page is a
+    /// small-class page and `off` a block boundary in it.
+    #[inline]
+    fn small_class(&self, off: u64, d: u32) -> Result<usize, Error> {
         if d == 0 || d & CONT != 0 || d as usize > NCLASSES {
             return Err(Error::OutOfRange { off, size: 0 });
         }
-        let size = class_size(d as usize - 1);
+        let c = d as usize - 1;
+        let size = class_size(c);
         if (off % PAGE) % size != 0 || off % PAGE + size > PAGE {
             return Err(Error::OutOfRange { off, size });
         }
-        Ok(size)
+        Ok(c)
     }
 
     fn large_lock(&self) -> Result<&AtomicU32, Error> {
@@ -275,11 +284,12 @@ impl Participant {
     /// retired and reclaimed): published memory goes through [`Participant::retire`].
     pub fn free(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
-        let size = a.block_size(off)?;
-        if size > LARGE_MIN || (off % PAGE == 0 && a.page_desc(off / PAGE)?.load(Ordering::Relaxed) & LARGE != 0) {
+        let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
+        if d & LARGE != 0 {
             return self.free_large(off);
         }
-        let c = class_of(size);
+        let c = a.small_class(off, d)?;
+        let size = class_size(c);
         if size >= 16 * 1024 {
             // Big blocks (index segments) give their whole OS pages back; the first page
             // keeps the free-list link.

@@ -81,6 +81,8 @@ pub struct Participant {
     pins: Cell<u32>,
     versions: Cell<(u64, u64)>,
     suspect: Cell<(u32, u32)>,
+    /// Retired-block count at which [`Participant::retire`] next collects.
+    collect_at: Cell<u32>,
 }
 
 /// Proof that the holder is inside an epoch: memory it reads stays allocated until the
@@ -181,6 +183,7 @@ impl Arena {
                     pins: Cell::new(0),
                     versions: Cell::new((0, 0)),
                     suspect: Cell::new((u32::MAX, 0)),
+                    collect_at: Cell::new(COLLECT_EVERY),
                 });
             }
         }
@@ -397,7 +400,7 @@ impl Participant {
         chunk[W_COUNT].store(n + 1, Ordering::Release);
         let c = total.load(Ordering::Relaxed) + 1;
         total.store(c, Ordering::Relaxed);
-        if c >= COLLECT_EVERY {
+        if c >= self.collect_at.get() {
             self.collect()?;
         }
         Ok(())
@@ -412,10 +415,20 @@ impl Participant {
     /// Frees every retired block that no participant can still see. Called automatically
     /// every [`COLLECT_EVERY`] retirements; call it when idle to return memory sooner.
     pub fn collect(&self) -> Result<usize, Error> {
+        let a = &*self.arena;
+        let (head, tail, total) = a.retire_list(self.slot)?;
+        let r = self.collect_list(head, tail, total);
+        // What is left was retired too recently to free now (a collect frees what was
+        // retired before the previous one): wait for COLLECT_EVERY more retirements rather
+        // than walking the same unripe entries again at every retire.
+        self.collect_at.set(total.load(Ordering::Relaxed).saturating_add(COLLECT_EVERY));
+        r
+    }
+
+    fn collect_list(&self, head: &AtomicU32, tail: &AtomicU32, total: &AtomicU32) -> Result<usize, Error> {
         self.try_advance();
         let a = &*self.arena;
         let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
-        let (head, tail, total) = a.retire_list(self.slot)?;
         let mut freed = 0;
         loop {
             let h = head.load(Ordering::Acquire);
@@ -426,20 +439,29 @@ impl Participant {
             let words = a.u32s::<CHUNK_WORDS>(chunk)?;
             let n = (words[W_COUNT].load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
             let start = &words[W_START];
-            let mut s = start.load(Ordering::Relaxed);
-            while s < n {
-                let (unit_w, epoch_w) = entry_words(s);
-                if g.wrapping_sub(words[epoch_w].load(Ordering::Relaxed)) < 2 {
-                    return Ok(freed);
+            let s = start.load(Ordering::Relaxed);
+            // Entries s..e are old enough to free (they are in retirement order).
+            let mut e = s;
+            while e < n && g.wrapping_sub(words[entry_words(e).1].load(Ordering::Relaxed)) >= 2 {
+                e += 1;
+            }
+            if e > s {
+                // Advance first, once for the whole run: a crash before the frees below
+                // leaks these blocks rather than freeing them twice.
+                start.store(e, Ordering::Release);
+                total.store(total.load(Ordering::Relaxed).saturating_sub(e - s), Ordering::Relaxed);
+                let mut first_err = Ok(());
+                for i in s..e {
+                    let units = words[entry_words(i).0].load(Ordering::Relaxed);
+                    if let Err(err) = self.free(Arena::from_units(units)) {
+                        first_err = first_err.and(Err(err));
+                    }
                 }
-                let units = words[unit_w].load(Ordering::Relaxed);
-                // Advance first: a crash between the two leaks the block rather than
-                // freeing it twice.
-                s += 1;
-                start.store(s, Ordering::Release);
-                total.store(total.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
-                self.free(Arena::from_units(units))?;
-                freed += 1;
+                first_err?;
+                freed += (e - s) as usize;
+            }
+            if e < n {
+                return Ok(freed);
             }
             let next = words[W_NEXT].load(Ordering::Acquire);
             if next != 0 {

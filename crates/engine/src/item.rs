@@ -422,18 +422,11 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     if let (Some(i), Value::Int(v)) = (l.int, it.value) {
         head[i as usize..i as usize + 8].copy_from_slice(&v.to_le_bytes());
     }
-    a.write(off, &head[..l.key as usize])?;
-    a.write(off + l.key, it.key)?;
+    let head = &head[..l.key as usize];
     match it.value {
-        Value::Raw(v) | Value::Coll(_, v) => a.write(off + l.key + klen, v)?,
-        Value::Parts(_, ps) => {
-            let mut at = off + l.key + klen;
-            for p in ps {
-                a.write(at, p)?;
-                at += p.len() as u64;
-            }
-        }
-        Value::Int(_) => {}
+        Value::Raw(v) | Value::Coll(_, v) => a.write_parts(off, [head, it.key, v])?,
+        Value::Parts(_, [p0, p1, p2]) => a.write_parts(off, [head, it.key, p0, p1, p2])?,
+        Value::Int(_) => a.write_parts(off, [head, it.key])?,
     }
     Ok(off)
 }

@@ -295,7 +295,7 @@ impl Handle {
     /// built out of line.
     #[inline]
     pub(crate) fn journal_item(&self, db: u32, item: u64) {
-        if self.store.journal().enabled() {
+        if self.store.journaling() {
             self.journal_item_record(db, item);
         }
     }
@@ -319,9 +319,8 @@ impl Handle {
     }
 
     pub(crate) fn journal_del(&self, db: u32, key: &[u8]) {
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::Del { db, key });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::Del { db, key });
         }
     }
 
@@ -627,9 +626,8 @@ impl Handle {
             let _g = self.p.pin();
             index::swap_dbs(&self.p, a, b)?;
         }
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::SwapDb { a, b });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::SwapDb { a, b });
         }
         Ok(())
     }
@@ -651,9 +649,8 @@ impl Handle {
     pub fn flushdb(&mut self, db: u32) -> Result<(), Error> {
         self.check_db(db)?;
         self.empty(db)?;
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::FlushDb { db });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::FlushDb { db });
         }
         Ok(())
     }
@@ -676,9 +673,8 @@ impl Handle {
         for db in 0..self.store.databases() {
             self.empty(db)?;
         }
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::FlushAll);
+        if self.store.journaling() {
+            self.store.journal().append(&Record::FlushAll);
         }
         Ok(())
     }

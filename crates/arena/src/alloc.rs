@@ -242,21 +242,34 @@ impl Participant {
 
     /// Allocates `size` bytes (8-aligned; at least 16). The memory is this participant's until
     /// it publishes it; it may hold old bytes.
+    ///
+    /// Inlined: the fast path (pop this participant's free list) is a few loads and stores;
+    /// everything else is out of line.
+    #[inline]
     pub fn alloc(&self, size: u64) -> Result<u64, Error> {
         if size > LARGE_MIN {
             return self.alloc_large(size);
         }
         let c = class_of(size);
-        let a = &*self.arena;
         let entry = self.cache(c)?;
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let h = head.load(Ordering::Relaxed);
-        if h != 0 {
-            let off = Arena::from_units(h);
-            head.store(a.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
-            count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
-            return Ok(off);
+        if h == 0 {
+            return self.alloc_refill(c);
         }
+        let off = Arena::from_units(h);
+        head.store(self.arena.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
+        count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+        Ok(off)
+    }
+
+    /// [`Participant::alloc`] of class `c` with an empty free list: bump inside the current
+    /// page, else a batch freed by someone else, else a fresh page.
+    #[inline(never)]
+    fn alloc_refill(&self, c: usize) -> Result<u64, Error> {
+        let a = &*self.arena;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let cu = (class_size(c) / UNIT) as u32;
         let (cur, end) = (&entry[C_BUMP_CUR], &entry[C_BUMP_END]);
         let b = cur.load(Ordering::Relaxed);
@@ -264,7 +277,6 @@ impl Participant {
             cur.store(b + cu, Ordering::Relaxed);
             return Ok(Arena::from_units(b));
         }
-        // Refill: a batch freed by someone else, else a fresh page.
         if let Some(batch) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
             head.store(rest, Ordering::Relaxed);
@@ -282,6 +294,10 @@ impl Participant {
 
     /// Frees a block at once. Only for memory never published (or published and then
     /// retired and reclaimed): published memory goes through [`Participant::retire`].
+    ///
+    /// Inlined like [`Participant::alloc`]: the common case pushes on this participant's
+    /// free list; large runs, big blocks and spilling a batch are out of line.
+    #[inline]
     pub fn free(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
@@ -289,15 +305,8 @@ impl Participant {
             return self.free_large(off);
         }
         let c = a.small_class(off, d)?;
-        let size = class_size(c);
-        if size >= 16 * 1024 {
-            // Big blocks (index segments) give their whole OS pages back; the first page
-            // keeps the free-list link.
-            let first = (off + 8).div_ceil(4096) * 4096;
-            let end = (off + size) / 4096 * 4096;
-            if end > first {
-                a.map.discard(first, end - first)?;
-            }
+        if class_size(c) >= 16 * 1024 {
+            self.discard_block(off, class_size(c))?;
         }
         let entry = self.cache(c)?;
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
@@ -306,22 +315,44 @@ impl Participant {
         let n = count.load(Ordering::Relaxed) + 1;
         count.store(n, Ordering::Relaxed);
         if n >= 2 * BATCH {
-            // Hand the first BATCH blocks to the global stack.
-            let first = head.load(Ordering::Relaxed);
-            let mut last = first;
-            for _ in 1..BATCH {
-                last = a.u32(Arena::from_units(last))?.load(Ordering::Relaxed);
-                if last == 0 {
-                    return Err(Error::Geometry("free list shorter than its count"));
-                }
-            }
-            let last_word = a.u32(Arena::from_units(last))?;
-            head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
-            last_word.store(0, Ordering::Relaxed);
-            count.store(n - BATCH, Ordering::Relaxed);
-            self.push_batch(c, Arena::from_units(first))?;
+            return self.spill_batch(c);
         }
         Ok(())
+    }
+
+    /// Big blocks (index segments) give their whole OS pages back; the first page keeps the
+    /// free-list link.
+    #[inline(never)]
+    fn discard_block(&self, off: u64, size: u64) -> Result<(), Error> {
+        let first = (off + 8).div_ceil(4096) * 4096;
+        let end = (off + size) / 4096 * 4096;
+        if end > first {
+            self.arena.map.discard(first, end - first)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the first [`BATCH`] blocks of the free list of class `c` to the global stack,
+    /// so memory freed by one thread feeds others.
+    #[inline(never)]
+    fn spill_batch(&self, c: usize) -> Result<(), Error> {
+        let a = &*self.arena;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
+        let n = count.load(Ordering::Relaxed);
+        let first = head.load(Ordering::Relaxed);
+        let mut last = first;
+        for _ in 1..BATCH {
+            last = a.u32(Arena::from_units(last))?.load(Ordering::Relaxed);
+            if last == 0 {
+                return Err(Error::Geometry("free list shorter than its count"));
+            }
+        }
+        let last_word = a.u32(Arena::from_units(last))?;
+        head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
+        last_word.store(0, Ordering::Relaxed);
+        count.store(n - BATCH, Ordering::Relaxed);
+        self.push_batch(c, Arena::from_units(first))
     }
 
     fn push_batch(&self, c: usize, batch: u64) -> Result<(), Error> {
@@ -417,6 +448,7 @@ impl Participant {
         Ok(None)
     }
 
+    #[inline(never)]
     fn alloc_large(&self, size: u64) -> Result<u64, Error> {
         let a = &*self.arena;
         let n = size.div_ceil(PAGE);
@@ -432,6 +464,7 @@ impl Participant {
         Ok(off)
     }
 
+    #[inline(never)]
     fn free_large(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);

@@ -138,9 +138,11 @@ pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
 }
 
 impl Arena {
+    #[inline]
     fn slot_u64(&self, slot: u32, field: u64) -> Result<&AtomicU64, Error> {
         self.u64(self.slot_off(slot) + field)
     }
+    #[inline]
     fn slot_u32(&self, slot: u32, field: u64) -> Result<&AtomicU32, Error> {
         self.u32(self.slot_off(slot) + field)
     }
@@ -335,9 +337,13 @@ impl Participant {
     pub fn pin(&self) -> Guard<'_> {
         let n = self.pins.get();
         if n == 0 {
-            if let (Ok(g), Ok(mine)) = (self.arena.u64(H_EPOCH), self.arena.slot_u64(self.slot, S_EPOCH)) {
+            // One accessor after the other (not both results built first, then matched):
+            // this is on every operation's path.
+            if let Ok(g) = self.arena.u64(H_EPOCH) {
                 let e = g.load(Ordering::SeqCst);
-                mine.store(e << 1 | 1, Ordering::SeqCst);
+                if let Ok(mine) = self.arena.slot_u64(self.slot, S_EPOCH) {
+                    mine.store(e << 1 | 1, Ordering::SeqCst);
+                }
             }
         }
         self.pins.set(n + 1);
@@ -513,7 +519,17 @@ impl Participant {
 
     /// Takes an owner-recording lock. Spins, then yields; takes the lock over when its owner
     /// is found dead (after reaping the owner, which finishes any intent it recorded).
+    ///
+    /// Inlined: an uncontended lock is one compare-and-swap; waiting is out of line.
+    #[inline]
     pub fn lock(&self, word: &AtomicU32) {
+        if word.compare_exchange(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended(word);
+        }
+    }
+
+    #[inline(never)]
+    fn lock_contended(&self, word: &AtomicU32) {
         let mut spins: u32 = 0;
         loop {
             let cur = match word.compare_exchange_weak(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed) {

@@ -299,6 +299,13 @@ impl Participant {
     /// free list; large runs, big blocks and spilling a batch are out of line.
     #[inline]
     pub fn free(&self, off: u64) -> Result<(), Error> {
+        self.free_inline(off)
+    }
+
+    /// [`Participant::free`], always inlined: for `collect`, which frees every block it
+    /// reclaims in one loop.
+    #[inline(always)]
+    pub(crate) fn free_inline(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
         if d & LARGE != 0 {

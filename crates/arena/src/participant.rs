@@ -459,7 +459,7 @@ impl Participant {
                 let mut first_err = Ok(());
                 for i in s..e {
                     let units = words[entry_words(i).0].load(Ordering::Relaxed);
-                    if let Err(err) = self.free(Arena::from_units(units)) {
+                    if let Err(err) = self.free_inline(Arena::from_units(units)) {
                         first_err = first_err.and(Err(err));
                     }
                 }

@@ -238,7 +238,31 @@ impl Handle {
         Ok((found, room))
     }
 
+    /// Carries out what a write decided, under the home lock.
+    // Inlined for the commonest case, an existing key overwritten (every SET of a key that
+    // is there); the other cases go through `apply_other`.
+    #[inline]
     fn apply(
+        &self,
+        db: u32,
+        key: &[u8],
+        loc: &Loc,
+        found: Option<&index::Found>,
+        reserved: Option<&index::Reserved>,
+        action: Action,
+    ) -> Result<(), Error> {
+        match (action, found) {
+            (Action::Put(item), Some(f)) => {
+                index::replace(self.arena(), f.bucket, f.slot, item)?;
+                self.journal_item(db, item);
+                retire_replaced(&self.p, &f.item, item)
+            }
+            (action, _) => self.apply_other(db, key, loc, found, reserved, action),
+        }
+    }
+
+    #[inline(never)]
+    fn apply_other(
         &self,
         db: u32,
         key: &[u8],
@@ -870,13 +894,20 @@ impl Handle {
 
 /// Retires the item `new` replaced: with its tree, unless `new` took the tree over (an
 /// expiry change rebuilds a collection's item around the same roots).
+#[inline]
 fn retire_replaced(p: &Participant, old: &ItemView, new: u64) -> Result<(), Error> {
-    let a = &**p.arena();
     if item::is_tree_type(old.ty()) {
-        let n = ItemView::read(a, new)?;
-        if crate::coll::tree_roots(a, &n)? == crate::coll::tree_roots(a, old)? {
-            return p.retire(old.off).map_err(Into::into);
-        }
+        return retire_replaced_tree(p, old, new);
+    }
+    item::retire_view(p, old)
+}
+
+#[inline(never)]
+fn retire_replaced_tree(p: &Participant, old: &ItemView, new: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    let n = ItemView::read(a, new)?;
+    if crate::coll::tree_roots(a, &n)? == crate::coll::tree_roots(a, old)? {
+        return p.retire(old.off).map_err(Into::into);
     }
     item::retire_view(p, old)
 }

@@ -486,7 +486,7 @@ impl Arena {
     }
     /// Writes `parts` back to back into memory the caller owns and has not published (one
     /// bounds check; short parts copied inline).
-    #[inline]
+    #[inline(always)]
     pub fn write_parts<const N: usize>(&self, off: u64, parts: [&[u8]; N]) -> Result<(), Error> {
         self.map.write_parts(off, parts)
     }

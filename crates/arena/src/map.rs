@@ -135,7 +135,7 @@ impl Mapping {
     /// whole range. Meant for building a small item (header, key, value): parts of up to
     /// 32 bytes are copied inline rather than through a `memcpy` call each. Same rules as
     /// [`Mapping::write`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write_parts<const N: usize>(&self, off: u64, parts: [&[u8]; N]) -> Result<(), Error> {
         let total = parts.iter().try_fold(0u64, |t, p| t.checked_add(p.len() as u64));
         let Some(total) = total else { return Err(Error::OutOfRange { off, size: u64::MAX }) };

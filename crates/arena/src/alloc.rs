@@ -115,7 +115,7 @@ impl Arena {
         let page = off / PAGE;
         let d = self.page_desc(page)?.load(Ordering::Acquire);
         if d & LARGE != 0 {
-            if off % PAGE != 0 {
+            if !off.is_multiple_of(PAGE) {
                 return Err(Error::OutOfRange { off, size: 0 });
             }
             return Ok((d & !LARGE) as u64 * PAGE);
@@ -133,7 +133,7 @@ impl Arena {
         }
         let c = d as usize - 1;
         let size = class_size(c);
-        if (off % PAGE) % size != 0 || off % PAGE + size > PAGE {
+        if !(off % PAGE).is_multiple_of(size) || off % PAGE + size > PAGE {
             return Err(Error::OutOfRange { off, size });
         }
         Ok(c)

@@ -538,9 +538,9 @@ impl Participant {
             };
             debug_assert_ne!(cur, self.lock_word, "lock is not re-entrant");
             spins = spins.wrapping_add(1);
-            if cur != 0 && spins % 64 == 0 {
+            if cur != 0 && spins.is_multiple_of(64) {
                 // Every 64th spin the cheap check (generation), every 16384th the process.
-                if self.arena.lock_is_stale(cur, spins % 16384 == 0)
+                if self.arena.lock_is_stale(cur, spins.is_multiple_of(16384))
                     && word.compare_exchange(cur, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 {
                     return;

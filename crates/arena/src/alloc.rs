@@ -115,19 +115,28 @@ impl Arena {
         let page = off / PAGE;
         let d = self.page_desc(page)?.load(Ordering::Acquire);
         if d & LARGE != 0 {
-            if off % PAGE != 0 {
+            if !off.is_multiple_of(PAGE) {
                 return Err(Error::OutOfRange { off, size: 0 });
             }
             return Ok((d & !LARGE) as u64 * PAGE);
         }
+        Ok(class_size(self.small_class(off, d)?))
+    }
+
+    /// The size class of the small block at `off`, whose page descriptor reads `d`: the
+    /// descriptor holds the class, so no size-to-class search. Checks that the page is a
+    /// small-class page and `off` a block boundary in it.
+    #[inline]
+    fn small_class(&self, off: u64, d: u32) -> Result<usize, Error> {
         if d == 0 || d & CONT != 0 || d as usize > NCLASSES {
             return Err(Error::OutOfRange { off, size: 0 });
         }
-        let size = class_size(d as usize - 1);
-        if (off % PAGE) % size != 0 || off % PAGE + size > PAGE {
+        let c = d as usize - 1;
+        let size = class_size(c);
+        if !(off % PAGE).is_multiple_of(size) || off % PAGE + size > PAGE {
             return Err(Error::OutOfRange { off, size });
         }
-        Ok(size)
+        Ok(c)
     }
 
     fn large_lock(&self) -> Result<&AtomicU32, Error> {
@@ -233,21 +242,73 @@ impl Participant {
 
     /// Allocates `size` bytes (8-aligned; at least 16). The memory is this participant's until
     /// it publishes it; it may hold old bytes.
+    ///
+    /// Inlined: the fast path (pop this participant's free list) is a few loads and stores;
+    /// everything else is out of line.
+    #[inline]
     pub fn alloc(&self, size: u64) -> Result<u64, Error> {
         if size > LARGE_MIN {
             return self.alloc_large(size);
         }
         let c = class_of(size);
-        let a = &*self.arena;
         let entry = self.cache(c)?;
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let h = head.load(Ordering::Relaxed);
-        if h != 0 {
-            let off = Arena::from_units(h);
-            head.store(a.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
-            count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
-            return Ok(off);
+        if h == 0 {
+            return self.alloc_refill(c);
         }
+        let off = Arena::from_units(h);
+        head.store(self.arena.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
+        count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+        Ok(off)
+    }
+
+    /// [`Participant::alloc`] of class `c` with an empty free list: bump inside the current
+    /// page, else a batch freed by someone else, else a fresh page, else whatever this
+    /// participant's retired blocks give back.
+    #[inline(never)]
+    fn alloc_refill(&self, c: usize) -> Result<u64, Error> {
+        match self.refill(c) {
+            Err(Error::Full) if self.reclaim_for_space() => {
+                // Reclaimed blocks of this class are on this participant's free list now.
+                let entry = self.cache(c)?;
+                let h = entry[C_FREE_HEAD].load(Ordering::Relaxed);
+                if h == 0 {
+                    return self.refill(c);
+                }
+                let off = Arena::from_units(h);
+                entry[C_FREE_HEAD].store(self.arena.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
+                let count = &entry[C_FREE_COUNT];
+                count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+                Ok(off)
+            }
+            r => r,
+        }
+    }
+
+    /// The arena has no fresh pages left: collect this participant's retired blocks (a few
+    /// rounds, each of which may advance the epoch once) and say whether any came back.
+    /// Retired memory otherwise waits for the next periodic collect, and a burst of big
+    /// retirements (whole index copies, large values) could fill the arena before it.
+    #[inline(never)]
+    fn reclaim_for_space(&self) -> bool {
+        if !self.may_reclaim() {
+            return false;
+        }
+        let mut any = false;
+        for _ in 0..3 {
+            match self.collect() {
+                Ok(n) => any |= n > 0,
+                Err(_) => break,
+            }
+        }
+        any
+    }
+
+    fn refill(&self, c: usize) -> Result<u64, Error> {
+        let a = &*self.arena;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let cu = (class_size(c) / UNIT) as u32;
         let (cur, end) = (&entry[C_BUMP_CUR], &entry[C_BUMP_END]);
         let b = cur.load(Ordering::Relaxed);
@@ -255,7 +316,6 @@ impl Participant {
             cur.store(b + cu, Ordering::Relaxed);
             return Ok(Arena::from_units(b));
         }
-        // Refill: a batch freed by someone else, else a fresh page.
         if let Some(batch) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
             head.store(rest, Ordering::Relaxed);
@@ -273,21 +333,26 @@ impl Participant {
 
     /// Frees a block at once. Only for memory never published (or published and then
     /// retired and reclaimed): published memory goes through [`Participant::retire`].
+    ///
+    /// Inlined like [`Participant::alloc`]: the common case pushes on this participant's
+    /// free list; large runs, big blocks and spilling a batch are out of line.
+    #[inline]
     pub fn free(&self, off: u64) -> Result<(), Error> {
+        self.free_inline(off)
+    }
+
+    /// [`Participant::free`], always inlined: for `collect`, which frees every block it
+    /// reclaims in one loop.
+    #[inline(always)]
+    pub(crate) fn free_inline(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
-        let size = a.block_size(off)?;
-        if size > LARGE_MIN || (off % PAGE == 0 && a.page_desc(off / PAGE)?.load(Ordering::Relaxed) & LARGE != 0) {
+        let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
+        if d & LARGE != 0 {
             return self.free_large(off);
         }
-        let c = class_of(size);
-        if size >= 16 * 1024 {
-            // Big blocks (index segments) give their whole OS pages back; the first page
-            // keeps the free-list link.
-            let first = (off + 8).div_ceil(4096) * 4096;
-            let end = (off + size) / 4096 * 4096;
-            if end > first {
-                a.map.discard(first, end - first)?;
-            }
+        let c = a.small_class(off, d)?;
+        if class_size(c) >= 16 * 1024 {
+            self.discard_block(off, class_size(c))?;
         }
         let entry = self.cache(c)?;
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
@@ -296,22 +361,44 @@ impl Participant {
         let n = count.load(Ordering::Relaxed) + 1;
         count.store(n, Ordering::Relaxed);
         if n >= 2 * BATCH {
-            // Hand the first BATCH blocks to the global stack.
-            let first = head.load(Ordering::Relaxed);
-            let mut last = first;
-            for _ in 1..BATCH {
-                last = a.u32(Arena::from_units(last))?.load(Ordering::Relaxed);
-                if last == 0 {
-                    return Err(Error::Geometry("free list shorter than its count"));
-                }
-            }
-            let last_word = a.u32(Arena::from_units(last))?;
-            head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
-            last_word.store(0, Ordering::Relaxed);
-            count.store(n - BATCH, Ordering::Relaxed);
-            self.push_batch(c, Arena::from_units(first))?;
+            return self.spill_batch(c);
         }
         Ok(())
+    }
+
+    /// Big blocks (index segments) give their whole OS pages back; the first page keeps the
+    /// free-list link.
+    #[inline(never)]
+    fn discard_block(&self, off: u64, size: u64) -> Result<(), Error> {
+        let first = (off + 8).div_ceil(4096) * 4096;
+        let end = (off + size) / 4096 * 4096;
+        if end > first {
+            self.arena.map.discard(first, end - first)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the first [`BATCH`] blocks of the free list of class `c` to the global stack,
+    /// so memory freed by one thread feeds others.
+    #[inline(never)]
+    fn spill_batch(&self, c: usize) -> Result<(), Error> {
+        let a = &*self.arena;
+        let entry = self.cache(c)?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
+        let n = count.load(Ordering::Relaxed);
+        let first = head.load(Ordering::Relaxed);
+        let mut last = first;
+        for _ in 1..BATCH {
+            last = a.u32(Arena::from_units(last))?.load(Ordering::Relaxed);
+            if last == 0 {
+                return Err(Error::Geometry("free list shorter than its count"));
+            }
+        }
+        let last_word = a.u32(Arena::from_units(last))?;
+        head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
+        last_word.store(0, Ordering::Relaxed);
+        count.store(n - BATCH, Ordering::Relaxed);
+        self.push_batch(c, Arena::from_units(first))
     }
 
     fn push_batch(&self, c: usize, batch: u64) -> Result<(), Error> {
@@ -407,13 +494,17 @@ impl Participant {
         Ok(None)
     }
 
+    #[inline(never)]
     fn alloc_large(&self, size: u64) -> Result<u64, Error> {
         let a = &*self.arena;
         let n = size.div_ceil(PAGE);
         if n >= (CONT as u64) {
             return Err(Error::Full);
         }
-        let off = self.take_pages(n)?;
+        let off = match self.take_pages(n) {
+            Err(Error::Full) if self.reclaim_for_space() => self.take_pages(n)?,
+            r => r?,
+        };
         let first = off / PAGE;
         for p in first + 1..first + n {
             a.page_desc(p)?.store(CONT, Ordering::Relaxed);
@@ -422,6 +513,7 @@ impl Participant {
         Ok(off)
     }
 
+    #[inline(never)]
     fn free_large(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);

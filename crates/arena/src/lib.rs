@@ -484,6 +484,12 @@ impl Arena {
     pub fn write(&self, off: u64, data: &[u8]) -> Result<(), Error> {
         self.map.write(off, data)
     }
+    /// Writes `parts` back to back into memory the caller owns and has not published (one
+    /// bounds check; short parts copied inline).
+    #[inline(always)]
+    pub fn write_parts<const N: usize>(&self, off: u64, parts: [&[u8]; N]) -> Result<(), Error> {
+        self.map.write_parts(off, parts)
+    }
     /// Copies bytes between two disjoint arena ranges.
     #[inline]
     pub fn copy(&self, src: u64, dst: u64, len: u64) -> Result<(), Error> {

@@ -53,7 +53,7 @@ fn entry_words(i: u32) -> (usize, usize) {
 }
 
 /// Retired blocks a participant accumulates before it tries to reclaim.
-const COLLECT_EVERY: u32 = 128;
+const COLLECT_EVERY: u64 = 128;
 /// How many failed epoch advances caused by one slot before its process is checked.
 const SUSPECT_AFTER: u32 = 32;
 
@@ -83,6 +83,11 @@ pub struct Participant {
     pinned_at: Cell<u64>,
     versions: Cell<(u64, u64)>,
     suspect: Cell<(u32, u32)>,
+    /// Weight retired since the last collect (one per block plus one per KiB, so big blocks
+    /// bring the next collect sooner); [`Participant::retire`] collects at [`COLLECT_EVERY`].
+    pending: Cell<u64>,
+    /// Set while retire() edits the retire list: allocation must not collect then.
+    retiring: Cell<bool>,
 }
 
 /// Proof that the holder is inside an epoch: memory it reads stays allocated until the
@@ -138,9 +143,11 @@ pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
 }
 
 impl Arena {
+    #[inline]
     fn slot_u64(&self, slot: u32, field: u64) -> Result<&AtomicU64, Error> {
         self.u64(self.slot_off(slot) + field)
     }
+    #[inline]
     fn slot_u32(&self, slot: u32, field: u64) -> Result<&AtomicU32, Error> {
         self.u32(self.slot_off(slot) + field)
     }
@@ -184,6 +191,8 @@ impl Arena {
                     pinned_at: Cell::new(0),
                     versions: Cell::new((0, 0)),
                     suspect: Cell::new((u32::MAX, 0)),
+                    pending: Cell::new(0),
+                    retiring: Cell::new(false),
                 });
             }
         }
@@ -335,10 +344,14 @@ impl Participant {
     pub fn pin(&self) -> Guard<'_> {
         let n = self.pins.get();
         if n == 0 {
-            if let (Ok(g), Ok(mine)) = (self.arena.u64(H_EPOCH), self.arena.slot_u64(self.slot, S_EPOCH)) {
+            // One accessor after the other (not both results built first, then matched):
+            // this is on every operation's path.
+            if let Ok(g) = self.arena.u64(H_EPOCH) {
                 let e = g.load(Ordering::SeqCst);
-                mine.store(e << 1 | 1, Ordering::SeqCst);
-                self.pinned_at.set(e);
+                if let Ok(mine) = self.arena.slot_u64(self.slot, S_EPOCH) {
+                    mine.store(e << 1 | 1, Ordering::SeqCst);
+                    self.pinned_at.set(e);
+                }
             }
         }
         self.pins.set(n + 1);
@@ -409,27 +422,47 @@ impl Participant {
         chunk[unit_w].store(Arena::to_units(off), Ordering::Relaxed);
         chunk[epoch_w].store(e as u32, Ordering::Relaxed);
         chunk[W_COUNT].store(n + 1, Ordering::Release);
-        let c = total.load(Ordering::Relaxed) + 1;
-        total.store(c, Ordering::Relaxed);
-        if c >= COLLECT_EVERY {
+        total.store(total.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        let pending = self.pending.get() + 1 + a.block_size(off).unwrap_or(0) / 1024;
+        self.pending.set(pending);
+        if pending >= COLLECT_EVERY {
             self.collect()?;
         }
         Ok(())
     }
 
     fn new_retire_chunk(&self) -> Result<u32, Error> {
-        let c = self.alloc(RETIRE_CHUNK)?;
+        // No collecting inside this alloc: the caller is in the middle of editing the list.
+        self.retiring.set(true);
+        let c = self.alloc(RETIRE_CHUNK);
+        self.retiring.set(false);
+        let c = c?;
         self.arena.zero(c, 16)?;
         Ok(Arena::to_units(c))
+    }
+
+    /// Whether allocation may collect to find space (not from inside [`Participant::retire`]).
+    pub(crate) fn may_reclaim(&self) -> bool {
+        !self.retiring.get()
     }
 
     /// Frees every retired block that no participant can still see. Called automatically
     /// every [`COLLECT_EVERY`] retirements; call it when idle to return memory sooner.
     pub fn collect(&self) -> Result<usize, Error> {
+        let a = &*self.arena;
+        let (head, tail, total) = a.retire_list(self.slot)?;
+        let r = self.collect_list(head, tail, total);
+        // What is left was retired too recently to free now (a collect frees what was
+        // retired before the previous one): wait for COLLECT_EVERY more weight of
+        // retirements rather than walking the same unripe entries again at every retire.
+        self.pending.set(0);
+        r
+    }
+
+    fn collect_list(&self, head: &AtomicU32, tail: &AtomicU32, total: &AtomicU32) -> Result<usize, Error> {
         self.try_advance();
         let a = &*self.arena;
         let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
-        let (head, tail, total) = a.retire_list(self.slot)?;
         let mut freed = 0;
         loop {
             let h = head.load(Ordering::Acquire);
@@ -440,21 +473,30 @@ impl Participant {
             let words = a.u32s::<CHUNK_WORDS>(chunk)?;
             let n = (words[W_COUNT].load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
             let start = &words[W_START];
-            let mut s = start.load(Ordering::Relaxed);
-            while s < n {
-                let (unit_w, epoch_w) = entry_words(s);
-                // Signed: a block retired by a pinned writer is stamped one epoch ahead.
-                if (g.wrapping_sub(words[epoch_w].load(Ordering::Relaxed)) as i32) < 2 {
-                    return Ok(freed);
+            let s = start.load(Ordering::Relaxed);
+            // Entries s..e are old enough to free (they are in retirement order). Signed: a
+            // block retired by a pinned writer is stamped one epoch ahead of the global one.
+            let mut e = s;
+            while e < n && (g.wrapping_sub(words[entry_words(e).1].load(Ordering::Relaxed)) as i32) >= 2 {
+                e += 1;
+            }
+            if e > s {
+                // Advance first, once for the whole run: a crash before the frees below
+                // leaks these blocks rather than freeing them twice.
+                start.store(e, Ordering::Release);
+                total.store(total.load(Ordering::Relaxed).saturating_sub(e - s), Ordering::Relaxed);
+                let mut first_err = Ok(());
+                for i in s..e {
+                    let units = words[entry_words(i).0].load(Ordering::Relaxed);
+                    if let Err(err) = self.free_inline(Arena::from_units(units)) {
+                        first_err = first_err.and(Err(err));
+                    }
                 }
-                let units = words[unit_w].load(Ordering::Relaxed);
-                // Advance first: a crash between the two leaks the block rather than
-                // freeing it twice.
-                s += 1;
-                start.store(s, Ordering::Release);
-                total.store(total.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
-                self.free(Arena::from_units(units))?;
-                freed += 1;
+                first_err?;
+                freed += (e - s) as usize;
+            }
+            if e < n {
+                return Ok(freed);
             }
             let next = words[W_NEXT].load(Ordering::Acquire);
             if next != 0 {
@@ -506,7 +548,17 @@ impl Participant {
 
     /// Takes an owner-recording lock. Spins, then yields; takes the lock over when its owner
     /// is found dead (after reaping the owner, which finishes any intent it recorded).
+    ///
+    /// Inlined: an uncontended lock is one compare-and-swap; waiting is out of line.
+    #[inline]
     pub fn lock(&self, word: &AtomicU32) {
+        if word.compare_exchange(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended(word);
+        }
+    }
+
+    #[inline(never)]
+    fn lock_contended(&self, word: &AtomicU32) {
         let mut spins: u32 = 0;
         loop {
             let cur = match word.compare_exchange_weak(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed) {
@@ -515,9 +567,9 @@ impl Participant {
             };
             debug_assert_ne!(cur, self.lock_word, "lock is not re-entrant");
             spins = spins.wrapping_add(1);
-            if cur != 0 && spins % 64 == 0 {
+            if cur != 0 && spins.is_multiple_of(64) {
                 // Every 64th spin the cheap check (generation), every 16384th the process.
-                if self.arena.lock_is_stale(cur, spins % 16384 == 0)
+                if self.arena.lock_is_stale(cur, spins.is_multiple_of(16384))
                     && word.compare_exchange(cur, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 {
                     return;

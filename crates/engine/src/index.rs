@@ -545,6 +545,16 @@ pub(crate) fn seg_count(a: &Arena, seg: u64) -> Result<u32, Error> {
 }
 
 
+/// [`retired`] and [`dirty`] of a segment, read in that order with one bounds check (the
+/// header's first seven words).
+#[inline]
+fn retired_dirty(a: &Arena, seg: u64) -> Result<(bool, bool), Error> {
+    const _: () = assert!(G_RETIRED == 4 && G_DIRTY == 24);
+    let w = a.u32s::<7>(seg)?;
+    let retired = w[1].load(Ordering::Acquire) != 0;
+    Ok((retired, w[6].load(Ordering::Acquire) != 0))
+}
+
 fn retired(a: &Arena, seg: u64) -> Result<bool, Error> {
     Ok(a.u32(seg + G_RETIRED)?.load(Ordering::Acquire) != 0)
 }
@@ -558,8 +568,9 @@ pub(crate) fn lock_home(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
     for _ in 0..RETRIES {
         let loc = locate(a, db, h)?;
         p.lock(lock_word(a, loc.seg, loc.b)?);
-        if !retired(a, loc.seg)? {
-            if !dirty(a, loc.seg)? {
+        let (retired, dirty) = retired_dirty(a, loc.seg)?;
+        if !retired {
+            if !dirty {
                 return Ok(loc);
             }
             // A writer of this segment died mid-count: recount before writing, then retry.

@@ -376,6 +376,11 @@ pub(crate) struct NewItem<'a> {
 
 /// Allocates and writes an item; returns its offset. It is not published.
 pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
+    if let Value::Raw(v) = it.value {
+        if it.expire_at == 0 && it.cflags == 0 && it.key.len() <= 0xffff && v.len() as u64 <= MAX_VALUE {
+            return build_plain(p, it.key, v, it.version);
+        }
+    }
     let klen = it.key.len() as u64;
     let (ty, vraw, vlen) = match it.value {
         Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
@@ -422,19 +427,28 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     if let (Some(i), Value::Int(v)) = (l.int, it.value) {
         head[i as usize..i as usize + 8].copy_from_slice(&v.to_le_bytes());
     }
-    a.write(off, &head[..l.key as usize])?;
-    a.write(off + l.key, it.key)?;
+    let head = &head[..l.key as usize];
     match it.value {
-        Value::Raw(v) | Value::Coll(_, v) => a.write(off + l.key + klen, v)?,
-        Value::Parts(_, ps) => {
-            let mut at = off + l.key + klen;
-            for p in ps {
-                a.write(at, p)?;
-                at += p.len() as u64;
-            }
-        }
-        Value::Int(_) => {}
+        Value::Raw(v) | Value::Coll(_, v) => a.write_parts(off, [head, it.key, v])?,
+        Value::Parts(_, [p0, p1, p2]) => a.write_parts(off, [head, it.key, p0, p1, p2])?,
+        Value::Int(_) => a.write_parts(off, [head, it.key])?,
     }
+    Ok(off)
+}
+
+/// [`build`] for the commonest item, a raw string with no expiry, no client flags and a
+/// key under 64 KiB: only the 12-byte header (state word and value length), then the key
+/// and the value. Skips working out the general layout.
+#[inline]
+fn build_plain(p: &Participant, key: &[u8], v: &[u8], version: u64) -> Result<u64, Error> {
+    let (klen, vlen) = (key.len() as u64, v.len() as u64);
+    let meta = T_RAW | klen << 8 | (version & VERSION_MASK) << VERSION_SHIFT;
+    debug_assert_eq!(layout(meta, klen, vlen).size, 12 + klen + vlen);
+    let off = p.alloc(12 + klen + vlen)?;
+    let mut head = [0u8; 12];
+    head[..8].copy_from_slice(&meta.to_le_bytes());
+    head[8..].copy_from_slice(&(vlen as u32).to_le_bytes());
+    p.arena().write_parts(off, [&head, key, v])?;
     Ok(off)
 }
 
@@ -446,13 +460,22 @@ pub(crate) fn retire_item(p: &Participant, off: u64) -> Result<(), Error> {
 
 /// [`retire_item`] for an item whose view the caller already read (items are immutable, so
 /// the view still says what it owns).
+// Inlined: every overwrite ends here, and for a string it is just the retire.
+#[inline]
 pub(crate) fn retire_view(p: &Participant, v: &ItemView) -> Result<(), Error> {
     if is_tree_type(v.ty()) {
-        for b in crate::coll::owned_blocks(p.arena(), v)? {
-            p.retire(b)?;
-        }
+        retire_tree(p, v)?;
     }
     p.retire(v.off)?;
+    Ok(())
+}
+
+/// The blocks of a collection item's tree.
+#[inline(never)]
+fn retire_tree(p: &Participant, v: &ItemView) -> Result<(), Error> {
+    for b in crate::coll::owned_blocks(p.arena(), v)? {
+        p.retire(b)?;
+    }
     Ok(())
 }
 

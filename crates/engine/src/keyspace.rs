@@ -204,7 +204,7 @@ impl Handle {
                 }
             };
             let out = match f(p, found.as_ref().map(|f| &f.item)) {
-                Ok((action, r)) => self.apply(db, key, &loc, found, reserved, action).map(|_| r),
+                Ok((action, r)) => self.apply(db, key, &loc, found.as_ref(), reserved.as_ref(), action).map(|_| r),
                 Err(e) => {
                     if let Some(r) = &reserved {
                         index::release(p, &loc, r)?;
@@ -220,6 +220,9 @@ impl Handle {
 
     /// Under the home lock: the key's live item, with an expired one removed first, and for
     /// an absent key, room to add it.
+    // Always inlined into `write`: out of line, its result (a found item and a reservation,
+    // 14 words) went back through memory and was copied again.
+    #[inline(always)]
     fn write_locked(&self, db: u32, key: &[u8], h: u64, loc: &Loc) -> Result<(Option<index::Found>, Option<Room>), Error> {
         let a = self.arena();
         let mut found = index::find(a, loc, h, key)?;
@@ -235,13 +238,37 @@ impl Handle {
         Ok((found, room))
     }
 
+    /// Carries out what a write decided, under the home lock.
+    // Inlined for the commonest case, an existing key overwritten (every SET of a key that
+    // is there); the other cases go through `apply_other`.
+    #[inline]
     fn apply(
         &self,
         db: u32,
         key: &[u8],
         loc: &Loc,
-        found: Option<index::Found>,
-        reserved: Option<index::Reserved>,
+        found: Option<&index::Found>,
+        reserved: Option<&index::Reserved>,
+        action: Action,
+    ) -> Result<(), Error> {
+        match (action, found) {
+            (Action::Put(item), Some(f)) => {
+                index::replace(self.arena(), f.bucket, f.slot, item)?;
+                self.journal_item(db, item);
+                retire_replaced(&self.p, &f.item, item)
+            }
+            (action, _) => self.apply_other(db, key, loc, found, reserved, action),
+        }
+    }
+
+    #[inline(never)]
+    fn apply_other(
+        &self,
+        db: u32,
+        key: &[u8],
+        loc: &Loc,
+        found: Option<&index::Found>,
+        reserved: Option<&index::Reserved>,
         action: Action,
     ) -> Result<(), Error> {
         let a = self.arena();
@@ -258,7 +285,7 @@ impl Handle {
                 p.retire(f.item.off)?;
             }
             (Action::Put(item) | Action::Update(item), None, Some(r)) => {
-                index::fill(p, loc, &r, self.hash(key), item)?;
+                index::fill(p, loc, r, self.hash(key), item)?;
                 self.journal_item(db, item);
             }
             (Action::Put(item) | Action::Update(item), None, None) => {
@@ -267,7 +294,7 @@ impl Handle {
             }
             (Action::InPlace, Some(f), _) => self.journal_item(db, f.item.off),
             (action @ (Action::Delete | Action::Drop), Some(f), _) => {
-                index::remove(a, loc, &f, Some(p))?;
+                index::remove(a, loc, f, Some(p))?;
                 self.journal_del(db, key);
                 if matches!(action, Action::Drop) {
                     p.retire(f.item.off)?;
@@ -281,7 +308,7 @@ impl Handle {
             }
             (_, _, reserved) => {
                 if let Some(r) = reserved {
-                    index::release(p, loc, &r)?;
+                    index::release(p, loc, r)?;
                 }
             }
         }
@@ -292,7 +319,7 @@ impl Handle {
     /// built out of line.
     #[inline]
     pub(crate) fn journal_item(&self, db: u32, item: u64) {
-        if self.store.journal().enabled() {
+        if self.store.journaling() {
             self.journal_item_record(db, item);
         }
     }
@@ -316,9 +343,8 @@ impl Handle {
     }
 
     pub(crate) fn journal_del(&self, db: u32, key: &[u8]) {
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::Del { db, key });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::Del { db, key });
         }
     }
 
@@ -624,9 +650,8 @@ impl Handle {
             let _g = self.p.pin();
             index::swap_dbs(&self.p, a, b)?;
         }
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::SwapDb { a, b });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::SwapDb { a, b });
         }
         Ok(())
     }
@@ -648,9 +673,8 @@ impl Handle {
     pub fn flushdb(&mut self, db: u32) -> Result<(), Error> {
         self.check_db(db)?;
         self.empty(db)?;
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::FlushDb { db });
+        if self.store.journaling() {
+            self.store.journal().append(&Record::FlushDb { db });
         }
         Ok(())
     }
@@ -673,9 +697,8 @@ impl Handle {
         for db in 0..self.store.databases() {
             self.empty(db)?;
         }
-        let j = self.store.journal();
-        if j.enabled() {
-            j.append(&Record::FlushAll);
+        if self.store.journaling() {
+            self.store.journal().append(&Record::FlushAll);
         }
         Ok(())
     }
@@ -871,13 +894,20 @@ impl Handle {
 
 /// Retires the item `new` replaced: with its tree, unless `new` took the tree over (an
 /// expiry change rebuilds a collection's item around the same roots).
+#[inline]
 fn retire_replaced(p: &Participant, old: &ItemView, new: u64) -> Result<(), Error> {
-    let a = &**p.arena();
     if item::is_tree_type(old.ty()) {
-        let n = ItemView::read(a, new)?;
-        if crate::coll::tree_roots(a, &n)? == crate::coll::tree_roots(a, old)? {
-            return p.retire(old.off).map_err(Into::into);
-        }
+        return retire_replaced_tree(p, old, new);
+    }
+    item::retire_view(p, old)
+}
+
+#[inline(never)]
+fn retire_replaced_tree(p: &Participant, old: &ItemView, new: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    let n = ItemView::read(a, new)?;
+    if crate::coll::tree_roots(a, &n)? == crate::coll::tree_roots(a, old)? {
+        return p.retire(old.off).map_err(Into::into);
     }
     item::retire_view(p, old)
 }

@@ -95,7 +95,9 @@ pub enum Record<'a> {
 
 /// Where mutations go after they are published (persistence plugs in here).
 pub trait Journal: Send + Sync {
-    /// When false, the engine skips building records at all.
+    /// When false, the engine skips building records at all. Asked once, when the
+    /// [`Store`] is made: every write checks the answer, and a plain flag is cheaper there
+    /// than a call through the trait object.
     fn enabled(&self) -> bool {
         true
     }
@@ -148,6 +150,8 @@ pub struct Store {
 struct StoreInner {
     arena: Arc<Arena>,
     journal: Arc<dyn Journal>,
+    /// `journal.enabled()`, asked once.
+    journaling: bool,
     databases: u32,
     limits: Arc<Limits>,
     /// Pushes this process counted into the push sequence (see [`Store::local_pushes`]).
@@ -193,7 +197,17 @@ impl Store {
                 r?
             }
         };
-        Ok(Store { inner: Arc::new(StoreInner { arena, journal, databases, limits: Arc::default(), local_pushes: Default::default() }) })
+        let journaling = journal.enabled();
+        Ok(Store {
+            inner: Arc::new(StoreInner {
+                arena,
+                journal,
+                journaling,
+                databases,
+                limits: Arc::default(),
+                local_pushes: Default::default(),
+            }),
+        })
     }
 
     /// A handle for the calling thread (claims a participant slot).
@@ -277,6 +291,13 @@ impl Store {
 
     pub(crate) fn journal(&self) -> &dyn Journal {
         &*self.inner.journal
+    }
+
+    /// Whether mutations are journaled (the journal's `enabled`, asked when the store was
+    /// made).
+    #[inline]
+    pub(crate) fn journaling(&self) -> bool {
+        self.inner.journaling
     }
 }
 

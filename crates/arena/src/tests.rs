@@ -88,6 +88,28 @@ fn a_block_outlives_readers_of_the_epoch_after_its_writers() {
     assert!(a.alloc_stats().unwrap().free_set.contains_key(&off), "not freed after the reader left");
 }
 
+/// An allocation that finds the arena full collects this participant's retired blocks
+/// and retries, instead of failing while reclaimable memory waits for the next collect.
+#[test]
+fn a_full_arena_reclaims_retired_blocks_before_failing() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let mut blocks = Vec::new();
+    loop {
+        match p.alloc(1 << 20) {
+            Ok(off) => blocks.push(off),
+            Err(Error::Full) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(blocks.len() > 10);
+    // Retiring collects at once (a big block), but the block is not ripe yet.
+    p.retire(blocks.pop().unwrap()).unwrap();
+    let again = p.alloc(1 << 20).expect("the retired block should be reclaimed for this allocation");
+    assert!(p.alloc(1 << 20).is_err(), "only one block was retired");
+    p.free(again).unwrap();
+}
+
 #[test]
 fn named_segment_attach_and_errors() {
     let name = unique("named");

@@ -50,9 +50,9 @@ pub const COMMANDS: &[Spec] = &[
 pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
     let s = ctx.stats();
     if found {
-        s.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+        s.keyspace_hits.incr();
     } else {
-        s.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+        s.keyspace_misses.incr();
     }
 }
 

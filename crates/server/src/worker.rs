@@ -415,7 +415,11 @@ impl Worker {
             }
         }
         c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
-        c.state.info.rbuf_peak.fetch_max(c.rbuf.len() as u64, Ordering::Relaxed);
+        // Only this worker writes the peak: a load and a store, not a locked compare-exchange.
+        let peak = &c.state.info.rbuf_peak;
+        if c.rbuf.len() as u64 > peak.load(Ordering::Relaxed) {
+            peak.store(c.rbuf.len() as u64, Ordering::Relaxed);
+        }
         self.process(i);
         if eof {
             // Replies to what the peer sent before closing still go out if they can.

@@ -415,8 +415,22 @@ fn header_line(buf: &[u8], start: usize, max: usize) -> Line {
 /// 18 digits), then `\r` with at least one byte after it. Anything else (including an
 /// incomplete header) returns None and the caller takes the general path, which gives
 /// Redis's answer for it; where both apply they agree.
+///
+/// One or two digits (argument counts, and the lengths of keys and small values) are read
+/// without the loop: three bytes, one bounds check.
 #[inline]
 fn plain_len(buf: &[u8], start: usize) -> Option<(u64, usize)> {
+    if let Some(&[a, b, c]) = buf.get(start..start + 3) {
+        let (a, b) = (a.wrapping_sub(b'0'), b.wrapping_sub(b'0'));
+        if (1..=9).contains(&a) {
+            if b == b'\r'.wrapping_sub(b'0') {
+                return Some((a as u64, start + 1));
+            }
+            if b <= 9 && c == b'\r' && start + 3 < buf.len() {
+                return Some((a as u64 * 10 + b as u64, start + 2));
+            }
+        }
+    }
     let first = *buf.get(start)?;
     if !(b'1'..=b'9').contains(&first) {
         return None;
@@ -643,6 +657,35 @@ mod tests {
 
     fn lim() -> Limits {
         Limits::default()
+    }
+
+    #[test]
+    fn plain_len_short_path_agrees_with_the_loop() {
+        // The definition: digits without a leading zero up to the first byte that is not a
+        // digit, which must be a `\r` with a byte after it.
+        fn reference(buf: &[u8], start: usize) -> Option<(u64, usize)> {
+            let digits = buf.get(start..)?.iter().take_while(|b| b.is_ascii_digit()).count();
+            let cr = start + digits;
+            if digits == 0 || digits > 18 || buf[start] == b'0' || buf.get(cr) != Some(&b'\r') || cr + 1 >= buf.len() {
+                return None;
+            }
+            let v = buf[start..cr].iter().fold(0u64, |v, &d| v * 10 + (d - b'0') as u64);
+            Some((v, cr))
+        }
+        let alphabet = [b'0', b'1', b'5', b'9', b'\r', b'\n', b'$', b'/', b':', 0, 0xff];
+        let mut buf = Vec::new();
+        for len in 0..=5 {
+            for mut code in 0..alphabet.len().pow(len as u32) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(alphabet[code % alphabet.len()]);
+                    code /= alphabet.len();
+                }
+                for start in 0..=len {
+                    assert_eq!(plain_len(&buf, start), reference(&buf, start), "{buf:?} from {start}");
+                }
+            }
+        }
     }
 
     type Parsed = Result<Option<(Vec<Vec<u8>>, usize)>, ProtoError>;

@@ -611,15 +611,15 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
     ctx.conn.clock = end;
     let ws = ctx.shared.stats.worker(ctx.worker);
-    ws.commands.fetch_add(1, Ordering::Relaxed);
+    ws.commands.incr();
     if let Some(c) = ws.cmd.get(i) {
-        c.calls.fetch_add(1, Ordering::Relaxed);
-        c.usec.fetch_add(usec, Ordering::Relaxed);
+        c.calls.incr();
+        c.usec.add(usec);
     }
     let ok = r.is_ok();
     match r {
         Ok(()) if spec.flags & WRITE != 0 => {
-            ws.dirty.fetch_add(1, Ordering::Relaxed);
+            ws.dirty.incr();
         }
         Ok(()) => {}
         Err(e) => reply_error(ctx, &e, Some((i, false))),
@@ -638,15 +638,15 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
 /// Writes an error reply and counts it (errorstats; failed or rejected calls).
 pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) {
     let ws = ctx.shared.stats.worker(ctx.worker);
-    ws.total_errors.fetch_add(1, Ordering::Relaxed);
+    ws.total_errors.incr();
     let prefix = e.0.split(' ').next().unwrap_or("ERR").to_string();
     *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry(prefix).or_default() += 1;
     if let Some((i, rejected)) = cmd {
         if let Some(c) = ws.cmd.get(i) {
             if rejected {
-                c.rejected.fetch_add(1, Ordering::Relaxed);
+                c.rejected.incr();
             } else {
-                c.failed.fetch_add(1, Ordering::Relaxed);
+                c.failed.incr();
             }
         }
     }

@@ -1,35 +1,80 @@
 //! Counters for INFO (stats, commandstats, errorstats) and the slow log.
 //!
-//! Each worker writes only its own [`WorkerStats`] (relaxed atomics on its own cache
-//! lines); INFO adds them up.
+//! Each worker writes only its own [`WorkerStats`] ([`Counter`]s on its own cache lines:
+//! a plain load and store, no locked instruction); INFO adds them up.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+/// A counter that one thread adds to and any thread reads.
+///
+/// Only its owner adds to it (a worker its own [`WorkerStats`], the background thread the
+/// extra set), with a relaxed load and store: a locked `fetch_add` costs tens of cycles,
+/// and a command counted four of them. Any thread reads it with a relaxed load.
+///
+/// CONFIG RESETSTAT, which may run on another thread than the owner, never stores into
+/// the total (the owner's next store would undo it, or it would undo the owner's): it
+/// records the total as the counter's new zero, and readers see the total minus the zero.
+#[derive(Default, Debug)]
+pub struct Counter {
+    total: AtomicU64,
+    zero: AtomicU64,
+}
+
+impl Counter {
+    /// Adds `n`. Only the owning thread may call this.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.total.store(self.total.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Adds one. Only the owning thread may call this.
+    #[inline]
+    pub fn incr(&self) {
+        self.add(1)
+    }
+
+    /// The count since the last reset.
+    pub fn get(&self) -> u64 {
+        self.total.load(Ordering::Relaxed).saturating_sub(self.zero.load(Ordering::Relaxed))
+    }
+
+    /// Everything ever added, resets or not: for a thread that measures its own progress.
+    #[inline]
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG RESETSTAT: the count starts again from zero.
+    pub fn reset(&self) {
+        self.zero.store(self.total.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
 /// Per-command counters (Redis `cmdstat_*`).
 #[derive(Default, Debug)]
 pub struct CmdStats {
-    pub calls: AtomicU64,
-    pub usec: AtomicU64,
-    pub rejected: AtomicU64,
-    pub failed: AtomicU64,
+    pub calls: Counter,
+    pub usec: Counter,
+    pub rejected: Counter,
+    pub failed: Counter,
 }
 
 #[derive(Default, Debug)]
 pub struct WorkerStats {
-    pub commands: AtomicU64,
-    pub connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub net_input: AtomicU64,
-    pub net_output: AtomicU64,
-    pub keyspace_hits: AtomicU64,
-    pub keyspace_misses: AtomicU64,
-    pub expired_keys: AtomicU64,
-    pub total_errors: AtomicU64,
+    pub commands: Counter,
+    pub connections: Counter,
+    pub rejected_connections: Counter,
+    pub net_input: Counter,
+    pub net_output: Counter,
+    pub keyspace_hits: Counter,
+    pub keyspace_misses: Counter,
+    pub expired_keys: Counter,
+    pub total_errors: Counter,
     /// Write commands that succeeded (INFO `rdb_changes_since_last_save`; one per command,
     /// where Redis counts changed keys).
-    pub dirty: AtomicU64,
+    pub dirty: Counter,
     /// Error replies by their first word (`ERR`, `WRONGTYPE`, …).
     pub errors: Mutex<HashMap<String, u64>>,
     pub cmd: Vec<CmdStats>,
@@ -101,8 +146,8 @@ impl Stats {
     }
 
     /// Sum of one counter over every worker.
-    pub fn sum(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
-        self.workers.iter().map(|w| f(w).load(Ordering::Relaxed)).sum()
+    pub fn sum(&self, f: impl Fn(&WorkerStats) -> &Counter) -> u64 {
+        self.workers.iter().map(|w| f(w).get()).sum()
     }
 
     /// Per command: (calls, usec, rejected, failed), summed over workers.
@@ -110,10 +155,10 @@ impl Stats {
         let mut t = (0, 0, 0, 0);
         for w in &self.workers {
             if let Some(c) = w.cmd.get(i) {
-                t.0 += c.calls.load(Ordering::Relaxed);
-                t.1 += c.usec.load(Ordering::Relaxed);
-                t.2 += c.rejected.load(Ordering::Relaxed);
-                t.3 += c.failed.load(Ordering::Relaxed);
+                t.0 += c.calls.get();
+                t.1 += c.usec.get();
+                t.2 += c.rejected.get();
+                t.3 += c.failed.get();
             }
         }
         t
@@ -147,12 +192,12 @@ impl Stats {
                 &w.expired_keys,
                 &w.total_errors,
             ] {
-                a.store(0, Ordering::Relaxed);
+                a.reset();
             }
             w.errors.lock().unwrap_or_else(|e| e.into_inner()).clear();
             for c in &w.cmd {
                 for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
-                    a.store(0, Ordering::Relaxed);
+                    a.reset();
                 }
             }
         }

@@ -241,7 +241,7 @@ impl Worker {
                     spin.waited(waiting.elapsed());
                 }
             }
-            let commands = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed);
+            let commands = self.shared.stats.worker(self.id).commands.total();
             self.round_reads = 0;
             for ev in events.iter() {
                 match ev.token() {
@@ -276,8 +276,7 @@ impl Worker {
                     self.settle_parked(true);
                 }
             }
-            // (CONFIG RESETSTAT in this round may have zeroed the counter.)
-            let requests = self.shared.stats.worker(self.id).commands.load(Ordering::Relaxed).saturating_sub(commands);
+            let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
@@ -315,7 +314,7 @@ impl Worker {
             let ws = self.shared.stats.worker(self.id);
             let max = self.shared.config.maxclients.load(Ordering::Relaxed);
             if self.shared.connected.load(Ordering::Relaxed) >= max {
-                ws.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                ws.rejected_connections.incr();
                 let msg: &[u8] = match proto {
                     Proto::Resp => b"-ERR max number of clients reached\r\n",
                     Proto::Memcache => b"SERVER_ERROR Too many open connections\r\n",
@@ -323,7 +322,7 @@ impl Worker {
                 let _ = stream.write(msg);
                 continue;
             }
-            ws.connections.fetch_add(1, Ordering::Relaxed);
+            ws.connections.incr();
             self.shared.connected.fetch_add(1, Ordering::Relaxed);
             let _ = stream.set_nodelay(true);
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
@@ -392,7 +391,7 @@ impl Worker {
                 }
                 Ok(n) => {
                     c.rbuf.extend_from_slice(&scratch[..n]);
-                    ws.net_input.fetch_add(n as u64, Ordering::Relaxed);
+                    ws.net_input.add(n as u64);
                     if c.rbuf.len() > limit {
                         tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
                         self.close(i);
@@ -416,7 +415,11 @@ impl Worker {
             }
         }
         c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
-        c.state.info.rbuf_peak.fetch_max(c.rbuf.len() as u64, Ordering::Relaxed);
+        // Only this worker writes the peak: a load and a store, not a locked compare-exchange.
+        let peak = &c.state.info.rbuf_peak;
+        if c.rbuf.len() as u64 > peak.load(Ordering::Relaxed) {
+            peak.store(c.rbuf.len() as u64, Ordering::Relaxed);
+        }
         self.process(i);
         if eof {
             // Replies to what the peer sent before closing still go out if they can.
@@ -469,7 +472,7 @@ impl Worker {
                             Err(e) => {
                                 // Redis replies with the protocol error and closes.
                                 let ws = self.shared.stats.worker(self.id);
-                                ws.total_errors.fetch_add(1, Ordering::Relaxed);
+                                ws.total_errors.incr();
                                 *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
                                 e.write_reply(&mut c.wbuf);
                                 c.state.close = true;
@@ -608,7 +611,7 @@ impl Worker {
                 }
             }
         }
-        ws.net_output.fetch_add(written as u64, Ordering::Relaxed);
+        ws.net_output.add(written as u64);
         c.wbuf.drain(..written);
         c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
         c.state.info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);

@@ -17,7 +17,6 @@
 //! (then the element goes back where it came from and the command fails). With one key
 //! (a rotation) the pop and the push are one edit.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use larder_engine::{Coll, Error, Handle, Kind, Type};
@@ -77,9 +76,9 @@ fn end_arg(b: &[u8]) -> Result<End, CmdError> {
 fn count_lookup(ctx: &Ctx<'_>, found: bool) {
     let s = ctx.stats();
     if found {
-        s.keyspace_hits.fetch_add(1, Ordering::Relaxed);
+        s.keyspace_hits.incr();
     } else {
-        s.keyspace_misses.fetch_add(1, Ordering::Relaxed);
+        s.keyspace_misses.incr();
     }
 }
 

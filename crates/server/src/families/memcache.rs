@@ -345,7 +345,7 @@ pub fn process(
     while pos < buf.len() && !mc.conn.close {
         match parse(&buf[pos..], &limits) {
             Ok(Some((req, n))) => {
-                ws.commands.fetch_add(1, Ordering::Relaxed);
+                ws.commands.incr();
                 mc.execute(req);
                 pos += n;
             }

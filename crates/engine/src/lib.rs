@@ -245,7 +245,7 @@ impl Store {
     /// pay for a wake-up while the total is above zero.
     pub fn add_blockers(&self, delta: i32) {
         if let Ok(w) = self.push_word(PUSH_BLOCKERS) {
-            w.fetch_add(delta as u32, std::sync::atomic::Ordering::AcqRel);
+            w.fetch_add(delta as u32, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -265,6 +265,13 @@ impl Store {
     /// After a push: wakes the waiters of [`Store::wait_push`] if anyone is blocked.
     pub(crate) fn notify_push(&self) {
         use std::sync::atomic::Ordering::SeqCst;
+        // The pushed element was published with a plain release store, and a SeqCst load
+        // alone (a plain load on x86) may run before that store leaves this CPU: then this
+        // push could read no blockers while a client blocking right now (add_blockers, then
+        // its retry) still misses the element, and it would wait forever. The fence orders
+        // the publication before the check (Dekker's pattern; the blocker's side is a
+        // SeqCst read-modify-write).
+        std::sync::atomic::fence(SeqCst);
         let (Ok(seq), Ok(waiters), Ok(blockers)) = (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS), self.push_word(PUSH_BLOCKERS)) else { return };
         if blockers.load(SeqCst) == 0 {
             return;

@@ -123,6 +123,17 @@ impl Arena {
         Ok(class_size(self.small_class(off, d)?))
     }
 
+    /// The size of the block at `off` as its page descriptor says, without checking that
+    /// `off` is a block boundary (0 if the page holds no blocks): cheap, for heuristics.
+    #[inline]
+    pub(crate) fn size_hint(&self, off: u64) -> u64 {
+        match self.page_desc(off / PAGE).map(|d| d.load(Ordering::Relaxed)) {
+            Ok(d) if d & LARGE != 0 => (d & !LARGE) as u64 * PAGE,
+            Ok(d) if d != 0 && d & CONT == 0 && d as usize <= NCLASSES => class_size(d as usize - 1),
+            _ => 0,
+        }
+    }
+
     /// The size class of the small block at `off`, whose page descriptor reads `d`: the
     /// descriptor holds the class, so no size-to-class search. Checks that the page is a
     /// small-class page and `off` a block boundary in it.

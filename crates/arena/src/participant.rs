@@ -423,7 +423,7 @@ impl Participant {
         chunk[epoch_w].store(e as u32, Ordering::Relaxed);
         chunk[W_COUNT].store(n + 1, Ordering::Release);
         total.store(total.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let pending = self.pending.get() + 1 + a.block_size(off).unwrap_or(0) / 1024;
+        let pending = self.pending.get() + 1 + a.size_hint(off) / 1024;
         self.pending.set(pending);
         if pending >= COLLECT_EVERY {
             self.collect()?;

@@ -957,12 +957,18 @@ mod tests {
     fn swapdb_under_concurrent_splits_and_merges() {
         let store = Store::open(StoreConfig::small_for_tests()).unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Writers start once the swapper has swapped: on two cores they could otherwise
+        // finish before it runs at all.
+        let swaps = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         const N: u32 = 6000;
         let writers: Vec<_> = (0..2u32)
             .map(|w| {
-                let store = store.clone();
+                let (store, swaps) = (store.clone(), swaps.clone());
                 std::thread::spawn(move || {
                     let mut h = store.handle().unwrap();
+                    while swaps.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                        std::thread::yield_now();
+                    }
                     for i in 0..N {
                         h.set(w, format!("w{w}:{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
                     }
@@ -976,13 +982,14 @@ mod tests {
             })
             .collect();
         let swapper = {
-            let (store, stop) = (store.clone(), stop.clone());
+            let (store, stop, swaps) = (store.clone(), stop.clone(), swaps.clone());
             std::thread::spawn(move || {
                 let mut h = store.handle().unwrap();
                 let mut n = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     h.swapdb(0, 1).unwrap();
                     n += 1;
+                    swaps.store(n, std::sync::atomic::Ordering::Relaxed);
                 }
                 n
             })

@@ -252,13 +252,17 @@ impl Handle {
         action: Action,
     ) -> Result<(), Error> {
         match (action, found) {
-            (Action::Put(item), Some(f)) => {
-                index::replace(self.arena(), f.bucket, f.slot, item)?;
-                self.journal_item(db, item);
-                retire_replaced(&self.p, &f.item, item)
-            }
+            (Action::Put(item), Some(f)) => self.overwrite(db, f, item),
             (action, _) => self.apply_other(db, key, loc, found, reserved, action),
         }
+    }
+
+    /// Puts `item` in the place of the found key's item.
+    #[inline(always)]
+    fn overwrite(&self, db: u32, f: &index::Found, item: u64) -> Result<(), Error> {
+        index::replace(self.arena(), f.bucket, f.slot, item)?;
+        self.journal_item(db, item);
+        retire_replaced(&self.p, &f.item, item)
     }
 
     #[inline(never)]
@@ -274,11 +278,7 @@ impl Handle {
         let a = self.arena();
         let p = &self.p;
         match (action, found, reserved) {
-            (Action::Put(item), Some(f), _) => {
-                index::replace(a, f.bucket, f.slot, item)?;
-                self.journal_item(db, item);
-                retire_replaced(p, &f.item, item)?;
-            }
+            (Action::Put(item), Some(f), _) => self.overwrite(db, f, item)?,
             (Action::Update(item), Some(f), _) => {
                 index::replace(a, f.bucket, f.slot, item)?;
                 self.journal_item(db, item);

@@ -297,23 +297,30 @@ impl Participant {
         }
     }
 
-    /// The arena has no fresh pages left: collect this participant's retired blocks (a few
-    /// rounds, each of which may advance the epoch once) and say whether any came back.
-    /// Retired memory otherwise waits for the next periodic collect, and a burst of big
-    /// retirements (whole index copies, large values) could fill the arena before it.
+    /// The arena has no fresh pages left: collect this participant's retired blocks and say
+    /// whether any came back. Retired memory otherwise waits for the next periodic collect,
+    /// and a burst of big retirements (whole index copies, large values) can fill the arena
+    /// before it. Each collect advances the epoch at most once, and a participant stalled
+    /// inside an epoch (descheduled, say) holds every advance back: so this keeps trying,
+    /// yielding in between, for up to 50 ms while anything is still waiting to be freed.
     #[inline(never)]
     fn reclaim_for_space(&self) -> bool {
         if !self.may_reclaim() {
             return false;
         }
-        let mut any = false;
-        for _ in 0..3 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
             match self.collect() {
-                Ok(n) => any |= n > 0,
-                Err(_) => break,
+                Ok(n) if n > 0 => return true,
+                Ok(_) => {}
+                Err(_) => return false,
             }
+            let waiting = self.arena.retire_list(self.slot()).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0);
+            if waiting == 0 || std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
         }
-        any
     }
 
     fn refill(&self, c: usize) -> Result<u64, Error> {

@@ -52,7 +52,8 @@ fn entry_words(i: u32) -> (usize, usize) {
     (4 + 2 * i as usize, 5 + 2 * i as usize)
 }
 
-/// Retired blocks a participant accumulates before it tries to reclaim.
+/// Weight of retirements (a block counts 1 + its size in KiB) a participant accumulates
+/// before it tries to reclaim: 128 small blocks, or fewer big ones.
 const COLLECT_EVERY: u64 = 128;
 /// How many failed epoch advances caused by one slot before its process is checked.
 const SUSPECT_AFTER: u32 = 32;
@@ -447,7 +448,8 @@ impl Participant {
     }
 
     /// Frees every retired block that no participant can still see. Called automatically
-    /// every [`COLLECT_EVERY`] retirements; call it when idle to return memory sooner.
+    /// after [`COLLECT_EVERY`] weight of retirements, and by an allocation that finds the
+    /// arena full; call it when idle to return memory sooner.
     pub fn collect(&self) -> Result<usize, Error> {
         let a = &*self.arena;
         let (head, tail, total) = a.retire_list(self.slot)?;

@@ -187,6 +187,8 @@ pub struct Shared {
     pub gates: Vec<gate::Gate>,
     /// Held by an EXEC while it takes every gate.
     pub exec_lock: Mutex<()>,
+    /// The memcached side's counters, delayed flush and meta marks.
+    pub memcache: Arc<families::memcache::McServer>,
 }
 
 impl Shared {
@@ -266,6 +268,7 @@ impl Server {
             mailboxes: (0..threads).map(|_| Mailbox::default()).collect(),
             gates: (0..threads).map(|_| gate::Gate::default()).collect(),
             exec_lock: Mutex::new(()),
+            memcache: Arc::new(families::memcache::McServer::new(threads)),
         });
         let (workers, wakers, ports) = worker::spawn_all(&shared)?;
         let _ = shared.wakers.set(wakers);

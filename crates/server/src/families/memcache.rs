@@ -27,12 +27,11 @@
 //! per-server table keyed by key and valid only for the item version they were set on, so
 //! any write from either protocol clears them, as a new item clears them in memcached.
 
-use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use larder_engine::{
@@ -45,6 +44,7 @@ use larder_memcache::{
 };
 
 use crate::command::ConnState;
+use crate::stats::Counter;
 use crate::{Proto, Shared};
 
 /// The memcached version we speak (meta commands and their flags as in 1.6.21).
@@ -92,9 +92,16 @@ enum C {
 
 const NCOUNTERS: usize = C::TotalItems as usize + 1;
 
+/// One worker's counters, on cache lines of their own. Only that worker adds to them
+/// ([`Counter`]: a load and a store, no locked instruction).
 #[repr(align(64))]
-#[derive(Default)]
-struct Counters([AtomicU64; NCOUNTERS]);
+struct Counters([Counter; NCOUNTERS]);
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters(std::array::from_fn(|_| Counter::default()))
+    }
+}
 
 /// A delayed `flush_all`: the deadline, and whether the timer thread is alive.
 #[derive(Default)]
@@ -115,8 +122,8 @@ const MARK_SHARDS: usize = 16;
 /// Marks are a cache of advisory bits; past this many per shard the shard starts over.
 const MARK_SHARD_MAX: usize = 16 * 1024;
 
-/// What the memcached side of one server keeps besides the engine.
-struct McServer {
+/// What the memcached side of one server keeps besides the engine ([`Shared::memcache`]).
+pub struct McServer {
     counters: Vec<Counters>,
     flush: Mutex<FlushTimer>,
     flush_cv: Condvar,
@@ -127,7 +134,8 @@ struct McServer {
 }
 
 impl McServer {
-    fn new(workers: usize) -> McServer {
+    /// State for a server of `workers` worker threads.
+    pub fn new(workers: usize) -> McServer {
         McServer {
             counters: (0..workers.max(1)).map(|_| Counters::default()).collect(),
             flush: Mutex::new(FlushTimer::default()),
@@ -144,14 +152,14 @@ impl McServer {
     fn sum(&self, c: C) -> u64 {
         self.counters
             .iter()
-            .map(|w| w.0[c as usize].load(Ordering::Relaxed))
+            .map(|w| w.0[c as usize].get())
             .sum()
     }
 
     fn reset(&self) {
         for w in &self.counters {
-            for a in &w.0 {
-                a.store(0, Ordering::Relaxed);
+            for c in &w.0 {
+                c.reset();
             }
         }
     }
@@ -239,33 +247,6 @@ impl McServer {
     }
 }
 
-/// The memcached state of the server `shared` belongs to. Workers serve one server for their
-/// whole life, so each caches it in a thread-local; the registry is keyed by the server's
-/// run id (unique per start, unlike an address).
-fn server_state(shared: &Shared) -> Arc<McServer> {
-    thread_local! {
-        static CACHED: RefCell<Option<(usize, Arc<McServer>)>> = const { RefCell::new(None) };
-    }
-    static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<McServer>>>> = OnceLock::new();
-    let id = shared as *const Shared as usize;
-    CACHED.with(|c| {
-        if let Some((k, s)) = &*c.borrow() {
-            if *k == id {
-                return s.clone();
-            }
-        }
-        let s = REGISTRY
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(shared.run_id.clone())
-            .or_insert_with(|| Arc::new(McServer::new(shared.config.threads + 1)))
-            .clone();
-        *c.borrow_mut() = Some((id, s.clone()));
-        s
-    })
-}
-
 // ---- time ---------------------------------------------------------------------------------
 
 /// An exptime (memcached's rules, see [`McExpiry`]) as an absolute expiry in Unix ms, 0 for
@@ -325,7 +306,6 @@ pub fn process(
     if pos >= buf.len() {
         return pos;
     }
-    let st = server_state(shared);
     let limits = Limits {
         item_size_max: usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed))
             .unwrap_or(usize::MAX),
@@ -336,7 +316,7 @@ pub fn process(
         out,
         conn,
         shared,
-        st: &st,
+        st: &shared.memcache,
         worker,
         scratch: SCRATCH.take(),
         item_max: limits.item_size_max,
@@ -426,7 +406,7 @@ impl<'a> Mc<'a> {
     #[inline]
     fn count(&self, c: C) {
         let w = &self.st.counters[self.worker.min(self.st.counters.len() - 1)];
-        w.0[c as usize].fetch_add(1, Ordering::Relaxed);
+        w.0[c as usize].incr();
     }
 
     fn execute(&mut self, req: Request<'_>) {

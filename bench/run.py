@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -628,12 +629,18 @@ def sc_agreement(c):
         "the tools should agree."])
 
 
-def redis_benchmark(s, proto, test, n, pipeline, *extra):
-    """One redis-benchmark test (50 connections) against a running server: (requests/s, server CPU seconds)."""
+def redis_benchmark(s, proto, test, n, pipeline, *extra, client_cpu=False):
+    """One redis-benchmark test (50 connections) against a running server: (requests/s, server CPU seconds),
+    and with `client_cpu` also the client's CPU seconds (user + system, from its rusage) and wall seconds."""
     c0 = s.cpu()
+    r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     rc, out, err = run_client(["redis-benchmark", "-p", str(s.port(proto)), "-t", test, "-n", str(n), "-c", "50",
                                "-P", str(pipeline), *extra, "--csv"], 600)
-    return parse_redis_benchmark(out, test), s.cpu() - c0
+    r1, w1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    got = (parse_redis_benchmark(out, test), s.cpu() - c0)
+    if client_cpu:
+        return got + (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, w1 - w0)
+    return got
 
 
 def sc_server(c):
@@ -641,7 +648,7 @@ def sc_server(c):
     and 16, against Larder and Redis, with each server's CPU time per request."""
     n = {1: 20_000 if c.quick else 200_000, 16: 100_000 if c.quick else 2_000_000}
     runs = max(c.runs, 5) if not c.quick else 1
-    targets = ["larder-resp", "redis"]
+    targets = ["larder-resp", "redis", "floor-resp"]
     rows = []
     for r in range(runs):
         for t in rotate(targets, r):
@@ -649,15 +656,24 @@ def sc_server(c):
             with Server(kind) as s:
                 for pipe in (1, 16):
                     for test in ("set", "get"):
-                        ops, cpu = redis_benchmark(s, proto, test, n[pipe], pipe, "-d", "32", "-r", "100000")
+                        ops, cpu, ccpu, wall = redis_benchmark(s, proto, test, n[pipe], pipe, "-d", "32", "-r", "100000",
+                                                               client_cpu=True)
+                        # The client's share of its core while it ran: near 1, the client was the limit.
+                        busy = ccpu / wall if wall > 0 else None
                         rows.append(dict(target=t, run=r, op=test.upper(), pipeline=pipe, ops_per_sec=ops,
-                                         cpu_us_per_op=cpu * 1e6 / n[pipe]))
-                        c.say(f"server run {r} {t:12} {test} P{pipe:<2}: {ops:10.0f} req/s, server CPU {cpu * 1e6 / n[pipe]:.2f} µs/op")
+                                         cpu_us_per_op=cpu * 1e6 / n[pipe], client_cpu_us_per_op=ccpu * 1e6 / n[pipe],
+                                         client_busy=busy))
+                        c.say(f"server run {r} {t:12} {test} P{pipe:<2}: {ops:10.0f} req/s, server CPU {cpu * 1e6 / n[pipe]:.2f} µs/op, "
+                              f"client CPU {ccpu * 1e6 / n[pipe]:.2f} µs/op (busy {busy or 0:.0%})")
     params = dict(runs=runs, tool="redis-benchmark -t set|get -n N -c 50 -P 1|16 -d 32 -r 100000 --csv",
                   requests=n, targets=targets, larder_args=LARDER_EXTRA)
     return dict(params=params, rows=rows, notes=[
         "The server issue's targets: at pipeline 16 at most 0.6x Redis's server CPU per request, at pipeline 1 at least "
-        "Redis's throughput. One server thread on core 0, redis-benchmark on core 1, servers alternating run by run."])
+        "Redis's throughput. One server thread on core 0, redis-benchmark on core 1, servers alternating run by run.",
+        "The floor (`larder server --floor`: Larder's event loop and parsers, no keyspace) is what the network path "
+        "alone costs: server CPU per request can't go much below it without fewer or cheaper system calls.",
+        "client CPU µs/op and client busy are redis-benchmark's own CPU time (its rusage): a client busy near 100% "
+        "was the bottleneck, and throughput then says more about the client than about the server."])
 
 
 # redis-benchmark's own data-type tests, as the data-types issue names them.
@@ -809,14 +825,15 @@ EXTRA = {
     "ems-kv": [("lat_all.min", "min latency µs")],
     "clients": [("cpu_us_per_op", "server CPU µs/op")],
     "types": [("cpu_us_per_op", "server CPU µs/op")],
-    "server": [("cpu_us_per_op", "server CPU µs/op")],
+    "server": [("cpu_us_per_op", "server CPU µs/op"), ("client_cpu_us_per_op", "client CPU µs/op"),
+               ("client_busy", "client busy")],
 }
 
 
 def fmt(v, metric=""):
     if v is None:
         return "-"
-    if metric == "dip":
+    if metric in ("dip", "client_busy"):
         return f"{v:.0%}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"

@@ -790,6 +790,12 @@ fn stats() {
     c.send(b"stats\r\n");
     let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
     assert!(s.contains("STAT cmd_get 0\r\n"), "{s}");
+    // Counting goes on from the new zero.
+    c.check(b"get a\r\nget nosuch\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\nEND\r\n");
+    c.send(b"stats\r\n");
+    let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(s.contains("STAT cmd_get 2\r\nSTAT cmd_set 0\r\n"), "{s}");
+    assert!(s.contains("STAT get_hits 1\r\nSTAT get_misses 1\r\n"), "{s}");
     let mut empty = Raw::connect(t.mc);
     empty.check(b"flush_all\r\nstats items\r\n", b"OK\r\nEND\r\n");
     empty.send(b"stats slabs\r\n");

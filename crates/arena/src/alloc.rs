@@ -302,7 +302,9 @@ impl Participant {
     /// and a burst of big retirements (whole index copies, large values) can fill the arena
     /// before it. Each collect advances the epoch at most once, and a participant stalled
     /// inside an epoch (descheduled, say) holds every advance back: so this keeps trying,
-    /// yielding in between, for up to 50 ms while anything is still waiting to be freed.
+    /// yielding in between, for up to 50 ms while anything is still waiting to be freed and
+    /// can still ripen (a pinned caller's own pin caps the epoch: see
+    /// [`Participant::retired_can_ripen`]).
     #[inline(never)]
     fn reclaim_for_space(&self) -> bool {
         if !self.may_reclaim() {
@@ -316,7 +318,7 @@ impl Participant {
                 Err(_) => return false,
             }
             let waiting = self.arena.retire_list(self.slot()).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0);
-            if waiting == 0 || std::time::Instant::now() >= deadline {
+            if waiting == 0 || std::time::Instant::now() >= deadline || !self.retired_can_ripen() {
                 return false;
             }
             std::thread::yield_now();

@@ -348,9 +348,24 @@ impl Participant {
             // One accessor after the other (not both results built first, then matched):
             // this is on every operation's path.
             if let Ok(g) = self.arena.u64(H_EPOCH) {
-                let e = g.load(Ordering::SeqCst);
+                let mut e = g.load(Ordering::SeqCst);
+                #[cfg(test)]
+                crate::tests::between_pin_load_and_store();
                 if let Ok(mine) = self.arena.slot_u64(self.slot, S_EPOCH) {
-                    mine.store(e << 1 | 1, Ordering::SeqCst);
+                    // Until the store is visible, advancers see this slot unpinned and may
+                    // move the global epoch on: a pin that landed late, at an epoch already
+                    // passed, would protect nothing read in the newer one (and retire's
+                    // stamp of pinned_at + 1 would be too old). So check the epoch again
+                    // after the store and re-pin until they agree; from then on, an advance
+                    // sees this slot, and the global epoch stays <= pinned_at + 1.
+                    loop {
+                        mine.store(e << 1 | 1, Ordering::SeqCst);
+                        let now = g.load(Ordering::SeqCst);
+                        if now == e {
+                            break;
+                        }
+                        e = now;
+                    }
                     self.pinned_at.set(e);
                 }
             }
@@ -445,6 +460,29 @@ impl Participant {
     /// Whether allocation may collect to find space (not from inside [`Participant::retire`]).
     pub(crate) fn may_reclaim(&self) -> bool {
         !self.retiring.get()
+    }
+
+    /// Whether waiting can still make the oldest unripe entry of this participant's retire
+    /// list ripe. Unpinned, it always can. Pinned at P, the global epoch stays <= P + 1, and
+    /// an entry stamped S ripens at S + 2: so only entries stamped P - 1 or earlier can, and
+    /// collect frees in list order, stopping at the first unripe entry.
+    pub(crate) fn retired_can_ripen(&self) -> bool {
+        if self.pins.get() == 0 {
+            return true;
+        }
+        let a = &*self.arena;
+        let Ok((head, _, _)) = a.retire_list(self.slot) else { return false };
+        let h = head.load(Ordering::Acquire);
+        if h == 0 {
+            return false;
+        }
+        let Ok(words) = a.u32s::<CHUNK_WORDS>(Arena::from_units(h)) else { return false };
+        let (start, n) = (words[W_START].load(Ordering::Relaxed), words[W_COUNT].load(Ordering::Acquire));
+        if start >= n || start as u64 >= RETIRE_ENTRIES {
+            return false;
+        }
+        let stamp = words[entry_words(start).1].load(Ordering::Relaxed);
+        (self.pinned_at.get() as u32).wrapping_sub(stamp) as i32 >= 1
     }
 
     /// Frees every retired block that no participant can still see. Called automatically

@@ -248,3 +248,74 @@ fn u32s_is_bounds_and_alignment_checked() {
     assert!(a.u32s::<16>(a.capacity() - 62).is_err());
     assert!(a.u32s::<16>(u64::MAX - 8).is_err());
 }
+
+thread_local! {
+    /// Runs once inside this thread's next outermost pin, between its load of the global
+    /// epoch and its store into the slot: what a pin descheduled there lets others do.
+    static PIN_HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+}
+
+pub(crate) fn between_pin_load_and_store() {
+    if let Some(f) = PIN_HOOK.with(|h| h.borrow_mut().take()) {
+        f();
+    }
+}
+
+/// A pin whose store lands late (it loaded the global epoch, then others advanced it twice
+/// before the store) must still stop the blocks it retires from being freed under a reader
+/// of the current epoch: it re-pins at the epoch it finds after its store.
+#[test]
+fn a_pin_that_lands_late_still_protects_the_current_epoch() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let writer = a.register().unwrap();
+    let reader = a.register().unwrap();
+    let advancer = a.register().unwrap();
+    let block = writer.alloc(64).unwrap();
+    let g0 = a.u64(H_EPOCH).unwrap().load(Ordering::SeqCst);
+    PIN_HOOK.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            assert!(advancer.try_advance());
+            assert!(advancer.try_advance());
+        }))
+    });
+    let w = writer.pin();
+    // (Dropping the advancer at the end of the hook collects, which advances once more.)
+    assert!(a.u64(H_EPOCH).unwrap().load(Ordering::SeqCst) >= g0 + 2, "the hook ran inside the pin");
+    // A reader pinned in the current epoch finds the block, still linked; the writer then
+    // unlinks and retires it, and leaves.
+    let r = reader.pin();
+    writer.retire(block).unwrap();
+    drop(w);
+    for _ in 0..10 {
+        writer.collect().unwrap();
+    }
+    let freed = a.alloc_stats().unwrap().free_set.contains_key(&block);
+    drop(r);
+    assert!(!freed, "freed while a reader pinned before the retire was still pinned");
+    for _ in 0..10 {
+        writer.collect().unwrap();
+    }
+    assert!(a.alloc_stats().unwrap().free_set.contains_key(&block), "freed once the reader left");
+}
+
+/// A pinned allocation in a full arena doesn't wait for blocks its own pin keeps unripe
+/// (before: 50 ms of collecting and yielding, holding whatever locks the caller held,
+/// then Full anyway).
+#[test]
+fn a_pinned_allocation_does_not_wait_for_what_its_pin_holds_back() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let mut blocks = Vec::new();
+    while let Ok(b) = p.alloc(1 << 20) {
+        blocks.push(b);
+    }
+    let g = p.pin();
+    p.retire(blocks.pop().unwrap()).unwrap();
+    let t = std::time::Instant::now();
+    assert!(matches!(p.alloc(1 << 20), Err(Error::Full)));
+    let waited = t.elapsed();
+    assert!(waited < std::time::Duration::from_millis(40), "waited {waited:?}");
+    drop(g);
+    // Unpinned, the same allocation waits for the block to ripen and gets it.
+    assert!(p.alloc(1 << 20).is_ok());
+}

@@ -398,10 +398,22 @@ pub(crate) fn leave(shared: &Shared, id: u64) {
     g.waiters.remove(&id);
 }
 
+/// A starting point for [`watch`]: the engine's push sequence and this process's share of it.
+pub(crate) struct Pushes {
+    seq: u32,
+    local: u32,
+}
+
+impl Pushes {
+    pub(crate) fn now(store: &larder_engine::Store) -> Pushes {
+        Pushes { seq: store.push_seq(), local: store.local_pushes() }
+    }
+}
+
 /// The watcher thread: sleeps on the engine's push sequence (woken by a push from any
 /// thread or attached process while clients are blocked) and wakes the workers that hold
 /// parked clients. Checks for shutdown every 100 ms.
-pub(crate) fn watch(shared: Arc<Shared>) {
+pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
     let store = &shared.store;
     // `seen` carries over: a push that lands while the workers are being woken moves the
     // sequence past it, and the next wait returns at once.
@@ -409,8 +421,7 @@ pub(crate) fn watch(shared: Arc<Shared>) {
     // write, in write order, and after EXEC in the order of its writes); retrying parked
     // clients here for those too would race with that order. So workers are woken only when
     // the sequence moved further than this process's own pushes: another process pushed.
-    let mut seen = store.push_seq();
-    let mut local = store.local_pushes();
+    let (mut seen, mut local) = (from.seq, from.local);
     while !shared.shutdown.load(Ordering::Relaxed) {
         store.wait_push(seen, Duration::from_millis(100));
         let (local_now, now) = (store.local_pushes(), store.push_seq());

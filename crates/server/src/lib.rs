@@ -270,6 +270,11 @@ impl Server {
             exec_lock: Mutex::new(()),
             memcache: Arc::new(families::memcache::McServer::new(threads)),
         });
+        // Where the blocking watcher starts counting pushes from: taken here, before any
+        // worker can block a client, not in the watcher thread (which may first run after a
+        // client blocked and another process pushed: that push would then be its starting
+        // point, and the client would wait for a wake-up already spent).
+        let pushes = blocking::Pushes::now(&shared.store);
         let (workers, wakers, ports) = worker::spawn_all(&shared)?;
         let _ = shared.wakers.set(wakers);
         let _ = shared.tcp_ports.set(ports);
@@ -278,7 +283,7 @@ impl Server {
         handles.push(
             std::thread::Builder::new()
                 .name("larder-blocking".into())
-                .spawn(move || blocking::watch(watcher))
+                .spawn(move || blocking::watch(watcher, pushes))
                 .map_err(|e| e.to_string())?,
         );
         let bg = shared.clone();

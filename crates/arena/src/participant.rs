@@ -457,6 +457,14 @@ impl Participant {
         Ok(Arena::to_units(c))
     }
 
+    /// How many blocks this participant has retired that are not yet freed (a relaxed read
+    /// of its slot's count: one load, for a caller deciding whether to [`collect`]).
+    ///
+    /// [`collect`]: Participant::collect
+    pub fn retired_waiting(&self) -> u32 {
+        self.arena.retire_list(self.slot).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+
     /// Whether allocation may collect to find space (not from inside [`Participant::retire`]).
     pub(crate) fn may_reclaim(&self) -> bool {
         !self.retiring.get()

@@ -319,3 +319,47 @@ fn a_pinned_allocation_does_not_wait_for_what_its_pin_holds_back() {
     // Unpinned, the same allocation waits for the block to ripen and gets it.
     assert!(p.alloc(1 << 20).is_ok());
 }
+
+/// A value that keeps growing (each new size a little over the last, the old one freed)
+/// reuses the freed runs once they merge: before merging, every step took fresh pages and
+/// the arena filled with free runs each too small for the next request.
+#[test]
+fn a_growing_large_value_reuses_its_freed_runs() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let step = 100_000u64;
+    let mut cur = p.alloc(step).unwrap();
+    for i in 2..=150u64 {
+        // 150 steps of 100 kB: 1.1 GB of requests in all, in a 64 MiB arena (without
+        // merging, it was full at the 36th).
+        let next = p.alloc(i * step).unwrap_or_else(|e| panic!("step {i}: {e}"));
+        p.free(cur).unwrap();
+        cur = next;
+    }
+    assert!(a.pages_in_use_bytes() < 4 * 150 * step, "{} bytes of pages", a.pages_in_use_bytes());
+    p.free(cur).unwrap();
+    let st = a.alloc_stats().unwrap();
+    assert_eq!(st.large_bytes, 0);
+}
+
+/// Runs freed in any order merge with both neighbours into one run, which then serves a
+/// request as large as all of them without fresh pages.
+#[test]
+fn adjacent_free_runs_merge() {
+    for order in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+        let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+        let p = a.register().unwrap();
+        let runs: Vec<u64> = (0..3).map(|_| p.alloc(3 * PAGE).unwrap()).collect();
+        assert_eq!(runs[1], runs[0] + 3 * PAGE, "fresh runs are adjacent");
+        assert_eq!(runs[2], runs[1] + 3 * PAGE);
+        for &i in &order {
+            p.free(runs[i]).unwrap();
+        }
+        let st = a.alloc_stats().unwrap();
+        assert_eq!(st.large_free_bytes, 9 * PAGE, "{order:?}");
+        assert_eq!(st.free_set.get(&runs[0]), Some(&(9 * PAGE)), "{order:?}: one run of nine pages");
+        let used = a.pages_in_use_bytes();
+        assert_eq!(p.alloc(9 * PAGE).unwrap(), runs[0], "{order:?}");
+        assert_eq!(a.pages_in_use_bytes(), used, "{order:?}: no fresh pages");
+    }
+}

@@ -326,7 +326,7 @@ fn background(shared: Arc<Shared>) {
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         sampler.sample(&shared.stats);
-        let used = shared.store.arena().pages_in_use_bytes();
+        let used = shared.store.arena().pages_held_bytes();
         shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
         let start = Instant::now();
         // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only.

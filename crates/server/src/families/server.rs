@@ -324,7 +324,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         }
         "memory" => {
             out.push_str("# Memory\r\n");
-            let used = shared.store.arena().pages_in_use_bytes();
+            let used = shared.store.arena().pages_held_bytes();
             let peak = st.peak_memory.fetch_max(used, Ordering::Relaxed).max(used);
             let rss = rss_bytes();
             let total = total_system_memory();

@@ -890,6 +890,13 @@ impl Handle {
     pub fn collect(&self) -> Result<usize, Error> {
         Ok(self.p.collect()?)
     }
+
+    /// How many blocks this handle retired that are not freed yet. Retirements collect as
+    /// they accumulate; a handle that then only reads keeps the last of them (a deleted
+    /// large value, say) until it collects: a long-lived reader checks this now and then.
+    pub fn retired_waiting(&self) -> u32 {
+        self.p.retired_waiting()
+    }
 }
 
 /// Retires the item `new` replaced: with its tree, unless `new` took the tree over (an

@@ -119,6 +119,7 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
+            collected: std::time::Instant::now(),
         };
         handles.push(
             std::thread::Builder::new()
@@ -153,7 +154,16 @@ struct Worker {
     batch: Vec<Parsed>,
     /// Connections read in this round of events.
     round_reads: u64,
+    /// When this worker last collected retired memory while busy (see `run`).
+    collected: std::time::Instant,
 }
+
+/// How often a busy worker that holds retired memory collects it. An idle one collects
+/// whenever a poll times out; a busy one with only reads to do would otherwise never
+/// free what its last writes retired (a deleted 100 MB value, say). Each collect moves the
+/// epoch on at most once and a block needs two moves, so memory comes back in two or three
+/// of these.
+const BUSY_COLLECT_EVERY: Duration = Duration::from_millis(10);
 
 /// One request parsed ahead of running it: its arguments (relative to its own start), its
 /// length in the buffer, and its command's table index once looked up.
@@ -283,6 +293,9 @@ impl Worker {
                 let _ = self.h.collect();
                 self.sweep_killed();
                 self.sweep_idle();
+            } else if self.h.retired_waiting() > 0 && waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY {
+                let _ = self.h.collect();
+                self.collected = waiting;
             }
         }
         // Shutting down: close every connection.

@@ -325,8 +325,7 @@ impl Participant {
                 Ok(_) => {}
                 Err(_) => return false,
             }
-            let waiting = self.arena.retire_list(self.slot()).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0);
-            if waiting == 0 || std::time::Instant::now() >= deadline || !self.retired_can_ripen() {
+            if self.retired_waiting() == 0 || std::time::Instant::now() >= deadline || !self.retired_can_ripen() {
                 return false;
             }
             std::thread::yield_now();

@@ -89,6 +89,11 @@ pub struct Participant {
     pending: Cell<u64>,
     /// Set while retire() edits the retire list: allocation must not collect then.
     retiring: Cell<bool>,
+    /// Retirements that found the arena too full for a new retire chunk: (offset, stamp),
+    /// kept in this process's heap and freed by collect like the list's. A retire comes
+    /// after its unlink is published, so it must not fail for want of memory (a DEL in a
+    /// full arena would answer an error for a key it did delete).
+    overflow: Cell<Vec<(u64, u32)>>,
 }
 
 /// Proof that the holder is inside an epoch: memory it reads stays allocated until the
@@ -194,6 +199,7 @@ impl Arena {
                     suspect: Cell::new((u32::MAX, 0)),
                     pending: Cell::new(0),
                     retiring: Cell::new(false),
+                    overflow: Cell::new(Vec::new()),
                 });
             }
         }
@@ -406,6 +412,26 @@ impl Participant {
             std::sync::atomic::fence(Ordering::SeqCst);
             a.u64(H_EPOCH)?.load(Ordering::SeqCst)
         };
+        match self.record(off, e as u32) {
+            Err(Error::Full) => {
+                let mut v = self.overflow.take();
+                v.push((off, e as u32));
+                self.overflow.set(v);
+            }
+            r => r?,
+        }
+        let pending = self.pending.get() + 1 + a.size_hint(off) / 1024;
+        self.pending.set(pending);
+        if pending >= COLLECT_EVERY {
+            self.collect()?;
+        }
+        Ok(())
+    }
+
+    /// Appends `off`, stamped `e`, to this slot's retire list. Fails with `Full` only when
+    /// a new chunk is needed and there is no memory for it.
+    fn record(&self, off: u64, e: u32) -> Result<(), Error> {
+        let a = &*self.arena;
         let (head, tail, total) = a.retire_list(self.slot)?;
         let mut t = tail.load(Ordering::Relaxed);
         if head.load(Ordering::Relaxed) == 0 {
@@ -436,14 +462,9 @@ impl Participant {
         }
         let (unit_w, epoch_w) = entry_words(n);
         chunk[unit_w].store(Arena::to_units(off), Ordering::Relaxed);
-        chunk[epoch_w].store(e as u32, Ordering::Relaxed);
+        chunk[epoch_w].store(e, Ordering::Relaxed);
         chunk[W_COUNT].store(n + 1, Ordering::Release);
         total.store(total.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let pending = self.pending.get() + 1 + a.size_hint(off) / 1024;
-        self.pending.set(pending);
-        if pending >= COLLECT_EVERY {
-            self.collect()?;
-        }
         Ok(())
     }
 
@@ -462,7 +483,10 @@ impl Participant {
     ///
     /// [`collect`]: Participant::collect
     pub fn retired_waiting(&self) -> u32 {
-        self.arena.retire_list(self.slot).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0)
+        let v = self.overflow.take();
+        let extra = v.len() as u32;
+        self.overflow.set(v);
+        self.arena.retire_list(self.slot).map(|(_, _, n)| n.load(Ordering::Relaxed)).unwrap_or(0) + extra
     }
 
     /// Whether allocation may collect to find space (not from inside [`Participant::retire`]).
@@ -476,6 +500,13 @@ impl Participant {
     /// collect frees in list order, stopping at the first unripe entry.
     pub(crate) fn retired_can_ripen(&self) -> bool {
         if self.pins.get() == 0 {
+            return true;
+        }
+        let pinned_at = self.pinned_at.get() as u32;
+        let v = self.overflow.take();
+        let overflow_can = v.iter().any(|&(_, e)| pinned_at.wrapping_sub(e) as i32 >= 1);
+        self.overflow.set(v);
+        if overflow_can {
             return true;
         }
         let a = &*self.arena;
@@ -504,7 +535,27 @@ impl Participant {
         // retired before the previous one): wait for COLLECT_EVERY more weight of
         // retirements rather than walking the same unripe entries again at every retire.
         self.pending.set(0);
-        r
+        let mut freed = r?;
+        let mut v = self.overflow.take();
+        if !v.is_empty() {
+            let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
+            let mut first_err = None;
+            v.retain(|&(off, e)| {
+                if (g.wrapping_sub(e) as i32) < 2 {
+                    return true;
+                }
+                if let Err(err) = self.free(off) {
+                    first_err.get_or_insert(err);
+                }
+                freed += 1;
+                false
+            });
+            self.overflow.set(v);
+            if let Some(err) = first_err {
+                return Err(err);
+            }
+        }
+        Ok(freed)
     }
 
     fn collect_list(&self, head: &AtomicU32, tail: &AtomicU32, total: &AtomicU32) -> Result<usize, Error> {
@@ -692,6 +743,11 @@ impl Drop for Participant {
             e.store(0, Ordering::Release);
         }
         let _ = self.collect();
+        // What is still unripe goes on the slot's list for its next owner, if there is
+        // memory for it now; otherwise it is lost to the arena (a leak, never a free).
+        for (off, e) in self.overflow.take() {
+            let _ = self.record(off, e);
+        }
         if let Ok(g) = a.slot_u32(self.slot, S_GEN) {
             g.fetch_add(1, Ordering::AcqRel);
         }

@@ -363,3 +363,31 @@ fn adjacent_free_runs_merge() {
         assert_eq!(a.pages_in_use_bytes(), used, "{order:?}: no fresh pages");
     }
 }
+
+/// A retire that needs a new retire chunk in a full arena still succeeds (it comes after
+/// an unlink that is already published), and the block is freed once it ripens.
+#[test]
+fn retiring_in_a_full_arena_succeeds_and_frees_later() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let mut blocks = Vec::new();
+    while let Ok(b) = p.alloc(64) {
+        blocks.push(b);
+    }
+    let g = p.pin();
+    // The first retire needs the list's first chunk, and every 62 more a new one.
+    let retired: Vec<u64> = blocks.drain(..200).collect();
+    for &b in &retired {
+        p.retire(b).expect("retire must not fail for want of memory");
+    }
+    assert!(p.retired_waiting() >= 200);
+    drop(g);
+    for _ in 0..10 {
+        p.collect().unwrap();
+    }
+    assert_eq!(p.retired_waiting(), 0);
+    let st = a.alloc_stats().unwrap();
+    for b in &retired {
+        assert!(st.free_set.contains_key(b), "retired block {b} was freed");
+    }
+}

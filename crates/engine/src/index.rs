@@ -753,10 +753,15 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
     let root = db_root(db);
     let dir_lock = a.u32(root + R_LOCK)?;
     p.lock(dir_lock);
+    // Until the intent is recorded nothing is published: a failure before it (no memory for
+    // a doubled directory or the intent) frees what this split allocated.
+    let mut unpublished: Vec<u64> = vec![s0, s1];
+    let mut published = false;
     let r = (|| {
         let (dir, g) = dir_word(a, db)?;
         let (new_dir, new_g) = if l == g {
             let nd = p.alloc(8 << (g + 1))?;
+            unpublished.push(nd);
             for i in 0..(1u64 << (g + 1)) {
                 a.u64(nd + i * 8)?.store(a.u64(dir + (i >> 1) * 8)?.load(Ordering::Acquire), Ordering::Relaxed);
             }
@@ -765,17 +770,24 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
             (0, g)
         };
         let intent = p.alloc(64)?;
+        unpublished.push(intent);
         a.u32(intent)?.store(K_SPLIT, Ordering::Relaxed);
         a.u32(intent + 4)?.store(db, Ordering::Relaxed);
         for (i, v) in [seg, s0, s1, l as u64, new_dir, new_g as u64].into_iter().enumerate() {
             a.u64(intent + 8 + i as u64 * 8)?.store(v, Ordering::Relaxed);
         }
+        published = true;
         p.set_intent(intent)?;
         redo_split(a, intent)?;
         p.clear_intent()?;
         Ok(Some((if new_dir != 0 { Some(dir) } else { None }, intent)))
     })();
     p.unlock(dir_lock);
+    if r.is_err() && !published {
+        for off in unpublished {
+            let _ = p.free(off);
+        }
+    }
     r
 }
 

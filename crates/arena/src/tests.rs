@@ -7,6 +7,18 @@ fn small() -> Config {
     Config { capacity: 64 << 20, max_participants: 16 }
 }
 
+/// Allocates blocks of `size` until the arena is full; any other error fails the test.
+fn fill(p: &Participant, size: u64) -> Vec<u64> {
+    let mut blocks = Vec::new();
+    loop {
+        match p.alloc(size) {
+            Ok(off) => blocks.push(off),
+            Err(Error::Full) => return blocks,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 fn unique(tag: &str) -> String {
     format!("test-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "")
 }
@@ -94,14 +106,7 @@ fn a_block_outlives_readers_of_the_epoch_after_its_writers() {
 fn a_full_arena_reclaims_retired_blocks_before_failing() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
     let p = a.register().unwrap();
-    let mut blocks = Vec::new();
-    loop {
-        match p.alloc(1 << 20) {
-            Ok(off) => blocks.push(off),
-            Err(Error::Full) => break,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let mut blocks = fill(&p, 1 << 20);
     assert!(blocks.len() > 10);
     // Retiring collects at once (a big block), but the block is not ripe yet.
     p.retire(blocks.pop().unwrap()).unwrap();
@@ -305,10 +310,7 @@ fn a_pin_that_lands_late_still_protects_the_current_epoch() {
 fn a_pinned_allocation_does_not_wait_for_what_its_pin_holds_back() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
     let p = a.register().unwrap();
-    let mut blocks = Vec::new();
-    while let Ok(b) = p.alloc(1 << 20) {
-        blocks.push(b);
-    }
+    let mut blocks = fill(&p, 1 << 20);
     let g = p.pin();
     p.retire(blocks.pop().unwrap()).unwrap();
     let t = std::time::Instant::now();
@@ -370,10 +372,7 @@ fn adjacent_free_runs_merge() {
 fn retiring_in_a_full_arena_succeeds_and_frees_later() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
     let p = a.register().unwrap();
-    let mut blocks = Vec::new();
-    while let Ok(b) = p.alloc(64) {
-        blocks.push(b);
-    }
+    let mut blocks = fill(&p, 64);
     let g = p.pin();
     // The first retire needs the list's first chunk, and every 62 more a new one.
     let retired: Vec<u64> = blocks.drain(..200).collect();

@@ -784,36 +784,48 @@ impl Handle {
     }
 
     /// A random live key, or None if the database is empty.
+    ///
+    /// As Redis does: random buckets until one holds a key, then one of that bucket's keys
+    /// at random. Every occupied bucket is equally likely, however the keys are spread (a
+    /// walk forward from a random bucket would favour keys after long empty stretches, and
+    /// with two keys can all but never pick one of them). A nearly empty table can take
+    /// many draws, so after `BUCKET_DRAWS` of them it walks forward instead.
     pub fn random_key(&mut self, db: u32) -> Result<Option<Vec<u8>>, Error> {
+        const BUCKET_DRAWS: usize = 1024;
+        const WALKS: usize = 64;
         self.check_db(db)?;
         if self.dbsize(db)? == 0 {
             return Ok(None);
         }
         let now = now_ms();
-        for _ in 0..64 {
-            let start = self.random();
-            // Start at a random slot too: otherwise keys sharing a bucket would always
-            // lose to the one in the lower slot.
-            let first_slot = self.random() % index::SLOTS;
+        for draw in 0..BUCKET_DRAWS + WALKS {
+            let (h, pick) = (self.random(), self.random());
             let a = self.arena();
             let _g = self.p.pin();
-            let loc = index::locate(a, db, start)?;
-            // Probe buckets from a random one until a live key turns up.
-            for step in 0..index::NB {
+            let loc = index::locate(a, db, h)?;
+            let buckets = if draw < BUCKET_DRAWS { 1 } else { index::NB };
+            for step in 0..buckets {
                 let bucket = index::bucket_off(loc.seg, loc.b + step);
-                for j in 0..index::SLOTS {
-                    let i = (first_slot + j) % index::SLOTS;
+                let mut held = [0u32; index::SLOTS as usize];
+                let mut n = 0;
+                for i in 0..index::SLOTS {
                     let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);
-                    if u == 0 {
-                        continue;
-                    }
-                    let it = ItemView::read(a, Arena::from_units(u))?;
-                    if !it.expired(a, now)? {
-                        let mut k = Vec::new();
-                        it.key(a, &mut k)?;
-                        return Ok(Some(k));
+                    if u != 0 {
+                        held[n] = u;
+                        n += 1;
                     }
                 }
+                if n == 0 {
+                    continue;
+                }
+                // An expired pick counts as a miss: draw again.
+                let it = ItemView::read(a, Arena::from_units(held[pick as usize % n]))?;
+                if !it.expired(a, now)? {
+                    let mut k = Vec::new();
+                    it.key(a, &mut k)?;
+                    return Ok(Some(k));
+                }
+                break;
             }
         }
         Ok(None)

@@ -13,8 +13,11 @@
 //!
 //! A 12-byte header is what keeps per-key overhead low: `key:0000001` with a 32-byte value
 //! is a 56-byte block. Published items never change, except the state word (a new version
-//! when an integer is incremented in place), the integer, and the expiry field, each with
-//! one atomic store under the key's bucket lock.
+//! when an integer is incremented in place), the integer, the expiry field, and a raw
+//! string's length, each with one atomic store under the key's bucket lock. The length
+//! changes only by APPEND in place ([`append_in_place`]): the new bytes go into the block's
+//! spare room past the value, where no reader looks, before the store that publishes them.
+//! The value's existing bytes never change.
 
 use std::sync::atomic::Ordering;
 
@@ -185,7 +188,8 @@ impl ItemView {
     #[inline]
     pub(crate) fn read(a: &Arena, off: u64) -> Result<ItemView, Error> {
         let meta = a.u64(off)?.load(Ordering::Acquire);
-        let vlen = a.u32(off + 8)?.load(Ordering::Relaxed) as u64;
+        // Acquire: an APPEND in place writes its bytes before it stores the new length.
+        let vlen = a.u32(off + 8)?.load(Ordering::Acquire) as u64;
         let ty = meta & 0xf;
         if ty > T_MAX {
             return Err(Error::Corrupt("unknown item type"));
@@ -381,6 +385,12 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
             return build_plain(p, it.key, v, it.version);
         }
     }
+    build_with_room(p, it, 0)
+}
+
+/// [`build`] with `room` spare bytes in the block after the value, for later appends in
+/// place.
+pub(crate) fn build_with_room(p: &Participant, it: &NewItem<'_>, room: u64) -> Result<u64, Error> {
     let klen = it.key.len() as u64;
     let (ty, vraw, vlen) = match it.value {
         Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
@@ -408,7 +418,7 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
     }
     let l = layout(meta, klen, vraw);
     let a = &**p.arena();
-    let off = p.alloc(l.size)?;
+    let off = p.alloc(l.size + room)?;
     // Header bytes first, into a local buffer, then the key and value straight into place.
     let mut head = [0u8; 40];
     head[0..8].copy_from_slice(&meta.to_le_bytes());
@@ -477,6 +487,30 @@ fn retire_tree(p: &Participant, v: &ItemView) -> Result<(), Error> {
         p.retire(b)?;
     }
     Ok(())
+}
+
+/// APPEND in place: if `view` is a raw string whose block has room for `data` after the
+/// value, writes `data` there, then publishes the new length and then `version`, each with
+/// one atomic store; returns false, having written nothing, if it doesn't fit. The caller
+/// holds the key's bucket lock.
+///
+/// The order is INCR's: a reader loads the state word before the length, so the value it
+/// copies is at least as new as the version it reports (a memcached `cas` with that version
+/// can fail spuriously, never overwrite an append it didn't see). A crash between the stores
+/// leaves the longer value under the old version, as if the append had come just before it.
+pub(crate) fn append_in_place(a: &Arena, view: &ItemView, data: &[u8], version: u64) -> Result<bool, Error> {
+    if view.ty() != T_RAW {
+        return Ok(false);
+    }
+    let end = view.val_off() + view.vlen;
+    let new_len = view.vlen + data.len() as u64;
+    if new_len > MAX_VALUE || end + data.len() as u64 > view.off + a.block_size(view.off)? {
+        return Ok(false);
+    }
+    a.write(end, data)?;
+    a.u32(view.off + 8)?.store(new_len as u32, Ordering::Release);
+    set_version(a, view, version)?;
+    Ok(true)
 }
 
 /// Sets a new version in an item's state word (in place, one atomic store).

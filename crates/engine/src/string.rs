@@ -339,6 +339,10 @@ impl Handle {
 
     /// APPEND or memcached append/prepend (`create` = false: None if the key is missing).
     /// Keeps the TTL and client flags.
+    ///
+    /// An append lands in place when the value's block has room after it; when it doesn't,
+    /// the value moves to a block with room to spare ([`append_room`]), so building a value
+    /// by appends costs amortised O(1) per byte, as Redis's string preallocation does.
     pub fn concat(&mut self, db: u32, key: &[u8], data: &[u8], prepend: bool, create: bool) -> Result<Option<u64>, Error> {
         self.write(db, key, |p, old| {
             let a = p.arena();
@@ -347,6 +351,12 @@ impl Handle {
                 None if !create => return Ok((Action::Keep, None)),
                 None => {}
                 Some(o) => {
+                    if o.is_string() && !prepend {
+                        check_len(o.strlen(a)? as usize + data.len())?;
+                        if item::append_in_place(a, o, data, p.next_version()?)? {
+                            return Ok((Action::InPlace, Some(o.vlen + data.len() as u64)));
+                        }
+                    }
                     v.reserve(o.vlen as usize + data.len());
                     o.value(a, &mut v)?;
                 }
@@ -360,7 +370,15 @@ impl Handle {
             let len = v.len() as u64;
             let off = match old {
                 None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
-                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+                Some(o) if prepend => rebuild_value(p, o, Value::of(&v))?,
+                // Raw, not `Value::of`: an integer item can't grow in place (Redis, too,
+                // leaves an appended-to string raw; INCR still parses it).
+                Some(o) => {
+                    let mut k = Vec::new();
+                    o.key(a, &mut k)?;
+                    let it = NewItem { key: &k, value: Value::Raw(&v), expire_at: o.expire_at(a)?, cflags: o.cflags, version: p.next_version()? };
+                    item::build_with_room(p, &it, append_room(len))?
+                }
             };
             Ok((Action::Put(off), Some(len)))
         })
@@ -630,6 +648,16 @@ pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Actio
 }
 
 /// A new item with `old`'s key, expiry and flags and a new value.
+/// Spare bytes to leave after a value of `len` bytes that an append had to move: as much
+/// again below 1 MiB (Redis's rule for strings), above that an eighth of it but at least
+/// 1 MiB, so the moves of a value built by appends stay geometric (each byte is copied
+/// O(1) times on average) and at most an eighth of a large value's block is spare.
+fn append_room(len: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let room = if len < MIB { len } else { (len / 8).max(MIB) };
+    room.min(MAX_VALUE - len)
+}
+
 fn rebuild_value(p: &Participant, old: &ItemView, value: Value<'_>) -> Result<u64, Error> {
     let a = p.arena();
     let mut k = Vec::new();

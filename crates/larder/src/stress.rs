@@ -35,12 +35,24 @@ pub struct Args {
     writers: u32,
 }
 
-/// What operation `s` of writer `id` does: `Set(key, value)`, `Del(key)` or `MSet(keys, value)`.
+/// What operation `s` of writer `id` does: `Set(key, value)`, `Del(key)`, `MSet(keys, value)`
+/// or `Append(key, "s;")`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Set(Vec<u8>, Vec<u8>),
     Del(Vec<u8>),
     MSet(Vec<Vec<u8>>, Vec<u8>),
+    /// APPEND to one of the writer's three logs (`w{id}:a0..2`), which only ever grow.
+    Append(Vec<u8>, Vec<u8>),
+}
+
+/// The sequence numbers of an append log (`"3;13;23;"`), if it is whole: each entry ends
+/// with ';', and they increase.
+pub fn log_entries(v: &[u8]) -> Option<Vec<u64>> {
+    let text = std::str::from_utf8(v).ok()?;
+    let body = text.strip_suffix(';')?;
+    let seqs: Vec<u64> = body.split(';').map(|n| n.parse().ok()).collect::<Option<_>>()?;
+    seqs.windows(2).all(|w| w[0] < w[1]).then_some(seqs)
 }
 
 /// The value written by operation `s`: a header naming it, then bytes derived from it, so a
@@ -65,6 +77,9 @@ pub fn verify(v: &[u8]) -> Option<u64> {
 }
 
 pub fn op(id: u32, s: u64) -> Op {
+    if s % 10 == 3 {
+        return Op::Append(format!("w{id}:a{}", (s / 10) % 3).into_bytes(), format!("{s};").into_bytes());
+    }
     if s % 50 == 49 {
         let g = (s / 50) % 17;
         return Op::MSet((0..3).map(|j| format!("w{id}:m{g}:{j}").into_bytes()).collect(), value(id, s));
@@ -182,6 +197,9 @@ pub fn run(args: &Args) -> Result<(), String> {
                         let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &v[..])).collect();
                         h.mset(0, &pairs, false).map_err(e)?;
                     }
+                    Op::Append(k, v) => {
+                        h.append(0, &k, &v).map_err(e)?;
+                    }
                 }
                 acknowledge(s)?;
                 s += 1;
@@ -217,8 +235,17 @@ pub fn run(args: &Args) -> Result<(), String> {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let id = (x % args.writers.max(1) as u64) as u32;
-                let k = format!("w{id}:k{}", (x >> 8) % 997);
                 buf.clear();
+                if x % 16 == 0 {
+                    // An append log, read while it grows in place.
+                    let k = format!("w{id}:a{}", (x >> 8) % 3);
+                    if h.get_into(0, k.as_bytes(), &mut buf).map_err(e)?.is_some() && log_entries(&buf).is_none() {
+                        return Err(format!("torn log under {k}: {:?}", String::from_utf8_lossy(&buf)));
+                    }
+                    n += 1;
+                    continue;
+                }
+                let k = format!("w{id}:k{}", (x >> 8) % 997);
                 if h.get_into(0, k.as_bytes(), &mut buf).map_err(e)?.is_some() && verify(&buf).is_none() {
                     return Err(format!("torn value under {k}: {:?}", String::from_utf8_lossy(&buf)));
                 }

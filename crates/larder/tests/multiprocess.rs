@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use larder::stress::{apply_coll_op, check_colls, coll_op, op, value, verify, CollOp, Op};
+use larder::stress::{apply_coll_op, check_colls, coll_op, log_entries, op, value, verify, CollOp, Op};
 use larder_engine::Kind;
 use larder_engine::{Arena, ArenaConfig, Backing, SetOptions, Store, StoreConfig};
 
@@ -58,6 +58,25 @@ fn tmp(name: &str) -> PathBuf {
 
 /// The state each key may legitimately be in: the result of its last acknowledged
 /// operation, or of an in-flight operation after it (applied or not before the kill).
+/// A writer's append logs hold every acknowledged append, in order, and besides them only
+/// appends that were in flight when it was killed (applied or not).
+fn check_logs(h: &larder_engine::Handle, id: u32, acked: &[u64], in_flight: &[u64]) {
+    let mut want: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+    for &s in acked {
+        if let Op::Append(k, _) = op(id, s) {
+            want.entry(k).or_default().push(s);
+        }
+    }
+    assert!(want.values().map(Vec::len).sum::<usize>() > 100, "too few appends acknowledged");
+    for (k, acked_here) in want {
+        let v = h.get(0, &k).unwrap().unwrap();
+        let got = log_entries(&v).unwrap_or_else(|| panic!("log {:?} is torn: {:?}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v)));
+        let extra: Vec<u64> = got.iter().copied().filter(|s| acked_here.binary_search(s).is_err()).collect();
+        assert!(extra.iter().all(|s| in_flight.contains(s)), "log {:?} holds appends never made: {extra:?}", String::from_utf8_lossy(&k));
+        assert_eq!(got.len() - extra.len(), acked_here.len(), "log {:?} lost acknowledged appends", String::from_utf8_lossy(&k));
+    }
+}
+
 fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> {
     let mut last: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::new();
     let result = |s: u64| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
@@ -65,6 +84,8 @@ fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, Vec<O
             Op::Set(k, v) => vec![(k, Some(v))],
             Op::Del(k) => vec![(k, None)],
             Op::MSet(ks, v) => ks.into_iter().map(|k| (k, Some(v.clone()))).collect(),
+            // Logs depend on every append before: `check_logs` checks them.
+            Op::Append(..) => vec![],
         }
     };
     for &s in acked {
@@ -132,6 +153,7 @@ fn writers_killed_at_random_points_lose_no_acknowledged_write() {
             }
             assert!(allowed.contains(&got), "key {:?}: got {:?}", String::from_utf8_lossy(&k), got.map(|v| String::from_utf8_lossy(&v).into_owned()));
         }
+        check_logs(&h, id, acked, &in_flight);
         // Multi-key sets are atomic: the three keys of a group agree.
         for g in 0..17 {
             let vals: Vec<_> = (0..3).map(|j| h.get(0, format!("w{id}:m{g}:{j}").as_bytes()).unwrap()).collect();

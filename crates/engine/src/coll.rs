@@ -218,7 +218,12 @@ impl<'a> Coll<'a> {
         }
         let Some(it) = it else { return Ok(c) };
         let ty = it.ty();
-        if kind == Kind::List && (ty == kind.pack_type() || ty == kind.tree_type()) {
+        // Before anything is read: a key of another type is WRONGTYPE at once, however large
+        // its value.
+        if ty != kind.pack_type() && ty != kind.tree_type() {
+            return Err(Error::WrongType);
+        }
+        if kind == Kind::List {
             c.open_list(it)?;
             return Ok(c);
         }
@@ -228,12 +233,10 @@ impl<'a> Coll<'a> {
             let pack = Pack::decode(raw, kind)?;
             c.len = pack.len() as u64;
             c.repr = Repr::Pack(pack);
-        } else if ty == kind.tree_type() {
+        } else {
             let (r0, r1) = roots_of(&raw, kind)?;
             c.repr = Repr::Tree { r0, r1 };
             c.len = tree::count(a, r0)?;
-        } else {
-            return Err(Error::WrongType);
         }
         Ok(c)
     }

@@ -276,6 +276,11 @@ impl Handle {
                     Ok((Action::InPlace, new))
                 }
                 Some(o) => {
+                    // No integer is longer than 20 characters: refuse a long value (or a
+                    // collection) without copying it.
+                    if o.is_string() && o.vlen > 20 {
+                        return Err(Error::NotInteger);
+                    }
                     let mut v = Vec::new();
                     o.value(a, &mut v)?;
                     let cur = parse_canonical_i64(&v).ok_or(Error::NotInteger)?;
@@ -313,6 +318,11 @@ impl Handle {
                 None => 0.0,
                 Some(o) if o.is_int() => o.int(a)? as f64,
                 Some(o) => {
+                    // Redis refuses numbers of 5 kB and more (MAX_LONG_DOUBLE_CHARS) before
+                    // parsing; so do we, without copying the value.
+                    if o.is_string() && o.vlen >= 5 * 1024 {
+                        return Err(Error::NotFloat);
+                    }
                     let mut v = Vec::new();
                     o.value(a, &mut v)?;
                     parse_float(&v).ok_or(Error::NotFloat)?
@@ -469,6 +479,13 @@ impl Handle {
         let byte = bit / 8;
         let r = self.read(db, key, |a, it| {
             let mut v = Vec::new();
+            if it.is_string() && !it.is_int() {
+                // Just the one byte (past the end reads as 0).
+                if byte < it.vlen {
+                    a.read_append(it.val_off() + byte, 1, &mut v)?;
+                }
+                return Ok(v.first().map_or(0, |b| (b & (0x80 >> (bit % 8)) != 0) as u8));
+            }
             it.value(a, &mut v)?;
             Ok(v.get(byte as usize).map_or(0, |b| (b & (0x80 >> (bit % 8)) != 0) as u8))
         })?;
@@ -668,6 +685,60 @@ fn rebuild_value(p: &Participant, old: &ItemView, value: Value<'_>) -> Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Store, StoreConfig, Ttl};
+
+    /// Where `key`'s item is (it moves whenever the item is rebuilt).
+    fn item_off(h: &Handle, key: &[u8]) -> u64 {
+        h.read(0, key, |_, it| Ok(it.off)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn ttl_changes_leave_a_large_value_in_place() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let big = vec![b'v'; 100_000];
+        h.set(0, b"big", &big, &SetOptions::default()).unwrap();
+        let off = item_off(&h, b"big");
+        assert_eq!(h.pttl(0, b"big").unwrap(), Ttl::Persistent);
+        let at = crate::now_ms() + 100_000;
+        assert!(h.expire_at(0, b"big", at, Default::default()).unwrap());
+        assert!(matches!(h.pttl(0, b"big").unwrap(), Ttl::Ms(ms) if ms > 90_000));
+        assert!(h.persist(0, b"big").unwrap());
+        assert_eq!(h.pttl(0, b"big").unwrap(), Ttl::Persistent);
+        assert!(h.touch(0, b"big", at).unwrap());
+        assert_eq!(item_off(&h, b"big"), off, "a TTL change copied a 100 kB value");
+        assert_eq!(h.get(0, b"big").unwrap().unwrap(), big);
+        // A small item has no room for an expiry until it needs one: its first TTL rebuilds
+        // it (and keeps it 56 bytes until then).
+        h.set(0, b"small", b"v", &SetOptions::default()).unwrap();
+        let off = item_off(&h, b"small");
+        assert!(h.expire_at(0, b"small", at, Default::default()).unwrap());
+        assert_ne!(item_off(&h, b"small"), off);
+        let r = store.check().unwrap();
+        assert!(r.ok(), "{:?}", r.problems);
+    }
+
+    #[test]
+    fn getbit_and_counters_on_long_strings() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let mut v = vec![0u8; 10_000];
+        v[5000] = 0b0010_0000;
+        h.set(0, b"bits", &v, &SetOptions::default()).unwrap();
+        assert_eq!(h.getbit(0, b"bits", 5000 * 8 + 2).unwrap(), 1);
+        assert_eq!(h.getbit(0, b"bits", 5000 * 8 + 3).unwrap(), 0);
+        assert_eq!(h.getbit(0, b"bits", 10_000 * 8).unwrap(), 0);
+        h.set(0, b"n", b"-1234", &SetOptions::default()).unwrap();
+        assert_eq!(h.getbit(0, b"n", 7).unwrap(), 1); // '-' is 0x2d
+        assert_eq!(h.getbit(0, b"n", 6).unwrap(), 0);
+        assert!(matches!(h.incr_by(0, b"bits", 1), Err(Error::NotInteger)));
+        assert!(matches!(h.incr_by_float(0, b"bits", 1.0), Err(Error::NotFloat)));
+        // 20 characters is still a number; 21 never is.
+        h.set(0, b"n", b"-9223372036854775807", &SetOptions::default()).unwrap();
+        assert_eq!(h.incr_by(0, b"n", -1).unwrap(), i64::MIN);
+        h.set(0, b"n", b"000000000000000000001", &SetOptions::default()).unwrap();
+        assert!(matches!(h.incr_by(0, b"n", 1), Err(Error::NotInteger)));
+    }
 
     #[test]
     fn floats_print_like_redis() {

@@ -429,6 +429,14 @@ fn incrbyfloat_like_long_double() {
     ck(&mut c, "INCRBYFLOAT s 1", &not_float);
     c.check(&cmd(&[b"SET", b"e", b""]), b"+OK\r\n");
     ck(&mut c, "INCRBYFLOAT e 1", &not_float);
+    // Redis parses a stored number of up to 5119 characters; from 5120 on it is not a float
+    // (recorded from redis-server 7.0.15).
+    let long = [&[b'0'; 5118][..], b"1"].concat();
+    c.check(&cmd(&[b"SET", b"long", &long]), b"+OK\r\n");
+    ck(&mut c, "INCRBYFLOAT long 1", "$1\r\n2\r\n");
+    let longer = [&[b'0'; 5119][..], b"1"].concat();
+    c.check(&cmd(&[b"SET", b"long", &longer]), b"+OK\r\n");
+    ck(&mut c, "INCRBYFLOAT long 1", &not_float);
     ck(&mut c, "GET f", "$4\r\n5216\r\n");
     ck(&mut c, "INCRBYFLOAT f", &arity("incrbyfloat"));
 }

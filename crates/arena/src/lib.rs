@@ -36,7 +36,10 @@
 //!   dead slot's locks. Redo is idempotent.
 //! - **Allocation** is by size class from per-participant caches (no shared atomics on the
 //!   fast path), refilled in batches from lock-free per-class stacks and, when those are
-//!   empty, from fresh pages. Values above 32 KiB take whole runs of pages.
+//!   empty, from fresh pages. Values above 32 KiB take whole runs of pages; a freed run
+//!   merges with its free neighbours and keeps its pages resident for
+//!   [`DIRTY_DECAY_MS`] (at most 64 MiB of them), until [`Participant::purge_dirty`] gives
+//!   them back to the kernel.
 //!
 //! All `unsafe` of the project lives in [`map`](crate::map), beneath safe accessors.
 
@@ -50,7 +53,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
-pub use alloc::{class_of, class_size, AllocStats, LARGE_MIN, NCLASSES};
+pub use alloc::{class_of, class_size, AllocStats, DIRTY_DECAY_MS, LARGE_MIN, NCLASSES};
 pub use participant::{Guard, Participant, SlotInfo};
 
 use map::Mapping;
@@ -93,6 +96,10 @@ pub(crate) const H_PAGE_NEXT: u64 = 192; // next never-used page index
 pub(crate) const H_LARGE_LOCK: u64 = 256; // u32 lock word
 pub(crate) const H_LARGE_HEAD: u64 = 264; // unit offset of the first free large run
 pub(crate) const H_LARGE_FREE_PAGES: u64 = 272;
+// Pages of free runs whose memory may still be resident (an over-estimate), and the oldest
+// such run's free time (monotonic ms; 0 = none): see `Participant::purge_dirty`.
+pub(crate) const H_LARGE_DIRTY_PAGES: u64 = 280;
+pub(crate) const H_LARGE_DIRTY_OLDEST: u64 = 288;
 pub(crate) const H_VERSION_CTR: u64 = 320;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
 

@@ -390,3 +390,87 @@ fn retiring_in_a_full_arena_succeeds_and_frees_later() {
         assert!(st.free_set.contains_key(b), "retired block {b} was freed");
     }
 }
+
+/// Whether the bytes of `off..off + len` are all `b`.
+fn all_bytes(a: &Arena, off: u64, len: u64, b: u8) -> bool {
+    let mut buf = vec![0u8; len as usize];
+    a.read(off, &mut buf).unwrap();
+    buf.iter().all(|&x| x == b)
+}
+
+/// A freed large run keeps its pages (its bytes are still there) until a purge finds it old
+/// enough; then everything past the node's OS page reads as zero: given back to the kernel.
+#[test]
+fn freed_runs_keep_their_pages_until_purged() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let runs: Vec<u64> = (0..3).map(|_| p.alloc(8 * PAGE).unwrap()).collect();
+    for &r in &runs {
+        a.write(r, &vec![0xab; 8 * PAGE as usize]).unwrap();
+    }
+    p.free(runs[0]).unwrap();
+    p.free(runs[2]).unwrap();
+    assert_eq!(a.dirty_free_bytes(), 16 * PAGE);
+    assert!(all_bytes(&a, runs[0] + 4096, 8 * PAGE - 4096, 0xab), "freed pages were given back at once");
+    // Freed just now: younger than the decay.
+    assert_eq!(p.purge_dirty(DIRTY_DECAY_MS).unwrap(), 0);
+    assert!(all_bytes(&a, runs[2] + 4096, 8 * PAGE - 4096, 0xab));
+    assert_eq!(p.purge_dirty(0).unwrap(), 16);
+    assert_eq!(a.dirty_free_bytes(), 0);
+    for r in [runs[0], runs[2]] {
+        assert!(all_bytes(&a, r + 4096, 8 * PAGE - 4096, 0), "a purged run kept its pages");
+    }
+    assert!(all_bytes(&a, runs[1], 8 * PAGE, 0xab), "the live run between them was touched");
+    // A purge with nothing dirty does nothing.
+    assert_eq!(p.purge_dirty(0).unwrap(), 0);
+}
+
+/// A dirty run taken again, whole or in part, belongs to its new owner: a purge leaves its
+/// bytes alone and gives back only what is still free.
+#[test]
+fn a_purge_never_touches_a_run_taken_again() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let big = p.alloc(16 * PAGE).unwrap();
+    let _guard = p.alloc(PAGE * 2).unwrap(); // keeps the run from merging with fresh pages
+    a.write(big, &vec![0x11; 16 * PAGE as usize]).unwrap();
+    p.free(big).unwrap();
+    // Its head, taken again without page faults: the old bytes are still there.
+    let head = p.alloc(6 * PAGE).unwrap();
+    assert_eq!(head, big, "the freed run is reused from its head");
+    assert!(all_bytes(&a, head + 4096, 6 * PAGE - 4096, 0x11), "a dirty run came back zeroed");
+    a.write(head, &vec![0x22; 6 * PAGE as usize]).unwrap();
+    assert_eq!(a.dirty_free_bytes(), 10 * PAGE);
+    p.purge_dirty(0).unwrap();
+    assert!(all_bytes(&a, head, 6 * PAGE, 0x22), "a purge discarded pages of a live block");
+    let rest = head + 6 * PAGE;
+    assert!(all_bytes(&a, rest + 4096, 10 * PAGE - 4096, 0), "the free rest kept its pages");
+    // Freed again, it merges with its clean rest into one run, dirty as a whole.
+    p.free(head).unwrap();
+    let st = a.alloc_stats().unwrap();
+    assert_eq!(st.free_set.get(&big), Some(&(16 * PAGE)));
+    assert_eq!(a.dirty_free_bytes(), 6 * PAGE);
+    p.purge_dirty(0).unwrap();
+    assert!(all_bytes(&a, big + 4096, 16 * PAGE - 4096, 0));
+}
+
+/// More than 64 MiB of freed runs waiting is given back at once, not after the decay.
+#[test]
+fn dirty_runs_past_the_budget_are_given_back_at_once() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 256 << 20, max_participants: 16 }).unwrap();
+    let p = a.register().unwrap();
+    let n = (24 << 20) / PAGE; // three of them pass 64 MiB
+    let runs: Vec<u64> = (0..3).map(|_| p.alloc(n * PAGE).unwrap()).collect();
+    for &r in &runs {
+        a.write(r + n * PAGE - 8, &[0x33; 8]).unwrap();
+    }
+    p.free(runs[0]).unwrap();
+    p.free(runs[2]).unwrap();
+    assert_eq!(a.dirty_free_bytes(), 2 * n * PAGE, "under the budget: kept");
+    assert!(all_bytes(&a, runs[0] + n * PAGE - 8, 8, 0x33));
+    p.free(runs[1]).unwrap();
+    assert_eq!(a.dirty_free_bytes(), 0, "past the budget: all given back");
+    for &r in &runs {
+        assert!(all_bytes(&a, r + n * PAGE - 8, 8, 0));
+    }
+}

@@ -898,9 +898,18 @@ impl Handle {
         Ok(())
     }
 
-    /// Frees retired memory that no reader can still see (call when idle).
+    /// Frees retired memory that no reader can still see, and gives the kernel back the
+    /// pages of large runs that have been free for a while (call when idle, or now and then).
     pub fn collect(&self) -> Result<usize, Error> {
-        Ok(self.p.collect()?)
+        let freed = self.p.collect()?;
+        self.p.purge_dirty(larder_arena::DIRTY_DECAY_MS)?;
+        Ok(freed)
+    }
+
+    /// Whether [`Handle::collect`] has anything to do: retired blocks of this handle, or
+    /// free large runs whose pages are still resident (anyone's).
+    pub fn has_memory_to_return(&self) -> bool {
+        self.p.retired_waiting() > 0 || self.p.arena().dirty_free_bytes() > 0
     }
 
     /// How many blocks this handle retired that are not freed yet. Retirements collect as

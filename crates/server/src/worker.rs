@@ -158,7 +158,8 @@ struct Worker {
     collected: std::time::Instant,
 }
 
-/// How often a busy worker that holds retired memory collects it. An idle one collects
+/// How often a busy worker that holds retired memory collects it (and, when free large
+/// runs are still resident, gives back those free for long enough). An idle one collects
 /// whenever a poll times out; a busy one with only reads to do would otherwise never
 /// free what its last writes retired (a deleted 100 MB value, say). Each collect moves the
 /// epoch on at most once and a block needs two moves, so memory comes back in two or three
@@ -293,7 +294,7 @@ impl Worker {
                 let _ = self.h.collect();
                 self.sweep_killed();
                 self.sweep_idle();
-            } else if self.h.retired_waiting() > 0 && waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY {
+            } else if waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY && self.h.has_memory_to_return() {
                 let _ = self.h.collect();
                 self.collected = waiting;
             }

@@ -374,7 +374,14 @@ impl Participant {
         a.page_desc(page / PAGE)?.store(c as u32 + 1, Ordering::Release);
         let first = Arena::to_units(page);
         let n = (PAGE / class_size(c)) as u32;
+        // Cursor off, end, cursor: killed between the two stores of the other order, the
+        // slot would keep the old page's cursor under the new page's end, and whoever claims
+        // the slot next would hand out everything in between, live memory included. Here a
+        // kill at worst leaks the page.
+        cur.store(0, Ordering::Relaxed);
         end.store(first + n * cu, Ordering::Relaxed);
+        #[cfg(test)]
+        crate::tests::between_refill_end_and_cur();
         cur.store(first + cu, Ordering::Relaxed);
         Ok(page)
     }
@@ -542,7 +549,9 @@ impl Participant {
                     None => head.store(rest as u64, Ordering::Release),
                     Some(p) => a.u32(p)?.store(rest, Ordering::Release),
                 }
-                a.u64(H_LARGE_FREE_PAGES)?.fetch_sub(n, Ordering::Relaxed);
+                // Saturating: a crash can lose an addition, never make this wrap.
+                let free = a.u64(H_LARGE_FREE_PAGES)?;
+                free.store(free.load(Ordering::Relaxed).saturating_sub(n), Ordering::Relaxed);
                 return Ok(Some(off));
             }
             prev = Some(off);

@@ -122,7 +122,11 @@ fn self_start_time() -> u64 {
 
 /// Field 22 of /proc/PID/stat, and whether the process is a zombie or dead (state Z or X).
 fn proc_stat(pid: u32) -> Option<(u64, bool)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_fields(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// (start time, zombie or dead) from the text of a `stat` file.
+fn stat_fields(s: &str) -> Option<(u64, bool)> {
     // The command name (field 2) may contain spaces and parentheses; fields resume after the
     // last ')'.
     let rest = &s[s.rfind(')')? + 1..];
@@ -132,18 +136,35 @@ fn proc_stat(pid: u32) -> Option<(u64, bool)> {
     Some((start, state == "Z" || state == "X"))
 }
 
+/// Whether any thread of `pid` is neither a zombie nor dead. A process's main thread shows
+/// Z as soon as it exits (after SIGKILL, or a `pthread_exit`) while other threads may still
+/// be running, in the middle of a system call that writes the arena.
+fn some_thread_runs(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).ok().and_then(|s| stat_fields(&s)).is_some_and(|(_, z)| !z)
+    })
+}
+
 fn proc_start_time(pid: u32) -> Option<u64> {
     proc_stat(pid).map(|(s, _)| s)
 }
 
+#[cfg(test)]
+pub(crate) fn proc_start_time_for_tests(pid: u32) -> Option<u64> {
+    proc_start_time(pid)
+}
+
 /// Whether the process `pid` that started at `start` is still running. A zombie counts as
-/// dead: it will never touch the arena again.
+/// dead (it will never touch the arena again) only once every one of its threads is: a
+/// SIGKILLed process's main thread turns Z while another thread may still be inside an
+/// madvise that discards arena pages, under a lock the reaper would hand to someone else.
 pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
     if pid == 0 {
         return false;
     }
     match proc_stat(pid) {
-        Some((s, zombie)) => !zombie && (start == 0 || s == start),
+        Some((s, zombie)) => (start == 0 || s == start) && (!zombie || some_thread_runs(pid)),
         None => false,
     }
 }

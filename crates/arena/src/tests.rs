@@ -474,3 +474,79 @@ fn dirty_runs_past_the_budget_are_given_back_at_once() {
         assert!(all_bytes(&a, r + n * PAGE - 8, 8, 0));
     }
 }
+
+thread_local! {
+    /// Runs once inside this thread's next `refill` that takes a new page, between its
+    /// stores of the bump end and the bump cursor: where a SIGKILL could land.
+    static REFILL_HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+}
+
+pub(crate) fn between_refill_end_and_cur() {
+    if let Some(f) = REFILL_HOOK.with(|h| h.borrow_mut().take()) {
+        f();
+    }
+}
+
+/// A participant killed in `refill` between storing its new page's bump end and its bump
+/// cursor leaves them in its slot's cache, which the next thread to claim the slot
+/// inherits. That must never make it hand out memory that is someone else's. (Found by
+/// review: with the end stored before the cursor was cleared, the next claimer bumped
+/// from the old page's cursor across every page in between.)
+#[test]
+fn a_refill_killed_halfway_hands_out_nothing_twice() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let o = a.register().unwrap();
+    let size = 20_000u64;
+    let cs = class_size(class_of(size));
+    // Use up p's first page of the class, then put someone else's data right after it.
+    for _ in 0..PAGE / cs {
+        p.alloc(size).unwrap();
+    }
+    let live = o.alloc(2 * PAGE).unwrap();
+    // p's next refill takes a new page and is "killed" between the two stores: the hook
+    // unwinds out of it, as far as the arena can tell the same as a SIGKILL there.
+    REFILL_HOOK.with(|h| *h.borrow_mut() = Some(Box::new(|| panic!("killed in refill"))));
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.alloc(size)));
+    assert!(killed.is_err(), "the hook did not run");
+    drop(p);
+    let q = a.register().unwrap();
+    for _ in 0..8 {
+        let b = q.alloc(size).unwrap();
+        assert!(b + cs <= live || b >= live + 2 * PAGE, "block {b:#x}+{cs} handed out inside live run {live:#x}+{}", 2 * PAGE);
+    }
+}
+
+/// A process whose main thread has exited (it shows Z) while another thread still runs is
+/// alive: that thread may be in the middle of a system call on the arena (after a SIGKILL,
+/// an madvise that discards pages under the large-run lock), and reaping it would hand its
+/// lock to someone else. Found by review. The child is Python (already needed by the test
+/// suite), whose main thread calls `pthread_exit` while a second thread sleeps.
+#[test]
+fn a_process_with_a_zombie_main_thread_but_live_threads_is_alive() {
+    use std::io::BufRead;
+    let script = "import ctypes, os, sys, threading, time\n\
+                  threading.Thread(target=lambda: time.sleep(30)).start()\n\
+                  print(os.getpid(), flush=True)\n\
+                  ctypes.CDLL(None).pthread_exit(None)\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 is needed by this test");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let pid: u32 = line.trim().parse().unwrap();
+    let start = crate::participant::proc_start_time_for_tests(pid).unwrap();
+    // Wait for the main thread to show Z.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z ") {
+        assert!(std::time::Instant::now() < deadline, "the child's main thread never exited");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let alive = crate::participant::process_alive(pid, start);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(alive, "a process with a running thread was judged dead");
+    assert!(!crate::participant::process_alive(pid, start), "a reaped process is alive");
+}

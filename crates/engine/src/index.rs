@@ -874,8 +874,15 @@ fn merge_locked(p: &Participant, db: u32, s0: u64, s1: u64, l: u32) -> Result<Op
     merged[0].write(a, m)?;
     let dir_lock = a.u32(db_root(db) + R_LOCK)?;
     p.lock(dir_lock);
-    let r = (|| {
-        let intent = p.alloc(64)?;
+    let r = (|| -> Result<Option<u64>, Error> {
+        let intent = match p.alloc(64) {
+            Ok(i) => i,
+            Err(e) => {
+                // Nothing is published yet: the merged copy is ours to free.
+                p.free(m)?;
+                return Err(e.into());
+            }
+        };
         a.u32(intent)?.store(K_MERGE, Ordering::Relaxed);
         a.u32(intent + 4)?.store(db, Ordering::Relaxed);
         for (i, v) in [s0, s1, m, l as u64].into_iter().enumerate() {

@@ -799,3 +799,28 @@ fn lcs() {
     ck(&mut c, "RPUSH l x", ":1\r\n");
     ck(&mut c, "LCS l a", "-ERR The specified keys must contain string values\r\n");
 }
+
+/// Large values pipelined with small requests, in one write: reads switch to a larger
+/// chunk while a big request is arriving, and every byte must land in the right request.
+#[test]
+fn large_values_pipelined_with_small_requests() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let a: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let b: Vec<u8> = (0..700_001u32).map(|i| (i % 241) as u8).collect();
+    let mut req = cmd(&[b"SET", b"a", &a]);
+    req.extend(cmd(&[b"INCR", b"n"]));
+    req.extend(cmd(&[b"SET", b"b", &b]));
+    req.extend(cmd(&[b"STRLEN", b"a"]));
+    req.extend(cmd(&[b"INCR", b"n"]));
+    c.send(&req);
+    let want = b"+OK\r\n:1\r\n+OK\r\n:300000\r\n:2\r\n";
+    assert_eq!(c.read_n(want.len()), want);
+    for (k, v) in [(&b"a"[..], &a), (&b"b"[..], &b)] {
+        c.send(&cmd(&[b"GET", k]));
+        let mut expect = format!("${}\r\n", v.len()).into_bytes();
+        expect.extend_from_slice(v);
+        expect.extend_from_slice(b"\r\n");
+        assert!(c.read_n(expect.len()) == expect, "GET {} came back different", String::from_utf8_lossy(k));
+    }
+}

@@ -381,7 +381,7 @@ impl Participant {
         cur.store(0, Ordering::Relaxed);
         end.store(first + n * cu, Ordering::Relaxed);
         #[cfg(test)]
-        crate::tests::between_refill_end_and_cur();
+        crate::tests::hook(crate::tests::Hook::RefillEndCur);
         cur.store(first + cu, Ordering::Relaxed);
         Ok(page)
     }

@@ -377,7 +377,7 @@ impl Participant {
             if let Ok(g) = self.arena.u64(H_EPOCH) {
                 let mut e = g.load(Ordering::SeqCst);
                 #[cfg(test)]
-                crate::tests::between_pin_load_and_store();
+                crate::tests::hook(crate::tests::Hook::PinLoadStore);
                 if let Ok(mine) = self.arena.slot_u64(self.slot, S_EPOCH) {
                     // Until the store is visible, advancers see this slot unpinned and may
                     // move the global epoch on: a pin that landed late, at an epoch already

@@ -254,14 +254,42 @@ fn u32s_is_bounds_and_alignment_checked() {
     assert!(a.u32s::<16>(u64::MAX - 8).is_err());
 }
 
-thread_local! {
-    /// Runs once inside this thread's next outermost pin, between its load of the global
-    /// epoch and its store into the slot: what a pin descheduled there lets others do.
-    static PIN_HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+/// Places in the arena's code where a test can make something happen (another process
+/// advancing the epoch, a SIGKILL) between two steps that are otherwise back to back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Hook {
+    /// In the next outermost pin, between its load of the global epoch and its store into
+    /// the slot.
+    PinLoadStore,
+    /// In the next `refill` that takes a new page, between its stores of the bump end and
+    /// the bump cursor.
+    RefillEndCur,
 }
 
-pub(crate) fn between_pin_load_and_store() {
-    if let Some(f) = PIN_HOOK.with(|h| h.borrow_mut().take()) {
+type HookFn = Box<dyn FnOnce()>;
+
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<(Hook, HookFn)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` once, when this thread next reaches `at`.
+fn set_hook(at: Hook, f: impl FnOnce() + 'static) {
+    HOOK.with(|h| *h.borrow_mut() = Some((at, Box::new(f))));
+}
+
+/// Called at `at` (test builds only): runs the hook set for it, if any.
+pub(crate) fn hook(at: Hook) {
+    let f = HOOK.with(|h| {
+        let mut h = h.borrow_mut();
+        match h.take() {
+            Some((w, f)) if w == at => Some(f),
+            other => {
+                *h = other;
+                None
+            }
+        }
+    });
+    if let Some(f) = f {
         f();
     }
 }
@@ -277,11 +305,9 @@ fn a_pin_that_lands_late_still_protects_the_current_epoch() {
     let advancer = a.register().unwrap();
     let block = writer.alloc(64).unwrap();
     let g0 = a.u64(H_EPOCH).unwrap().load(Ordering::SeqCst);
-    PIN_HOOK.with(|h| {
-        *h.borrow_mut() = Some(Box::new(move || {
-            assert!(advancer.try_advance());
-            assert!(advancer.try_advance());
-        }))
+    set_hook(Hook::PinLoadStore, move || {
+        assert!(advancer.try_advance());
+        assert!(advancer.try_advance());
     });
     let w = writer.pin();
     // (Dropping the advancer at the end of the hook collects, which advances once more.)
@@ -475,18 +501,6 @@ fn dirty_runs_past_the_budget_are_given_back_at_once() {
     }
 }
 
-thread_local! {
-    /// Runs once inside this thread's next `refill` that takes a new page, between its
-    /// stores of the bump end and the bump cursor: where a SIGKILL could land.
-    static REFILL_HOOK: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
-}
-
-pub(crate) fn between_refill_end_and_cur() {
-    if let Some(f) = REFILL_HOOK.with(|h| h.borrow_mut().take()) {
-        f();
-    }
-}
-
 /// A participant killed in `refill` between storing its new page's bump end and its bump
 /// cursor leaves them in its slot's cache, which the next thread to claim the slot
 /// inherits. That must never make it hand out memory that is someone else's. (Found by
@@ -506,7 +520,7 @@ fn a_refill_killed_halfway_hands_out_nothing_twice() {
     let live = o.alloc(2 * PAGE).unwrap();
     // p's next refill takes a new page and is "killed" between the two stores: the hook
     // unwinds out of it, as far as the arena can tell the same as a SIGKILL there.
-    REFILL_HOOK.with(|h| *h.borrow_mut() = Some(Box::new(|| panic!("killed in refill"))));
+    set_hook(Hook::RefillEndCur, || panic!("killed in refill"));
     let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.alloc(size)));
     assert!(killed.is_err(), "the hook did not run");
     drop(p);

@@ -471,11 +471,6 @@ fn op_incrbyfloat(h: &mut Handle, db: u32, key: &[u8], incr: &[u8]) -> Result<Ve
         // would lose the INCR. Reading the version both before and after the value (a
         // seqlock) rules that out.
         let before = h.meta(db, key)?;
-        // Redis refuses a value of 5 kB or more (MAX_LONG_DOUBLE_CHARS) as not a float;
-        // checked first, so a long value is not copied only to be refused.
-        if matches!(before, Some(m) if m.ty == Type::String) && h.strlen(db, key)? >= 5 * 1024 {
-            return Err(CmdError::not_float());
-        }
         let meta = h.get_into(db, key, &mut cur)?;
         if before.map(|m| m.version) != meta.map(|m| m.version) {
             continue;

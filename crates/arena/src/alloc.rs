@@ -44,6 +44,15 @@ pub const DIRTY_DECAY_MS: u64 = 1000;
 /// At most this many free-run pages (64 MiB) stay resident: a free past it gives them all back.
 const DIRTY_MAX_PAGES: u64 = (64 << 20) / PAGE;
 
+/// The earlier of two dirty times, 0 meaning none.
+fn earliest(x: u64, y: u64) -> u64 {
+    if x == 0 || y == 0 {
+        x.max(y)
+    } else {
+        x.min(y)
+    }
+}
+
 /// Milliseconds on the monotonic clock, which every process on the machine shares; never 0
 /// (0 marks a clean run).
 fn now_ms() -> u64 {
@@ -595,7 +604,7 @@ impl Participant {
         let n = (d & !LARGE) as u64;
         let lock = a.large_lock()?;
         self.lock(lock);
-        let mut r = self.insert_free_run(off, n, now_ms());
+        let mut r = self.insert_free_run(off, n);
         if r.is_ok() && a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) > DIRTY_MAX_PAGES {
             r = self.purge_locked(0).map(|_| ());
         }
@@ -642,7 +651,7 @@ impl Participant {
                     purged += len;
                 } else {
                     still_dirty += len;
-                    oldest = if oldest == 0 { t } else { oldest.min(t) };
+                    oldest = earliest(oldest, t);
                 }
             }
             run = a.u32(off)?.load(Ordering::Relaxed);
@@ -665,9 +674,10 @@ impl Participant {
     ///
     /// A node is the run's first 16 bytes: the next run (unit offset, u32), the length in
     /// pages (u32), and since when its pages have been dirty (`since`, monotonic ms; 0 =
-    /// given back to the kernel but for the node's own OS page). A merged run is dirty
-    /// since the earliest of its parts, so a purge never waits longer for any of them.
-    fn insert_free_run(&self, off: u64, n: u64, since: u64) -> Result<(), Error> {
+    /// given back to the kernel but for the node's own OS page). The freed pages are dirty
+    /// from now; a merged run is dirty since the earliest of its parts, so a purge never
+    /// waits longer for any of them.
+    fn insert_free_run(&self, off: u64, n: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let head = a.u64(H_LARGE_HEAD)?;
         for p in off / PAGE..off / PAGE + n {
@@ -685,9 +695,8 @@ impl Participant {
             above = a.u32(o)?.load(Ordering::Relaxed);
             steps += 1;
         }
-        let earliest = |x: u64, y: u64| if x == 0 || y == 0 { x.max(y) } else { x.min(y) };
         // Absorb the run above if it starts where this one ends.
-        let (mut len, mut next, mut since) = (n, above, since);
+        let (mut len, mut next, mut since) = (n, above, now_ms());
         if above != 0 {
             let o = Arena::from_units(above);
             if o == off + n * PAGE {
@@ -725,11 +734,9 @@ impl Participant {
             }
         }
         a.u64(H_LARGE_FREE_PAGES)?.fetch_add(n, Ordering::Relaxed);
-        if since != 0 {
-            a.u64(H_LARGE_DIRTY_PAGES)?.fetch_add(n, Ordering::Relaxed);
-            let oldest = a.u64(H_LARGE_DIRTY_OLDEST)?;
-            oldest.store(earliest(oldest.load(Ordering::Relaxed), since), Ordering::Relaxed);
-        }
+        a.u64(H_LARGE_DIRTY_PAGES)?.fetch_add(n, Ordering::Relaxed);
+        let oldest = a.u64(H_LARGE_DIRTY_OLDEST)?;
+        oldest.store(earliest(oldest.load(Ordering::Relaxed), since), Ordering::Relaxed);
         Ok(())
     }
 }

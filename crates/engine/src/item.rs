@@ -331,6 +331,31 @@ impl ItemView {
         }
     }
 
+    /// Like [`ItemView::value`], but first calls `header(out, len)` with the length of the
+    /// value about to be appended, so that a reply's framing goes before the value and the
+    /// value is copied once.
+    #[inline]
+    pub(crate) fn value_framed(
+        &self,
+        a: &Arena,
+        out: &mut Vec<u8>,
+        header: impl FnOnce(&mut Vec<u8>, usize),
+    ) -> Result<(), Error> {
+        if !self.is_string() {
+            return Err(Error::WrongType);
+        }
+        if self.is_int() {
+            let mut buf = itoa_buf();
+            let digits = fmt_i64(self.int(a)?, &mut buf);
+            header(out, digits.len());
+            out.extend_from_slice(digits);
+            Ok(())
+        } else {
+            header(out, self.vlen as usize);
+            Ok(a.read_append(self.val_off(), self.vlen as usize, out)?)
+        }
+    }
+
     /// Length of the value as a string.
     pub(crate) fn strlen(&self, a: &Arena) -> Result<u64, Error> {
         if !self.is_string() {

@@ -125,6 +125,37 @@ impl Handle {
         })
     }
 
+    /// Like [`Handle::get_into`], but calls `header(out, meta, len)` with the value's length
+    /// before appending the value, so that a reply's framing (`$len\r\n`, memcached's
+    /// `VALUE` line) goes in front of a value copied once. Nothing is called or appended for
+    /// a missing key or one of another type.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"hello", &SetOptions::default()).unwrap();
+    /// let mut out = Vec::new();
+    /// h.get_framed(0, b"k", &mut out, |out, _meta, len| out.extend_from_slice(format!("${len}\r\n").as_bytes()))
+    ///     .unwrap();
+    /// assert_eq!(out, b"$5\r\nhello");
+    /// ```
+    #[inline]
+    pub fn get_framed(
+        &self,
+        db: u32,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        header: impl FnOnce(&mut Vec<u8>, &Meta, usize),
+    ) -> Result<Option<Meta>, Error> {
+        self.read(db, key, |a, it| {
+            // Version before value, as in `get_into`.
+            let meta = it.meta(a)?;
+            it.value_framed(a, out, |out, len| header(out, &meta, len))?;
+            Ok(meta)
+        })
+    }
+
     /// Values of several keys, in order (None for missing keys), linear in their number.
     pub fn mget(&self, db: u32, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
         keys.iter().map(|k| self.get(db, k)).collect()

@@ -158,19 +158,27 @@ pub fn stat_u64(out: &mut Vec<u8>, name: &str, value: u64) {
 /// `gets`/`gats`. Finish the whole reply with [`end`].
 #[inline]
 pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
-    out.reserve(6 + key.len() + 40 + data.len() + 2);
+    value_header(out, key, flags, data.len(), cas);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The `VALUE <key> <flags> <bytes>[ <cas>]\r\n` line of [`value`] alone, with room
+/// reserved for the data, for a caller that appends the `len` bytes of data and then
+/// `\r\n` itself (a value copied straight out of the keyspace).
+#[inline]
+pub fn value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
+    out.reserve(6 + key.len() + 40 + len + 2);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
     out.push(b' ');
     push_u64(out, u64::from(flags));
     out.push(b' ');
-    push_u64(out, data.len() as u64);
+    push_u64(out, len as u64);
     if let Some(c) = cas {
         out.push(b' ');
         push_u64(out, c);
     }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }
 

@@ -177,6 +177,22 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The head of a bulk string of `len` bytes, `$len\r\n`, with room reserved for the
+    /// data and its `\r\n`, for a caller that appends the data itself (a value copied
+    /// straight out of the keyspace). The caller then ends it with `\r\n`.
+    #[inline]
+    pub fn bulk_header(out: &mut Vec<u8>, len: usize) {
+        out.reserve(len + 24);
+        if (10..100).contains(&len) {
+            // Most values of a cache: two digits, no loop.
+            out.extend_from_slice(&[b'$', b'0' + (len / 10) as u8, b'0' + (len % 10) as u8, b'\r', b'\n']);
+        } else {
+            out.push(b'$');
+            push_u64(out, len as u64);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
     /// Bulk string `$len\r\ndata\r\n`.
     #[inline]
     pub fn bulk(&mut self, data: &[u8]) -> &mut Self {

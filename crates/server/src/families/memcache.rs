@@ -536,21 +536,27 @@ impl<'a> Mc<'a> {
                 self.count(C::TouchMisses);
                 continue;
             }
-            match self.read(key, true)? {
-                Some(m) => {
+            // The VALUE line goes out first, then the value straight from the arena.
+            let start = self.out.len();
+            let header = |out: &mut Vec<u8>, m: &Meta, len: usize| {
+                reply::value_header(out, key, m.flags, len, with_cas.then_some(m.version));
+            };
+            match self.h.get_framed(DB, key, self.out, header) {
+                Ok(Some(_)) => {
+                    self.out.extend_from_slice(b"\r\n");
                     self.count(if touch { C::TouchHits } else { C::GetHits });
                     if expires_now {
                         self.h.touch(DB, key, at)?;
                     }
-                    reply::value(
-                        self.out,
-                        key,
-                        m.flags,
-                        &self.scratch,
-                        with_cas.then_some(m.version),
-                    );
                 }
-                None => self.count(if touch { C::TouchMisses } else { C::GetMisses }),
+                // A key of another type is a miss to memcached.
+                Ok(None) | Err(EngineError::WrongType) => {
+                    self.count(if touch { C::TouchMisses } else { C::GetMisses });
+                }
+                Err(e) => {
+                    self.out.truncate(start);
+                    return Err(e);
+                }
             }
         }
         reply::end(self.out);

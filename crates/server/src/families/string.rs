@@ -58,50 +58,16 @@ pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
 
 /// Writes `key`'s value as a bulk string straight from the arena into the output buffer, or
 /// a null. Returns whether the key existed. On an error nothing is left in the buffer.
-///
-/// The header (`$<len>\r\n`) goes in front of the value, whose length is known only once
-/// it is copied. Room is left for a two-digit length, filled in afterwards: a value of 10
-/// to 99 bytes (the common small value) is then written in place, and any other length
-/// moves the value once to fit its header.
 fn reply_value(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<bool, Error> {
-    const GUESS: usize = b"$00\r\n".len();
     let db = ctx.conn.db;
     let buf = ctx.out.buf();
     let start = buf.len();
-    buf.extend_from_slice(b"$00\r\n");
-    match ctx.h.get_into(db, key, buf) {
+    match ctx.h.get_framed(db, key, buf, |out, _, len| larder_resp::Writer::bulk_header(out, len)) {
         Ok(Some(_)) => {
-            let vlen = buf.len() - start - GUESS;
-            if (10..100).contains(&vlen) {
-                buf[start + 1] = b'0' + (vlen / 10) as u8;
-                buf[start + 2] = b'0' + (vlen % 10) as u8;
-            } else {
-                let mut digits = [0u8; 20];
-                let mut i = digits.len();
-                let mut n = vlen;
-                loop {
-                    i -= 1;
-                    digits[i] = b'0' + (n % 10) as u8;
-                    n /= 10;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                let hlen = 1 + (digits.len() - i) + 2;
-                let value = start + GUESS..start + GUESS + vlen;
-                if hlen > GUESS {
-                    buf.resize(start + hlen + vlen, 0);
-                }
-                buf.copy_within(value, start + hlen);
-                buf.truncate(start + hlen + vlen);
-                buf[start + 1..start + hlen - 2].copy_from_slice(&digits[i..]);
-                buf[start + hlen - 2..start + hlen].copy_from_slice(b"\r\n");
-            }
             buf.extend_from_slice(b"\r\n");
             Ok(true)
         }
         Ok(None) => {
-            buf.truncate(start);
             ctx.out.null();
             Ok(false)
         }

@@ -36,8 +36,8 @@ const FIRST_CONN: usize = 3;
 
 const READ_CHUNK: usize = 16 * 1024;
 /// Reads into a connection already holding a READ_CHUNK or more of an unfinished request
-/// (a large value arriving) take this much at a time: a 1 MB SET in 16 kB reads was 64
-/// system calls.
+/// (a large value arriving) go straight into its buffer, which grows by doubling up to
+/// this much at a time: a 1 MB SET in 16 kB reads was 64 system calls.
 const BIG_READ_CHUNK: usize = 256 * 1024;
 
 /// How many pipelined requests are parsed ahead and prefetched together.
@@ -119,7 +119,6 @@ pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHa
             h,
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
-            big_scratch: Box::default(),
             parked: Vec::new(),
             pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
@@ -146,10 +145,10 @@ struct Worker {
     free: Vec<usize>,
     h: Handle,
     shared: Arc<Shared>,
-    /// Where reads land before they are appended to a connection's buffer.
+    /// Where small reads land before they are appended to a connection's buffer (zeroed
+    /// once: growing the connection buffer and zeroing its spare room on every read was 14%
+    /// of the CPU of a pipelined GET load).
     scratch: Box<[u8]>,
-    /// The same for large requests (BIG_READ_CHUNK, allocated at the first one).
-    big_scratch: Box<[u8]>,
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
@@ -398,35 +397,36 @@ impl Worker {
         self.round_reads += 1;
         let limit = self.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
         let ws = self.shared.stats.worker(self.id);
-        let (small, big) = (&mut self.scratch, &mut self.big_scratch);
+        let small = &mut self.scratch;
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
         let mut eof = false;
         loop {
-            // Read into the worker's scratch buffer (zeroed once) and append what arrived:
-            // growing the connection buffer and zeroing its spare capacity on every read
-            // was 14% of the CPU of a pipelined GET load.
-            let scratch = if c.rbuf.len() >= READ_CHUNK {
-                if big.is_empty() {
-                    *big = vec![0u8; BIG_READ_CHUNK].into_boxed_slice();
-                }
-                &mut big[..]
+            let (asked, got) = if c.rbuf.len() < READ_CHUNK {
+                // Small requests: read into the worker's scratch buffer and append what
+                // arrived, so that an idle connection's buffer stays as small as its
+                // requests.
+                (small.len(), c.stream.read(&mut small[..]).inspect(|&n| c.rbuf.extend_from_slice(&small[..n])))
             } else {
-                &mut small[..]
+                // A large request arriving: read straight into the buffer's spare room (no
+                // zeroing, no second copy of the value), growing it by doubling up to
+                // BIG_READ_CHUNK at a time.
+                c.rbuf.reserve(c.rbuf.len().min(BIG_READ_CHUNK));
+                let asked = c.rbuf.capacity() - c.rbuf.len();
+                (asked, rustix::io::read(&c.stream, rustix::buffer::spare_capacity(&mut c.rbuf)).map_err(std::io::Error::from))
             };
-            match c.stream.read(scratch) {
+            match got {
                 Ok(0) => {
                     eof = true;
                     break;
                 }
                 Ok(n) => {
-                    c.rbuf.extend_from_slice(&scratch[..n]);
                     ws.net_input.add(n as u64);
                     if c.rbuf.len() > limit {
                         tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
                         self.close(i);
                         return;
                     }
-                    if n < scratch.len() {
+                    if n < asked {
                         // A short read emptied the socket. Linux's epoll signals every new
                         // arrival even in edge-triggered mode, so skipping the read that
                         // would only say EAGAIN is safe, and saves a syscall per request.

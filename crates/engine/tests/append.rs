@@ -73,6 +73,10 @@ fn readers_beside_an_appender_see_whole_prefixes_and_no_older_than_their_version
     w.set(0, b"log", &chunk(0), &SetOptions::default()).unwrap();
     const N: usize = 30_000;
     let done = AtomicBool::new(false);
+    // Reads so far: the writer lets the reader in every 200 appends, so that the two
+    // interleave however the two threads are scheduled (on 2 busy cores the reader once
+    // got only 41 reads in).
+    let reads = std::sync::atomic::AtomicUsize::new(0);
     let (written, seen) = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let r = store.handle().unwrap();
@@ -83,6 +87,7 @@ fn readers_beside_an_appender_see_whole_prefixes_and_no_older_than_their_version
                 let meta = r.get_into(0, b"log", &mut buf).unwrap().unwrap();
                 let n = whole_chunks(&buf).unwrap_or_else(|| panic!("torn value of {} bytes", buf.len()));
                 seen.push((meta.version, n));
+                reads.fetch_add(1, Ordering::Release);
             }
             seen
         });
@@ -90,6 +95,13 @@ fn readers_beside_an_appender_see_whole_prefixes_and_no_older_than_their_version
         let mut written = HashMap::new();
         let mut buf = Vec::new();
         for i in 1..N {
+            if i % 200 == 0 {
+                let target = reads.load(Ordering::Acquire) + 1;
+                // (Unless the reader has stopped: it panicked, and join reports why.)
+                while reads.load(Ordering::Acquire) < target && !reader.is_finished() {
+                    std::thread::yield_now();
+                }
+            }
             w.append(0, b"log", &chunk(i)).unwrap();
             buf.clear();
             let meta = w.get_into(0, b"log", &mut buf).unwrap().unwrap();

@@ -89,6 +89,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
             r.segments += 1;
             r.index_bytes += a.block_size(*seg)?;
             let mut n = 0u32;
+            let mut with_expiry = 0u32;
             let mut keys_here: HashSet<Vec<u8>> = HashSet::new();
             let mut displaced = vec![0u32; NB as usize];
             for b in 0..NB {
@@ -142,6 +143,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                     }
                     let size = a.block_size(off)?;
                     let _ = it.expired(a, now)?;
+                    with_expiry += (it.expire_at(a)? != 0) as u32;
                     r.item_bytes += size;
                     r.payload_bytes += it.klen + if it.is_string() { it.strlen(a)? } else { it.vlen };
                     if crate::item::is_tree_type(it.ty()) {
@@ -164,6 +166,10 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
             }
             if n != count && !pending {
                 r.problems.push(format!("db {db} segment {seg:#x}: count {count} but {n} slots used"));
+            }
+            let expires = index::seg_expires(a, *seg)?;
+            if expires != with_expiry && !pending {
+                r.problems.push(format!("db {db} segment {seg:#x}: expiry count {expires} but {with_expiry} keys with an expiry"));
             }
             db_keys += n as u64;
         }

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use larder_arena::{Arena, Participant, ROOT_OFF, ROOT_SIZE};
 
-use crate::item::ItemView;
+use crate::item::{self, ItemView};
 use crate::Error;
 
 pub(crate) const NB: u64 = 256;
@@ -54,6 +54,9 @@ const G_PREFIX: u64 = 16;
 /// Nonzero when the key count and overflow counts may be off: a writer died between
 /// publishing a slot and counting it. The next writer of the segment recounts them.
 const G_DIRTY: u64 = 24;
+/// Keys of the segment whose item has an expiry set (INFO keyspace's `expires`). Kept with
+/// the key count: under `counting`, recounted with it after a crash.
+const G_EXPIRES: u64 = 32;
 
 const B_LOCK: u64 = 12;
 const B_SLOTS: u64 = 16;
@@ -445,6 +448,9 @@ fn place(a: &Arena, loc: &Loc, bucket: u64, i: u64, h: u64, item: u64, who: Opti
         failpoint("count");
     }
     a.u32(loc.seg + G_COUNT)?.fetch_add(1, Ordering::Relaxed);
+    if item::expiry_set(a, item)? {
+        a.u32(loc.seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
+    }
     if let Some(p) = who {
         p.counting(0)?;
     }
@@ -462,9 +468,55 @@ pub(crate) fn remove(a: &Arena, loc: &Loc, f: &Found, who: Option<&Participant>)
         o.store(o.load(Ordering::Relaxed).saturating_sub(1), Ordering::Release);
     }
     a.u32(loc.seg + G_COUNT)?.fetch_sub(1, Ordering::Relaxed);
+    if f.item.expire_at(a)? != 0 {
+        uncount_expiry(a, loc.seg)?;
+    }
     if let Some(p) = who {
         p.counting(0)?;
     }
+    Ok(())
+}
+
+/// One key fewer with an expiry. Saturating: a count is only ever low after a crash left it
+/// flagged for a recount, and must not wrap meanwhile.
+fn uncount_expiry(a: &Arena, seg: u64) -> Result<(), Error> {
+    let _ = a.u32(seg + G_EXPIRES)?.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    Ok(())
+}
+
+/// Puts `item` in the slot of the found key `f` of segment `seg`, and counts a change
+/// between them of whether an expiry is set (`before` for the item as the writer found
+/// it, which an in-place change may since have rewritten; `item == f.item.off` for such
+/// an in-place change, where only the count changes).
+#[inline(always)]
+pub(crate) fn replace_counted(p: &Participant, seg: u64, f: &Found, before: bool, item: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    let after = item::expiry_set(a, item)?;
+    if before != after {
+        return replace_recounted(p, seg, f, after, item);
+    }
+    if item != f.item.off {
+        replace(a, f.bucket, f.slot, item)?;
+    }
+    Ok(())
+}
+
+/// [`replace_counted`] when the key gains or loses its expiry: the slot and the count
+/// change under `counting`, as a new key's slot and count do in [`place`].
+#[cold]
+#[inline(never)]
+fn replace_recounted(p: &Participant, seg: u64, f: &Found, after: bool, item: u64) -> Result<(), Error> {
+    let a = &**p.arena();
+    p.counting(seg)?;
+    if item != f.item.off {
+        replace(a, f.bucket, f.slot, item)?;
+    }
+    if after {
+        a.u32(seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
+    } else {
+        uncount_expiry(a, seg)?;
+    }
+    p.counting(0)?;
     Ok(())
 }
 
@@ -490,7 +542,7 @@ fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
             return Ok(());
         }
         let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
-        let (mut count, mut over, mut key) = (0u32, [0u8; NB as usize], Vec::new());
+        let (mut count, mut expires, mut over, mut key) = (0u32, 0u32, [0u8; NB as usize], Vec::new());
         for b in 0..NB {
             let w = bucket_words(a, bucket_off(seg, b))?;
             for i in 0..SLOTS as usize {
@@ -499,7 +551,9 @@ fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
                     continue;
                 }
                 count += 1;
-                ItemView::read(a, Arena::from_units(units))?.key(a, &mut key)?;
+                let item = ItemView::read(a, Arena::from_units(units))?;
+                expires += (item.expire_at(a)? != 0) as u32;
+                item.key(a, &mut key)?;
                 let home = bucket_of(hash(a.seed(), &key), depth);
                 if home != b {
                     over[home as usize] = over[home as usize].saturating_add(1);
@@ -510,6 +564,7 @@ fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
             overflow(a, seg, b as u64)?.store(n, Ordering::Release);
         }
         a.u32(seg + G_COUNT)?.store(count, Ordering::Relaxed);
+        a.u32(seg + G_EXPIRES)?.store(expires, Ordering::Relaxed);
         a.u32(seg + G_DIRTY)?.store(0, Ordering::Release);
         Ok(())
     })();
@@ -538,6 +593,12 @@ pub(crate) fn count_pending(a: &Arena, seg: u64) -> Result<bool, Error> {
 pub(crate) fn replace(a: &Arena, bucket: u64, i: u64, item: u64) -> Result<(), Error> {
     slot(a, bucket, i)?.store(Arena::to_units(item), Ordering::Release);
     Ok(())
+}
+
+/// Keys of a segment with an expiry set. After a crash, until the segment's recount, it
+/// may be off by the keys whose writers died.
+pub(crate) fn seg_expires(a: &Arena, seg: u64) -> Result<u32, Error> {
+    Ok(a.u32(seg + G_EXPIRES)?.load(Ordering::Relaxed))
 }
 
 pub(crate) fn seg_count(a: &Arena, seg: u64) -> Result<u32, Error> {
@@ -624,16 +685,17 @@ struct Build {
     used: Vec<u8>,
     overflow: Vec<u8>,
     count: u32,
+    expires: u32,
 }
 
 impl Build {
     fn new(depth: u32) -> Build {
-        Build { depth, buckets: vec![[0; 64]; NB as usize], used: vec![0; NB as usize], overflow: vec![0; NB as usize], count: 0 }
+        Build { depth, buckets: vec![[0; 64]; NB as usize], used: vec![0; NB as usize], overflow: vec![0; NB as usize], count: 0, expires: 0 }
     }
 
-    /// Places item `units` of hash `h` in its home bucket or the next free one of its
-    /// window; false if the whole window is full.
-    fn place(&mut self, h: u64, units: u32) -> bool {
+    /// Places item `units` of hash `h` (with an expiry set if `expiry`) in its home bucket
+    /// or the next free one of its window; false if the whole window is full.
+    fn place(&mut self, h: u64, units: u32, expiry: bool) -> bool {
         let home = bucket_of(h, self.depth) as usize;
         for d in 0..WINDOW as usize {
             let b = (home + d) % NB as usize;
@@ -647,6 +709,7 @@ impl Build {
                     self.overflow[home] = self.overflow[home].saturating_add(1);
                 }
                 self.count += 1;
+                self.expires += expiry as u32;
                 return true;
             }
         }
@@ -659,6 +722,7 @@ impl Build {
         a.write(seg + G_OVERFLOW, &self.overflow)?;
         a.write(seg + SEG_HDR, self.buckets.as_flattened())?;
         a.u32(seg + G_COUNT)?.store(self.count, Ordering::Relaxed);
+        a.u32(seg + G_EXPIRES)?.store(self.expires, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -693,7 +757,7 @@ fn copy_slots(a: &Arena, from: &[u64], to: &mut [Build], pick: impl Fn(u64) -> u
         item.key(a, &mut key)?;
         let h = hash(a.seed(), &key);
         let target = to.get_mut(pick(h)).ok_or(Error::Corrupt("split target out of range"))?;
-        if !target.place(h, units) {
+        if !target.place(h, units, item.expire_at(a)? != 0) {
             return Ok(false);
         }
     }
@@ -1045,10 +1109,9 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
         }
         let cur = slot(a, bucket, slot_i)?.load(Ordering::Acquire);
         if cur == Arena::to_units(item) {
-            if fresh {
-                // Published before the writer died, but maybe not counted.
-                count_unknown(a, loc.seg)?;
-            }
+            // Published before the writer died, but maybe not counted (a new key in the key
+            // count, a replaced one in the expiry count).
+            count_unknown(a, loc.seg)?;
             continue;
         }
         if fresh {
@@ -1056,7 +1119,15 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
             view.key(a, &mut key)?;
             place(a, &loc, bucket, slot_i, hash(a.seed(), &key), item, None)?;
         } else {
+            let before = cur != 0 && ItemView::read(a, Arena::from_units(cur))?.expire_at(a)? != 0;
             replace(a, bucket, slot_i, item)?;
+            match (before, item::expiry_set(a, item)?) {
+                (false, true) => {
+                    a.u32(loc.seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
+                }
+                (true, false) => uncount_expiry(a, loc.seg)?,
+                _ => {}
+            }
         }
     }
     Ok(())
@@ -1310,6 +1381,7 @@ fn clone_segment(p: &Participant, seg: u64) -> Result<u64, Error> {
     let prefix = a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed);
     let copy = new_segment(p, depth, prefix)?;
     a.u32(copy + G_COUNT)?.store(seg_count(a, seg)?, Ordering::Relaxed);
+    a.u32(copy + G_EXPIRES)?.store(a.u32(seg + G_EXPIRES)?.load(Ordering::Relaxed), Ordering::Relaxed);
     for b in 0..NB {
         overflow(a, copy, b)?.store(overflow(a, seg, b)?.load(Ordering::Acquire), Ordering::Relaxed);
         let (from, to) = (bucket_off(seg, b), bucket_off(copy, b));

@@ -182,6 +182,21 @@ fn layout(meta: u64, klen: u64, vlen_raw: u64) -> Layout {
     Layout { size: p + klen + vlen_raw, expire, int, key: p }
 }
 
+/// Whether the item at `off` has an expiry set. Most items have no expiry field, and their
+/// first word says so.
+#[inline(always)]
+pub(crate) fn expiry_set(a: &Arena, off: u64) -> Result<bool, Error> {
+    if a.u64(off)?.load(Ordering::Acquire) & HAS_EXPIRY == 0 {
+        return Ok(false);
+    }
+    expiry_field_set(a, off)
+}
+
+#[inline(never)]
+fn expiry_field_set(a: &Arena, off: u64) -> Result<bool, Error> {
+    Ok(ItemView::read(a, off)?.expire_at(a)? != 0)
+}
+
 impl ItemView {
     /// Reads and validates the header of the item at `off`. Every length is checked against
     /// the arena before it is used.

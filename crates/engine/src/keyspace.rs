@@ -178,7 +178,7 @@ impl Handle {
         let mut splits = 0;
         for _ in 0..index::RETRIES {
             let loc = index::lock_home(p, db, h)?;
-            let (found, room) = match self.write_locked(db, key, h, &loc) {
+            let (found, room, ttl_before) = match self.write_locked(db, key, h, &loc) {
                 Ok(x) => x,
                 Err(e) => {
                     index::unlock_home(p, &loc)?;
@@ -204,7 +204,10 @@ impl Handle {
                 }
             };
             let out = match f(p, found.as_ref().map(|f| &f.item)) {
-                Ok((action, r)) => self.apply(db, key, &loc, found.as_ref(), reserved.as_ref(), action).map(|_| r),
+                Ok((action, r)) => {
+                    let found = found.as_ref().map(|f| (f, ttl_before));
+                    self.apply(db, key, &loc, found, reserved.as_ref(), action).map(|_| r)
+                }
                 Err(e) => {
                     if let Some(r) = &reserved {
                         index::release(p, &loc, r)?;
@@ -219,26 +222,38 @@ impl Handle {
     }
 
     /// Under the home lock: the key's live item, with an expired one removed first, and for
-    /// an absent key, room to add it.
+    /// an absent key, room to add it; and whether the live item has an expiry set (before
+    /// the write's closure may change it in place).
     // Always inlined into `write`: out of line, its result (a found item and a reservation,
     // 14 words) went back through memory and was copied again.
     #[inline(always)]
-    fn write_locked(&self, db: u32, key: &[u8], h: u64, loc: &Loc) -> Result<(Option<index::Found>, Option<Room>), Error> {
+    fn write_locked(
+        &self,
+        db: u32,
+        key: &[u8],
+        h: u64,
+        loc: &Loc,
+    ) -> Result<(Option<index::Found>, Option<Room>, bool), Error> {
         let a = self.arena();
         let mut found = index::find(a, loc, h, key)?;
+        let mut ttl = false;
         if let Some(f) = &found {
-            if f.item.expire_off().is_some() && f.item.expired(a, now_ms())? {
+            let at = f.item.expire_at(a)?;
+            if at != 0 && at <= now_ms() {
                 index::remove(a, loc, f, Some(&self.p))?;
                 self.journal_del(db, key);
                 item::retire_view(&self.p, &f.item)?;
                 found = None;
+            } else {
+                ttl = at != 0;
             }
         }
         let room = if found.is_none() { Some(index::reserve_slot(&self.p, loc, &[], &[])?) } else { None };
-        Ok((found, room))
+        Ok((found, room, ttl))
     }
 
-    /// Carries out what a write decided, under the home lock.
+    /// Carries out what a write decided, under the home lock. `found` is the key's item and
+    /// whether it had an expiry set before the write.
     // Inlined for the commonest case, an existing key overwritten (every SET of a key that
     // is there); the other cases go through `apply_other`.
     #[inline]
@@ -247,20 +262,20 @@ impl Handle {
         db: u32,
         key: &[u8],
         loc: &Loc,
-        found: Option<&index::Found>,
+        found: Option<(&index::Found, bool)>,
         reserved: Option<&index::Reserved>,
         action: Action,
     ) -> Result<(), Error> {
         match (action, found) {
-            (Action::Put(item), Some(f)) => self.overwrite(db, f, item),
+            (Action::Put(item), Some((f, ttl))) => self.overwrite(db, loc, f, ttl, item),
             (action, _) => self.apply_other(db, key, loc, found, reserved, action),
         }
     }
 
     /// Puts `item` in the place of the found key's item.
     #[inline(always)]
-    fn overwrite(&self, db: u32, f: &index::Found, item: u64) -> Result<(), Error> {
-        index::replace(self.arena(), f.bucket, f.slot, item)?;
+    fn overwrite(&self, db: u32, loc: &Loc, f: &index::Found, ttl: bool, item: u64) -> Result<(), Error> {
+        index::replace_counted(&self.p, loc.seg, f, ttl, item)?;
         self.journal_item(db, item);
         retire_replaced(&self.p, &f.item, item)
     }
@@ -271,16 +286,16 @@ impl Handle {
         db: u32,
         key: &[u8],
         loc: &Loc,
-        found: Option<&index::Found>,
+        found: Option<(&index::Found, bool)>,
         reserved: Option<&index::Reserved>,
         action: Action,
     ) -> Result<(), Error> {
         let a = self.arena();
         let p = &self.p;
         match (action, found, reserved) {
-            (Action::Put(item), Some(f), _) => self.overwrite(db, f, item)?,
-            (Action::Update(item), Some(f), _) => {
-                index::replace(a, f.bucket, f.slot, item)?;
+            (Action::Put(item), Some((f, ttl)), _) => self.overwrite(db, loc, f, ttl, item)?,
+            (Action::Update(item), Some((f, ttl)), _) => {
+                index::replace_counted(p, loc.seg, f, ttl, item)?;
                 self.journal_item(db, item);
                 p.retire(f.item.off)?;
             }
@@ -292,8 +307,12 @@ impl Handle {
                 p.free(item)?;
                 return Err(Error::Corrupt("new key without a reserved slot"));
             }
-            (Action::InPlace, Some(f), _) => self.journal_item(db, f.item.off),
-            (action @ (Action::Delete | Action::Drop), Some(f), _) => {
+            (Action::InPlace, Some((f, ttl)), _) => {
+                // An in-place EXPIRE or PERSIST may have set or cleared the expiry.
+                index::replace_counted(p, loc.seg, f, ttl, f.item.off)?;
+                self.journal_item(db, f.item.off)
+            }
+            (action @ (Action::Delete | Action::Drop), Some((f, _)), _) => {
                 index::remove(a, loc, f, Some(p))?;
                 self.journal_del(db, key);
                 if matches!(action, Action::Drop) {
@@ -601,7 +620,7 @@ impl Handle {
                 };
                 match (d_raw, reserved) {
                     (Some(f), _) => {
-                        index::replace(a, f.bucket, f.slot, new)?;
+                        index::replace_counted(p, ld.seg, &f, f.item.expire_at(a)? != 0, new)?;
                         item::retire_view(p, &f.item)?;
                     }
                     (None, Some(r)) => index::fill(p, &ld, &r, hd, new)?,
@@ -664,6 +683,30 @@ impl Handle {
         let mut n = 0u64;
         for (seg, _) in index::segments(a, db)? {
             n += index::live_count(a, seg)? as u64;
+        }
+        Ok(n)
+    }
+
+    /// Number of keys in the database with an expiry set (INFO keyspace's `expires`; like
+    /// [`Handle::dbsize`], expired keys count until they are reclaimed). O(segments).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// h.set(0, b"b", b"2", &SetOptions { expiry: Expiry::At(now_ms() + 60_000), ..Default::default() }).unwrap();
+    /// assert_eq!(h.expires(0).unwrap(), 1);
+    /// h.persist(0, b"b").unwrap();
+    /// assert_eq!(h.expires(0).unwrap(), 0);
+    /// ```
+    pub fn expires(&self, db: u32) -> Result<u64, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let _g = self.p.pin();
+        let mut n = 0u64;
+        for (seg, _) in index::segments(a, db)? {
+            n += index::seg_expires(a, seg)? as u64;
         }
         Ok(n)
     }

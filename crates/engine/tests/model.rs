@@ -9,6 +9,10 @@ use proptest::prelude::*;
 #[derive(Clone, Debug)]
 enum Op {
     Set(u8, Vec<u8>, Cond, bool),
+    /// SET with a far expiry (`true`) or KEEPTTL (`false`).
+    SetTtl(u8, Vec<u8>, bool),
+    /// memcached touch: a far expiry, or 0 (none).
+    Touch(u8, bool),
     Get(u8),
     Del(u8),
     Incr(u8, i64),
@@ -30,6 +34,8 @@ fn key(k: u8) -> Vec<u8> {
 fn value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..40),
+        // 1 KiB and more: the item always has an expiry field, set or not.
+        proptest::collection::vec(any::<u8>(), 1024..1100),
         (-1000i64..1000).prop_map(|i| i.to_string().into_bytes()),
         Just(b"007".to_vec()),
     ]
@@ -40,6 +46,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (k.clone(), value(), prop_oneof![Just(Cond::Always), Just(Cond::Nx), Just(Cond::Xx)], any::<bool>())
             .prop_map(|(k, v, c, g)| Op::Set(k, v, c, g)),
+        (k.clone(), value(), any::<bool>()).prop_map(|(k, v, t)| Op::SetTtl(k, v, t)),
+        (k.clone(), any::<bool>()).prop_map(|(k, t)| Op::Touch(k, t)),
         k.clone().prop_map(Op::Get),
         k.clone().prop_map(Op::Del),
         (k.clone(), -100i64..100).prop_map(|(k, d)| Op::Incr(k, d)),
@@ -99,6 +107,20 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
             }
             if should {
                 m.insert(k, (v.clone(), false));
+            }
+        }
+        Op::SetTtl(k, v, ttl) => {
+            let k = key(*k);
+            let expiry = if *ttl { Expiry::At(far) } else { Expiry::Keep };
+            h.set(0, &k, v, &SetOptions { expiry, ..Default::default() }).unwrap();
+            let keep = m.get(&k).is_some_and(|e| e.1);
+            m.insert(k, (v.clone(), *ttl || keep));
+        }
+        Op::Touch(k, ttl) => {
+            let k = key(*k);
+            assert_eq!(h.touch(0, &k, if *ttl { far } else { 0 }).unwrap(), m.contains_key(&k));
+            if let Some(e) = m.get_mut(&k) {
+                e.1 = *ttl;
             }
         }
         Op::Get(k) => {
@@ -229,6 +251,7 @@ fn compare(h: &Handle, m: &Model) {
         }
     }
     assert_eq!(h.dbsize(0).unwrap(), m.len() as u64);
+    assert_eq!(h.expires(0).unwrap(), m.values().filter(|e| e.1).count() as u64, "keys with an expiry");
 }
 
 proptest! {
@@ -256,11 +279,16 @@ fn grows_through_many_splits_and_shrinks_back() {
     .unwrap();
     let mut h = store.handle().unwrap();
     let n = 200_000u32;
+    // Every third key expires (far away): splits and merges carry the expiry count along.
+    let far = larder_engine::now_ms() + 1_000_000;
+    let with_expiry = |i: u32| i.is_multiple_of(3);
     for i in 0..n {
         let k = format!("key:{i:07}");
-        h.set(0, k.as_bytes(), &i.to_le_bytes(), &SetOptions::default()).unwrap();
+        let expiry = if with_expiry(i) { Expiry::At(far) } else { Expiry::Clear };
+        h.set(0, k.as_bytes(), &i.to_le_bytes(), &SetOptions { expiry, ..Default::default() }).unwrap();
     }
     assert_eq!(h.dbsize(0).unwrap(), n as u64);
+    assert_eq!(h.expires(0).unwrap(), (0..n).filter(|&i| with_expiry(i)).count() as u64);
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", &r.problems[..r.problems.len().min(5)]);
     assert!(r.segments > 64, "only {} segments", r.segments);
@@ -292,6 +320,7 @@ fn grows_through_many_splits_and_shrinks_back() {
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", &r.problems[..r.problems.len().min(5)]);
     assert_eq!(r.keys, (n / 100) as u64);
+    assert_eq!(h.expires(0).unwrap(), (0..n).step_by(100).filter(|&i| with_expiry(i)).count() as u64);
     assert!(r.segments * 4 < grown, "index did not shrink: {} -> {}", grown, r.segments);
     for i in (0..n).step_by(100) {
         let k = format!("key:{i:07}");

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use larder_engine::{Kind, SetOptions, Store};
+use larder_engine::{Expiry, Kind, SetOptions, Store};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -74,6 +74,12 @@ pub fn verify(v: &[u8]) -> Option<u64> {
     let _ = id;
     let body = parts.next()?.as_bytes();
     (body.len() == len && body.iter().enumerate().all(|(i, &b)| b == b'a' + ((s as usize + i) % 26) as u8)).then_some(s)
+}
+
+/// The options of set number `s`: every third gives its key an expiry a day away.
+pub fn set_options(s: u64) -> SetOptions {
+    let expiry = if s % 3 == 1 { Expiry::At(larder_engine::now_ms() + 86_400_000) } else { Expiry::Clear };
+    SetOptions { expiry, ..Default::default() }
 }
 
 pub fn op(id: u32, s: u64) -> Op {
@@ -188,7 +194,9 @@ pub fn run(args: &Args) -> Result<(), String> {
             while std::time::Instant::now() < deadline {
                 match op(args.id, s) {
                     Op::Set(k, v) => {
-                        h.set(0, &k, &v, &SetOptions::default()).map_err(e)?;
+                        // A third of the sets give the key a (far) expiry, so that kills
+                        // also land between a key's slot and its segment's expiry count.
+                        h.set(0, &k, &v, &set_options(s)).map_err(e)?;
                     }
                     Op::Del(k) => {
                         h.del(0, &[&k]).map_err(e)?;
@@ -211,7 +219,7 @@ pub fn run(args: &Args) -> Result<(), String> {
             let mut s = args.start;
             while std::time::Instant::now() < deadline {
                 let k = format!("w{}:g{s}", args.id);
-                h.set(0, k.as_bytes(), &value(args.id, s), &SetOptions::default()).map_err(e)?;
+                h.set(0, k.as_bytes(), &value(args.id, s), &set_options(s)).map_err(e)?;
                 acknowledge(s)?;
                 s += 1;
             }

@@ -219,7 +219,8 @@ fn crash_between_a_key_and_its_count_is_recounted() {
         h.set(0, format!("before:{s}").as_bytes(), b"x", &SetOptions::default()).unwrap();
     }
     drop(h);
-    let status = worker(&seg.0, "grow", 5, None, 0, 30.0).env("LARDER_FAILPOINT", "count").status().unwrap();
+    // From set 1, which gives its key an expiry (stress::set_options).
+    let status = worker(&seg.0, "grow", 5, None, 1, 30.0).env("LARDER_FAILPOINT", "count").status().unwrap();
     assert!(!status.success(), "the worker should have died at the failpoint");
     assert_eq!(store.arena().reap_dead(), 1);
     let r = store.check().unwrap();
@@ -231,6 +232,8 @@ fn crash_between_a_key_and_its_count_is_recounted() {
         h.set(0, format!("after:{s}").as_bytes(), b"x", &SetOptions::default()).unwrap();
     }
     assert_eq!(h.dbsize(0).unwrap(), 2501);
+    // The recount counted the dead writer's key's expiry too.
+    assert_eq!(h.expires(0).unwrap(), 1);
     drop(h);
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", r.problems);

@@ -452,8 +452,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             for db in 0..shared.store.databases() {
                 let keys = ctx.h.dbsize(db).unwrap_or(0);
                 if keys > 0 {
-                    // The engine keeps no count of keys with a TTL yet.
-                    line!("db{db}:keys={keys},expires=0,avg_ttl=0");
+                    let expires = ctx.h.expires(db).unwrap_or(0);
+                    // Redis's avg_ttl is an estimate its active expiry keeps from the keys
+                    // it samples; Larder keeps none and says 0, as Redis does before one.
+                    line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
                 }
             }
         }

@@ -51,6 +51,20 @@ pub enum ExpireCond {
     XxLt,
 }
 
+/// What one [`Handle::expire_cycle`] saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireRound {
+    /// Keys with an expiry in the buckets visited.
+    pub examined: usize,
+    /// Of them, expired keys it deleted.
+    pub deleted: usize,
+    /// Remaining time to live of the keys not yet expired, summed (Redis's INFO `avg_ttl`
+    /// is a running average of these).
+    pub ttl_sum_ms: u64,
+    /// How many keys `ttl_sum_ms` sums.
+    pub ttl_samples: u64,
+}
+
 /// A key about to be looked up, between [`Handle::prefetch_bucket`] and
 /// [`Handle::prefetch_item`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -874,14 +888,14 @@ impl Handle {
         Ok(None)
     }
 
-    /// Active expiry: samples up to `samples` random buckets of `db` and deletes the expired
-    /// keys found there. Returns (keys examined, keys deleted); call again while the share
-    /// deleted is high (Redis repeats while more than 25% of the sample had expired).
-    pub fn expire_cycle(&mut self, db: u32, samples: usize) -> Result<(usize, usize), Error> {
+    /// Active expiry: visits the next `samples` buckets of `db` and deletes the expired keys
+    /// found there. Returns what it saw: call again while the share deleted is high (Redis
+    /// repeats while more than 25% of the sample had expired).
+    pub fn expire_cycle(&mut self, db: u32, samples: usize) -> Result<ExpireRound, Error> {
         self.check_db(db)?;
         let now = now_ms();
         let mut expired: Vec<Vec<u8>> = Vec::new();
-        let mut examined = 0;
+        let mut round = ExpireRound::default();
         // Walk the buckets in hash order from where the last cycle stopped, as Redis walks
         // its table: every bucket is visited in turn, so no expired key is left behind for
         // long (random sampling can miss one for a very long time).
@@ -901,14 +915,19 @@ impl Handle {
                         continue;
                     }
                     let it = ItemView::read(a, Arena::from_units(u))?;
-                    if it.expire_off().is_none() {
+                    // (A value of 1 KiB or more has an expiry field even without an expiry.)
+                    let at = it.expire_at(a)?;
+                    if at == 0 {
                         continue;
                     }
-                    examined += 1;
-                    if it.expired(a, now)? {
+                    round.examined += 1;
+                    if at <= now {
                         let mut k = Vec::new();
                         it.key(a, &mut k)?;
                         expired.push(k);
+                    } else {
+                        round.ttl_sum_ms += at - now;
+                        round.ttl_samples += 1;
                     }
                 }
                 let shift = 56 - loc.depth;
@@ -917,16 +936,15 @@ impl Handle {
             }
         }
         self.expire_cursor[db as usize] = cur;
-        let mut deleted = 0;
         for k in &expired {
             // The write path removes the key if it is still expired (lazy expiry does the work).
             let existed = self.write(db, k, |_, old| Ok((Action::Keep, old.is_none())))?;
             if existed {
-                deleted += 1;
+                round.deleted += 1;
             }
             self.after_delete(db, k)?;
         }
-        Ok((examined, deleted))
+        Ok(round)
     }
 
     /// After deleting `key`: if its segment has become nearly empty, merge it with its

@@ -372,7 +372,7 @@ fn expiry_is_lazy_and_active() {
     assert_eq!(h.dbsize(0).unwrap(), 2001, "expired keys stay counted until reclaimed");
     let mut deleted = 0;
     for _ in 0..200 {
-        deleted += h.expire_cycle(0, 64).unwrap().1;
+        deleted += h.expire_cycle(0, 64).unwrap().deleted;
     }
     assert!(deleted > 1500, "active expiry deleted only {deleted}");
     assert!(h.get(0, b"keep").unwrap().is_some());
@@ -543,4 +543,33 @@ fn random_key_is_fair_in_a_nearly_empty_database() {
             assert!(n >= 200, "RANDOMKEY chose {:?} {n} times in 2000 draws among 4 keys", String::from_utf8_lossy(k));
         }
     }
+}
+
+#[test]
+fn expire_rounds_examine_only_keys_with_an_expiry_and_sum_their_ttls() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    let now = larder_engine::now_ms();
+    // Keys without an expiry, half of them 2 kB values (whose items have an unset expiry
+    // field), 20 keys 100 s from expiring and 10 already expired.
+    for i in 0..100 {
+        let v = if i % 2 == 0 { vec![b'x'; 2048] } else { b"v".to_vec() };
+        h.set(0, format!("plain:{i}").as_bytes(), &v, &SetOptions::default()).unwrap();
+    }
+    for i in 0..20 {
+        let opt = SetOptions { expiry: Expiry::At(now + 100_000), ..Default::default() };
+        h.set(0, format!("later:{i}").as_bytes(), b"v", &opt).unwrap();
+    }
+    for i in 0..10 {
+        let opt = SetOptions { expiry: Expiry::At(now + 30), ..Default::default() };
+        h.set(0, format!("soon:{i}").as_bytes(), &vec![b'y'; 2048], &opt).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    // One segment of 256 buckets: 256 samples visit each bucket once.
+    let r = h.expire_cycle(0, 256).unwrap();
+    assert_eq!((r.examined, r.deleted, r.ttl_samples), (30, 10, 20), "{r:?}");
+    let avg = r.ttl_sum_ms / r.ttl_samples;
+    assert!((99_000..=100_000).contains(&avg), "average ttl {avg} ms");
+    assert_eq!(h.dbsize(0).unwrap(), 120);
+    assert_eq!(h.expires(0).unwrap(), 20);
 }

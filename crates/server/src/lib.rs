@@ -172,6 +172,9 @@ pub struct Shared {
     pub tcp_ports: OnceLock<(u16, u16)>,
     /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 pauses it, as tests of lazy expiry need).
     pub active_expire: AtomicBool,
+    /// Per database: INFO keyspace's `avg_ttl` (ms), Redis's running estimate from the keys
+    /// active expiry samples (0 while none has been sampled or none has an expiry).
+    pub avg_ttl: Vec<AtomicU64>,
     /// Clients blocked in BLPOP & co. (INFO `blocked_clients`), kept by [`blocking`].
     pub blocked_clients: AtomicU64,
     /// Which client waits on which key, in blocking order (see [`blocking`]).
@@ -246,7 +249,7 @@ impl Server {
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
             b.iter().map(|x| format!("{x:02x}")).collect::<String>()
         };
-        let threads = config.threads;
+        let (threads, databases) = (config.threads, config.databases);
         let shared = Arc::new(Shared {
             store,
             stats: Stats::new(threads + 1),
@@ -261,6 +264,7 @@ impl Server {
             wakers: OnceLock::new(),
             tcp_ports: OnceLock::new(),
             active_expire: AtomicBool::new(true),
+            avg_ttl: (0..databases).map(|_| AtomicU64::new(0)).collect(),
             blocked_clients: AtomicU64::new(0),
             blocking: blocking::Registry::new(threads),
             started_unix: larder_engine::now_ms() / 1000,
@@ -332,11 +336,21 @@ fn background(shared: Arc<Shared>) {
         // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only.
         let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
         for db in 0..databases {
+            // As Redis: a database without keys with an expiry is skipped and its average
+            // TTL is 0.
+            let avg_ttl = &shared.avg_ttl[db as usize];
+            if h.expires(db).unwrap_or(0) == 0 {
+                avg_ttl.store(0, Ordering::Relaxed);
+                continue;
+            }
             loop {
                 match h.expire_cycle(db, 64) {
-                    Ok((examined, deleted)) => {
-                        shared.stats.worker(shared.config.threads).expired_keys.add(deleted as u64);
-                        if examined == 0 || deleted * 4 <= examined || start.elapsed() > Duration::from_millis(25) {
+                    Ok(r) => {
+                        shared.stats.worker(shared.config.threads).expired_keys.add(r.deleted as u64);
+                        if r.ttl_samples > 0 {
+                            avg_ttl.store(running_avg_ttl(avg_ttl.load(Ordering::Relaxed), r.ttl_sum_ms / r.ttl_samples), Ordering::Relaxed);
+                        }
+                        if r.examined == 0 || r.deleted * 4 <= r.examined || start.elapsed() > Duration::from_millis(25) {
                             break;
                         }
                     }
@@ -346,6 +360,13 @@ fn background(shared: Arc<Shared>) {
         }
         let _ = h.collect();
     }
+}
+
+/// Redis's running estimate of a database's average TTL: the first sample as it is, then
+/// 2% of each new sample's average and 98% of the estimate (`activeExpireCycle`).
+fn running_avg_ttl(avg: u64, sample: u64) -> u64 {
+    let avg = if avg == 0 { sample } else { avg };
+    (avg / 50) * 49 + sample / 50
 }
 
 /// `larder server`: runs until SIGTERM / SIGINT or SHUTDOWN.
@@ -381,3 +402,15 @@ pub fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(test)]
+mod avg_ttl_tests {
+    use super::running_avg_ttl;
+
+    #[test]
+    fn the_first_sample_sets_the_average_then_each_weighs_two_percent() {
+        assert_eq!(running_avg_ttl(0, 10_000), 10_000);
+        assert_eq!(running_avg_ttl(10_000, 20_000), 10_200);
+        // Integer arithmetic as Redis's: (avg/50)*49 + sample/50.
+        assert_eq!(running_avg_ttl(1_000, 49), 980);
+    }
+}

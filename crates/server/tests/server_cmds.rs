@@ -320,10 +320,10 @@ fn info_sections() {
     c.check(&cmd(&[b"SET", b"a", b"1"]), b"+OK\r\n");
     c.check(&cmd(&[b"SELECT", b"2"]), b"+OK\r\n");
     c.check(&cmd(&[b"SET", b"b", b"1"]), b"+OK\r\n");
-    c.check(&cmd(&[b"SET", b"c", b"1", b"EX", b"100"]), b"+OK\r\n");
+    c.check(&cmd(&[b"SET", b"c", b"1"]), b"+OK\r\n");
     c.check(&cmd(&[b"NOSUCH"]), b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n");
     c.check(&cmd(&[b"GET"]), b"-ERR wrong number of arguments for 'get' command\r\n");
-    let keyspace = "# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\ndb2:keys=2,expires=1,avg_ttl=0\r\n";
+    let keyspace = "# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\ndb2:keys=2,expires=0,avg_ttl=0\r\n";
     c.check(&cmd(&[b"INFO", b"keyspace"]), as_bulk(keyspace).as_bytes());
     c.check(&cmd(&[b"INFO", b"foo"]), b"$0\r\n\r\n");
     let both = format!("# Cluster\r\ncluster_enabled:0\r\n\r\n{keyspace}");
@@ -826,38 +826,74 @@ fn info_keyspace_counts_keys_with_an_expiry() {
     let t = start();
     let mut c = Raw::connect(t.resp);
     let mut mc = Raw::connect(t.mc);
+    // (Without avg_ttl, which active expiry updates in the background.)
     let expires = |c: &mut Raw| -> String {
         let reply = ask(c, &[b"INFO", b"keyspace"]);
-        bulk(&reply).split("\r\n").find(|l| l.starts_with("db0:")).unwrap_or("").to_string()
+        let line = bulk(&reply).split("\r\n").find(|l| l.starts_with("db0:")).unwrap_or("").to_string();
+        line.split(",avg_ttl=").next().unwrap().to_string()
     };
     ck(&mut c, "SET a 1 EX 100", "+OK\r\n");
     ck(&mut c, "SET b 1", "+OK\r\n");
     ck(&mut c, "SETEX c 100 x", "+OK\r\n");
     ck(&mut c, "HSET h f v", ":1\r\n");
     ck(&mut c, "EXPIRE h 100", ":1\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=4,expires=3,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=4,expires=3");
     ck(&mut c, "PERSIST a", ":1\r\n");
     ck(&mut c, "EXPIRE b 100", ":1\r\n");
     ck(&mut c, "SET c 2 KEEPTTL", "+OK\r\n");
     ck(&mut c, "INCR c", ":3\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=4,expires=3,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=4,expires=3");
     ck(&mut c, "SET c 2", "+OK\r\n");
     ck(&mut c, "GETEX b PERSIST", "$1\r\n1\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=4,expires=1,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=4,expires=1");
     ck(&mut c, "RENAME h h2", "+OK\r\n");
     ck(&mut c, "COPY h2 h3", ":1\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=5,expires=2,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=5,expires=2");
     ck(&mut c, "DEL h2 h3", ":2\r\n");
     mc.check(b"set m 0 100 1\r\nx\r\n", b"STORED\r\n");
     mc.check(b"touch b 100\r\n", b"TOUCHED\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=4,expires=2,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=4,expires=2");
     // An expired key counts until it is reclaimed, as in Redis; reading it reclaims it.
     ck(&mut c, "PEXPIRE a 1", ":1\r\n");
     std::thread::sleep(std::time::Duration::from_millis(20));
     ck(&mut c, "GET a", "$-1\r\n");
     ck(&mut c, "SET a 1", "+OK\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=4,expires=2,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=4,expires=2");
     ck(&mut c, "FLUSHALL", "+OK\r\n");
     ck(&mut c, "SET a 1 PX 100000", "+OK\r\n");
-    assert_eq!(expires(&mut c), "db0:keys=1,expires=1,avg_ttl=0");
+    assert_eq!(expires(&mut c), "db0:keys=1,expires=1");
+}
+
+/// INFO keyspace's avg_ttl: Redis's running estimate from the keys active expiry samples,
+/// 0 again once no key has an expiry.
+#[test]
+fn info_keyspace_estimates_the_average_ttl() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let avg_ttl = |c: &mut Raw| -> u64 {
+        let reply = ask(c, &[b"INFO", b"keyspace"]);
+        let line = bulk(&reply).split("\r\n").find(|l| l.starts_with("db0:")).unwrap_or("").to_string();
+        line.split("avg_ttl=").nth(1).unwrap_or_else(|| panic!("no avg_ttl in {line:?}")).parse().unwrap()
+    };
+    let wait_for = |c: &mut Raw, ok: &dyn Fn(u64) -> bool| -> u64 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let v = avg_ttl(c);
+            if ok(v) || std::time::Instant::now() > deadline {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    ck(&mut c, "SET plain v", "+OK\r\n");
+    assert_eq!(avg_ttl(&mut c), 0);
+    for i in 0..50 {
+        ck(&mut c, &format!("SET k{i} v EX 1000"), "+OK\r\n");
+    }
+    let v = wait_for(&mut c, &|v| v > 0);
+    assert!((990_000..=1_000_000).contains(&v), "avg_ttl {v} for keys 1000 s from expiring");
+    for i in 0..50 {
+        ck(&mut c, &format!("PERSIST k{i}"), ":1\r\n");
+    }
+    assert_eq!(wait_for(&mut c, &|v| v == 0), 0, "avg_ttl stays after the last expiry went");
 }

@@ -453,9 +453,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 let keys = ctx.h.dbsize(db).unwrap_or(0);
                 if keys > 0 {
                     let expires = ctx.h.expires(db).unwrap_or(0);
-                    // Redis's avg_ttl is an estimate its active expiry keeps from the keys
-                    // it samples; Larder keeps none and says 0, as Redis does before one.
-                    line!("db{db}:keys={keys},expires={expires},avg_ttl=0");
+                    let avg_ttl = shared.avg_ttl.get(db as usize).map_or(0, |a| a.load(Ordering::Relaxed));
+                    line!("db{db}:keys={keys},expires={expires},avg_ttl={avg_ttl}");
                 }
             }
         }

@@ -6,9 +6,8 @@
 #   scripts/memccapable.sh PORT [HOST]
 #
 # Policy and knobs (environment):
-#   MEMCCAPABLE_REQUIRED=0     0: report the counts and exit 0 whatever they are (now, while the
-#                              memcached commands are still being written). 1: exit 1 if any
-#                              check fails.
+#   MEMCCAPABLE_REQUIRED=1     1: exit 1 if any check fails (or none passes). 0: report the
+#                              counts and exit 0 whatever they are.
 #   MEMCCAPABLE_TIMEOUT=60     seconds the whole run may take (it takes ~3 s against memcached).
 #   MEMCCAPABLE_IO_TIMEOUT=5   memccapable's own timeout for each read or write (-t).
 #
@@ -21,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 CACHE=$PWD/tests/.cache
 
-: "${MEMCCAPABLE_REQUIRED:=0}"
+: "${MEMCCAPABLE_REQUIRED:=1}"
 : "${MEMCCAPABLE_TIMEOUT:=60}"
 : "${MEMCCAPABLE_IO_TIMEOUT:=5}"
 

@@ -17,8 +17,12 @@
 # What must pass (the exit code is 1 if one of these fails):
 #   cargo build, cargo test, the release build and the server start, always;
 #   PYTEST_REQUIRED=1        the client-library tests;
-#   MEMCCAPABLE_REQUIRED=0   memccapable: counts reported, not enforced (yet);
-#   REDIS_SUITE_REQUIRED=0   Redis's test units: counts reported, not enforced (yet).
+#   MEMCCAPABLE_REQUIRED=1   memccapable's ascii checks;
+#   REDIS_SUITE_REQUIRED_UNITS="unit/type/string unit/type/incr unit/expire unit/keyspace
+#     unit/protocol unit/info-command unit/quit"   these units of Redis's test suite (the
+#     server issue's); the other units run are counted but not enforced (yet: they need
+#     commands Larder does not have, see scripts/redis-suite.sh);
+#   REDIS_SUITE_REQUIRED=0   1: every unit run must pass.
 # Other knobs (environment):
 #   LARDER_RESP_PORT, LARDER_MC_PORT   ports for the server (default: free ones); likewise
 #   LARDER_REF_RESP_PORT, LARDER_REF_MC_PORT for the reference servers
@@ -36,12 +40,16 @@ CACHE=$ROOT/tests/.cache
 mkdir -p "$CACHE"
 
 : "${PYTEST_REQUIRED:=1}"
-: "${MEMCCAPABLE_REQUIRED:=0}"
+: "${MEMCCAPABLE_REQUIRED:=1}"
 : "${REDIS_SUITE_REQUIRED:=0}"
+: "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
 : "${LARDER_TEST_REFERENCE:=1}"
 : "${LARDER_TEST_CARGO:=1}"
 : "${PYTEST_TIMEOUT:=480}"
-export MEMCCAPABLE_REQUIRED REDIS_SUITE_REQUIRED
+export MEMCCAPABLE_REQUIRED REDIS_SUITE_REQUIRED REDIS_SUITE_REQUIRED_UNITS
+# The Redis suite phase must pass when some of its units are required.
+REDIS_SUITE_PHASE_REQUIRED=$REDIS_SUITE_REQUIRED
+[ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && REDIS_SUITE_PHASE_REQUIRED=1
 
 SETUP_ONLY=0
 [ "${1:-}" = --setup-only ] && SETUP_ONLY=1  # install what the tests need, then stop
@@ -75,7 +83,7 @@ summary() {
   echo "==================== summary ===================="
   printf '%s\n' "${ROWS[@]}"
   echo "(failing: failures counted but not enforced, see *_REQUIRED at the top of scripts/test.sh)"
-  echo "must pass: cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite")"
+  echo "must pass: cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite" || { [ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && echo ", redis-suite's required units"; })"
   echo "tests: $PASSED_TESTS passed, $FAILED_TESTS failed"
 }
 
@@ -309,7 +317,7 @@ fi
 # *_REQUIRED policy to its exit code.
 # suite NAME REQUIRED SUMMARY-FILE SCRIPT ARGS...: runs the script, reads its counts back.
 suite() {
-  local name=$1 required=$2 summary_file=$3 rc line p f unfinished status
+  local name=$1 required=$2 summary_file=$3 rc line p f unfinished status req= detail
   shift 3
   t=$SECONDS
   if [ "$SERVER_UP" != 1 ]; then
@@ -327,11 +335,13 @@ suite() {
     f=$(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1)
     unfinished=0
   else
-    # "total  N ok  N err  N skipped  Ns  N unit(s) did not finish"
+    # "total  N ok  N err  N skipped  Ns  N unit(s) did not finish", then
+    # "required  N ok  N err  N unit(s) did not finish  (units)"
     line=$(grep '^total' "$summary_file" 2>/dev/null | tr -s ' ')
     p=$(awk '{print $2}' <<<"$line")
     f=$(awk '{print $4}' <<<"$line")
     unfinished=$(grep -oE '[0-9]+ unit\(s\) did not finish' <<<"$line" | cut -d' ' -f1)
+    req=$(grep '^required' "$summary_file" 2>/dev/null | tr -s ' ')
   fi
   p=${p:-0} f=${f:-0} unfinished=${unfinished:-0}
   if [ "$rc" != 0 ]; then
@@ -343,10 +353,16 @@ suite() {
   else
     status=ok
   fi
-  if [ "$required" = 1 ]; then
-    PASSED_TESTS=$((PASSED_TESTS + p)) FAILED_TESTS=$((FAILED_TESTS + f))
+  detail="$p passed, $f failed$([ "$unfinished" -gt 0 ] && echo ", $unfinished unit(s) cut short")"
+  if [ "$name" = redis-suite ] && [ "$REDIS_SUITE_REQUIRED" != 1 ] && [ -n "$req" ]; then
+    # Only the required units count towards the run's totals.
+    p=$(awk '{print $2}' <<<"$req") f=$(awk '{print $4}' <<<"$req")
+    detail="$detail; required units: $p passed, $f failed"
   fi
-  row "$name" "$status" $((SECONDS - t)) "$p passed, $f failed$([ "$unfinished" -gt 0 ] && echo ", $unfinished unit(s) cut short")" "$required"
+  if [ "$required" = 1 ]; then
+    PASSED_TESTS=$((PASSED_TESTS + ${p:-0})) FAILED_TESTS=$((FAILED_TESTS + ${f:-0}))
+  fi
+  row "$name" "$status" $((SECONDS - t)) "$detail" "$required"
 }
 
 echo
@@ -355,10 +371,10 @@ suite memccapable "$MEMCCAPABLE_REQUIRED" "$CACHE/memccapable-summary.txt" scrip
 echo
 echo "---- redis test suite ----"
 if have_redis_src; then
-  suite redis-suite "$REDIS_SUITE_REQUIRED" "$CACHE/redis-suite-summary.txt" scripts/redis-suite.sh "$RESP_PORT"
+  suite redis-suite "$REDIS_SUITE_PHASE_REQUIRED" "$CACHE/redis-suite-summary.txt" scripts/redis-suite.sh "$RESP_PORT"
 else
-  row redis-suite "not run" 0 "no redis source (see $CACHE/setup.log)" "$REDIS_SUITE_REQUIRED"
-  [ "$REDIS_SUITE_REQUIRED" = 1 ] && FAILED_REQUIRED=1
+  row redis-suite "not run" 0 "no redis source (see $CACHE/setup.log)" "$REDIS_SUITE_PHASE_REQUIRED"
+  [ "$REDIS_SUITE_PHASE_REQUIRED" = 1 ] && FAILED_REQUIRED=1
 fi
 
 # ---------------------------------------------------------------------------------------------

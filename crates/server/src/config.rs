@@ -42,18 +42,19 @@ pub struct Args {
     /// Logical databases (Redis `databases`).
     #[arg(long)]
     pub databases: Option<u32>,
-    /// Largest bulk argument accepted, in bytes (Redis `proto-max-bulk-len`).
-    #[arg(long)]
+    /// Largest bulk argument accepted, in bytes (Redis `proto-max-bulk-len`). This and the
+    /// sizes below take redis.conf's units: `512mb`, `2m` (k/m/g = 1000…, kb/mb/gb = 1024…).
+    #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub proto_max_bulk_len: Option<u64>,
     /// Output buffer limit per client, in bytes: a client whose pending replies exceed it is
     /// disconnected (Redis `client-output-buffer-limit` for normal clients; 0 = none).
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub client_output_buffer_limit: Option<u64>,
     /// Largest memcached item value, in bytes (memcached `-I`).
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub item_size_max: Option<u64>,
     /// Bytes reserved for the arena (sparse; default: half the machine's memory).
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub capacity: Option<u64>,
     /// A hash stays packed (`OBJECT ENCODING` listpack) up to this many fields [512]; also
     /// `hash-max-ziplist-entries`.
@@ -331,6 +332,11 @@ fn parse_mem(v: &str) -> Option<u64> {
         _ => return None,
     };
     v[..digits].parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// [`parse_mem`] for command-line flags: `--capacity 4gb` as in a config file.
+fn parse_mem_arg(v: &str) -> Result<u64, String> {
+    parse_mem(v).ok_or_else(|| "expected bytes: digits with an optional unit (k, kb, m, mb, g, gb)".to_string())
 }
 
 fn bounds_error(min: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
@@ -825,6 +831,22 @@ mod tests {
         assert!(Config::load(&args).is_ok());
     }
     use super::*;
+
+    #[test]
+    fn size_flags_take_units_as_the_config_file_does() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let cli = Cli::try_parse_from(["larder", "--capacity", "4gb", "--item-size-max", "2m", "--proto-max-bulk-len", "1024"]).unwrap();
+        assert_eq!(cli.args.capacity, Some(4 << 30));
+        assert_eq!(cli.args.item_size_max, Some(2_000_000));
+        assert_eq!(cli.args.proto_max_bulk_len, Some(1024));
+        assert!(Cli::try_parse_from(["larder", "--capacity", "4 gb"]).is_err());
+        assert!(Cli::try_parse_from(["larder", "--client-output-buffer-limit", "-1"]).is_err());
+    }
 
     #[test]
     fn values_are_checked_and_normalized_as_redis_does() {

@@ -817,7 +817,7 @@ impl Handle {
                     if it.expired(a, now)? {
                         continue;
                     }
-                    if ty.is_some_and(|t| t != Type::String) {
+                    if ty.is_some_and(|t| t != it.type_()) {
                         continue;
                     }
                     if pattern.is_some_and(|p| !crate::glob_match(p, &key, false)) {

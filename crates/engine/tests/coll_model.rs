@@ -337,6 +337,17 @@ fn wrong_type_and_keyspace_commands_on_collections() {
     assert!(matches!(h.coll_read(0, b"h", Kind::List, |c| Ok(c.len())), Err(larder_engine::Error::WrongType)));
     assert_eq!(h.type_of(0, b"h").unwrap(), Some(larder_engine::Type::Hash));
     assert_eq!(h.encoding(0, b"h").unwrap(), Some("hashtable"));
+    // SCAN's type filter tells the hash from a string beside it.
+    h.set(0, b"str", b"v", &Default::default()).unwrap();
+    for (ty, want) in [(larder_engine::Type::Hash, &b"h"[..]), (larder_engine::Type::String, b"str")] {
+        let mut out = Vec::new();
+        assert_eq!(h.scan(0, 0, 1000, None, Some(ty), &mut out).unwrap(), 0);
+        assert_eq!(out, [want.to_vec()], "{ty:?}");
+    }
+    let mut out = Vec::new();
+    h.scan(0, 0, 1000, None, Some(larder_engine::Type::List), &mut out).unwrap();
+    assert!(out.is_empty());
+    assert_eq!(h.del(0, &[b"str"]).unwrap(), 1);
     // COPY deep-copies the tree; changing the copy leaves the original alone.
     assert!(h.copy(0, b"h", 0, b"h2", false).unwrap());
     h.coll_write(0, b"h2", Kind::Hash, false, |c| c.del(&field(1))).unwrap();

@@ -360,6 +360,30 @@ fn scan_returns_every_key_with_match_count_and_type() {
     assert_eq!(seen, all);
     let (seen, _) = c.scan_all(&[b"TYPE", b"list", b"COUNT", b"500"]);
     assert!(seen.is_empty());
+    // TYPE picks each kind out of a mixed database (and a type Larder has no keys of,
+    // stream, or an unknown name, matches nothing, as in Redis 7.0).
+    for (k, setup) in [
+        (&b"h"[..], &[&b"HSET"[..], b"h", b"f", b"v"][..]),
+        (b"l", &[b"RPUSH", b"l", b"x"]),
+        (b"s", &[b"SADD", b"s", b"m"]),
+        (b"z", &[b"ZADD", b"z", b"1", b"m"]),
+    ] {
+        c.call(setup);
+        all.insert(k.to_vec());
+    }
+    for (ty, want) in [(&b"hash"[..], &b"h"[..]), (b"LIST", b"l"), (b"set", b"s"), (b"zset", b"z")] {
+        let (seen, _) = c.scan_all(&[b"TYPE", ty, b"COUNT", b"100"]);
+        assert_eq!(seen, HashSet::from([want.to_vec()]), "TYPE {}", String::from_utf8_lossy(ty));
+    }
+    let (seen, _) = c.scan_all(&[b"TYPE", b"string", b"COUNT", b"100"]);
+    assert_eq!(seen.len(), 4000);
+    for ty in [&b"stream"[..], b"nosuch"] {
+        assert!(c.scan_all(&[b"TYPE", ty, b"COUNT", b"500"]).0.is_empty());
+    }
+    for k in [&b"h"[..], b"l", b"s", b"z"] {
+        c.call(&[b"DEL", k]);
+        all.remove(k);
+    }
     // A later option of the same name wins; MATCH * matches everything.
     let (seen, _) = c.scan_all(&[b"MATCH", b"nothing", b"MATCH", b"*", b"COUNT", b"1", b"COUNT", b"200"]);
     assert_eq!(seen, all);

@@ -362,11 +362,11 @@ fn cmd_scan(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             // "*" matches everything: skip the matching altogether, as Redis does.
             b"match" => pattern = Some(ctx.arg(i + 1)).filter(|p| *p != b"*"),
             b"type" => {
-                ty = if ctx.arg(i + 1).eq_ignore_ascii_case(Type::String.name().as_bytes()) {
-                    TypeFilter::Only(Type::String)
-                } else {
-                    TypeFilter::Nothing
-                };
+                let name = ctx.arg(i + 1);
+                ty = [Type::String, Type::Hash, Type::List, Type::Set, Type::ZSet]
+                    .into_iter()
+                    .find(|t| name.eq_ignore_ascii_case(t.name().as_bytes()))
+                    .map_or(TypeFilter::Nothing, TypeFilter::Only);
             }
             _ => return Err(CmdError::syntax()),
         }

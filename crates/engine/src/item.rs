@@ -224,6 +224,12 @@ impl ItemView {
         Ok(ItemView { off, meta, vlen, klen, cflags, key_off })
     }
 
+    /// The version in the state word as this view read it.
+    #[inline]
+    pub(crate) fn version(&self) -> u64 {
+        self.meta >> VERSION_SHIFT
+    }
+
     /// The header fields beyond the first 12 bytes: (key length, client flags, key position).
     fn read_extended(a: &Arena, off: u64, meta: u64) -> Result<(u64, u32, u64), Error> {
         let cflags = if meta & HAS_CFLAGS != 0 { a.u32(off + 12)?.load(Ordering::Relaxed) } else { 0 };

@@ -447,7 +447,7 @@ impl Handle {
             if at_ms <= now {
                 return Ok((Action::Delete, true));
             }
-            Ok((crate::string::set_expiry(p, old, at_ms)?, true))
+            Ok((crate::string::set_expiry(p, old, at_ms, p.next_version()?)?, true))
         })?;
         if r {
             self.after_delete(db, key)?;
@@ -463,7 +463,7 @@ impl Handle {
             if old.expire_at(a)? == 0 {
                 return Ok((Action::Keep, false));
             }
-            Ok((crate::string::set_expiry(p, old, 0)?, true))
+            Ok((crate::string::set_expiry(p, old, 0, p.next_version()?)?, true))
         })
     }
 

@@ -281,7 +281,7 @@ impl Handle {
             if o.expire_at(a)? == at {
                 return Ok((Action::Keep, Some(v)));
             }
-            Ok((set_expiry(p, o, at)?, Some(v)))
+            Ok((set_expiry(p, o, at, p.next_version()?)?, Some(v)))
         })
     }
 
@@ -654,25 +654,43 @@ impl Handle {
     }
 
     /// memcached touch: sets (or with 0 clears) the expiry. Returns whether the key exists.
+    ///
+    /// Unlike EXPIRE, the item keeps its version, as memcached keeps an item's CAS value
+    /// across touch and gat: a client's `gets`, `touch`, `cas` still succeeds. (So a Redis
+    /// client's WATCH does not see a memcached touch.)
     pub fn touch(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
+        self.touch_versioned(db, key, expire_at, false)
+    }
+
+    /// [`Handle::touch`] that also gives the item a new version, so that CAS writes based
+    /// on the old one fail (memcached `md <key> I`: mark the item stale).
+    pub fn touch_and_invalidate(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
+        self.touch_versioned(db, key, expire_at, true)
+    }
+
+    fn touch_versioned(&mut self, db: u32, key: &[u8], expire_at: u64, new_version: bool) -> Result<bool, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
             let Some(o) = old else { return Ok((Action::Keep, false)) };
             if expire_at != 0 && expire_at <= now {
                 return Ok((Action::Delete, true));
             }
-            Ok((set_expiry(p, o, expire_at)?, true))
+            let version = if new_version { p.next_version()? } else { o.version() };
+            Ok((set_expiry(p, o, expire_at, version)?, true))
         })
     }
 }
 
-/// Changes an item's expiry: in place if it has an expiry field, else by rebuilding it.
-pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Action, Error> {
+/// Changes an item's expiry, and gives it `version` (a new one, or its own to keep it): in
+/// place if it has an expiry field, else by rebuilding it.
+pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64, version: u64) -> Result<Action, Error> {
     let a = p.arena();
     match o.expire_off() {
         Some(off) => {
             a.u64(off)?.store(at, Ordering::Release);
-            item::set_version(a, o, p.next_version()?)?;
+            if version != o.version() {
+                item::set_version(a, o, version)?;
+            }
             Ok(Action::InPlace)
         }
         None => {
@@ -689,7 +707,7 @@ pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64) -> Result<Actio
             };
             let mut k = Vec::new();
             o.key(a, &mut k)?;
-            let off = item::build(p, &NewItem { key: &k, value, expire_at: at, cflags: o.cflags, version: p.next_version()? })?;
+            let off = item::build(p, &NewItem { key: &k, value, expire_at: at, cflags: o.cflags, version })?;
             Ok(Action::Put(off))
         }
     }
@@ -745,6 +763,31 @@ mod tests {
         let off = item_off(&h, b"small");
         assert!(h.expire_at(0, b"small", at, Default::default()).unwrap());
         assert_ne!(item_off(&h, b"small"), off);
+        let r = store.check().unwrap();
+        assert!(r.ok(), "{:?}", r.problems);
+    }
+
+    #[test]
+    fn touch_keeps_the_version_expire_and_invalidate_change_it() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let version = |h: &Handle, k: &[u8]| h.meta(0, k).unwrap().unwrap().version;
+        let at = crate::now_ms() + 100_000;
+        // A small item is rebuilt for its first expiry; a large one changes in place.
+        for (k, v) in [(&b"small"[..], vec![b'v'; 3]), (b"large", vec![b'v'; 5000])] {
+            h.set(0, k, &v, &SetOptions::default()).unwrap();
+            let v0 = version(&h, k);
+            assert!(h.touch(0, k, at).unwrap());
+            assert!(h.touch(0, k, 0).unwrap());
+            assert_eq!(version(&h, k), v0, "touch changed the version of {k:?}");
+            assert!(h.touch_and_invalidate(0, k, at).unwrap());
+            let v1 = version(&h, k);
+            assert_ne!(v1, v0);
+            assert!(h.expire_at(0, k, at + 1000, Default::default()).unwrap());
+            assert_ne!(version(&h, k), v1, "EXPIRE must change the version (WATCH sees it)");
+            assert_eq!(h.get(0, k).unwrap().unwrap(), v);
+        }
+        assert!(!h.touch(0, b"missing", at).unwrap());
         let r = store.check().unwrap();
         assert!(r.ok(), "{:?}", r.problems);
     }

@@ -399,7 +399,17 @@ fn cas_round_trip() {
         format!("cas k 0 0 1 {v3} noreply\r\nq\r\nget k\r\n").as_bytes(),
         b"VALUE k 0 1\r\nq\r\nEND\r\n",
     );
-    // gats returns the version after its touch, so a following cas succeeds.
+    // touch and gat keep the item's cas, as memcached does: gets, touch, cas succeeds.
+    let before = cas_of(&mut c, "k");
+    c.check(b"touch k 100\r\n", b"TOUCHED\r\n");
+    c.check(b"gat 200 k\r\n", b"VALUE k 0 1\r\nq\r\nEND\r\n");
+    assert_eq!(cas_of(&mut c, "k"), before, "touch or gat changed the cas");
+    // A TTL on an item that had none rebuilds it in the engine; the cas stays all the same.
+    c.check(b"set n 0 0 1\r\nx\r\n", b"STORED\r\n");
+    let n = cas_of(&mut c, "n");
+    c.check(b"touch n 100\r\n", b"TOUCHED\r\n");
+    c.check(format!("cas n 0 0 1 {n}\r\ny\r\n").as_bytes(), b"STORED\r\n");
+    // gats returns the version, so a following cas succeeds.
     c.send(b"gats 100 k\r\n");
     let reply = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
     let v4: u64 = reply
@@ -521,10 +531,13 @@ fn meta_get() {
     c.check(b"set a 5 100 3\r\nabc\r\n", b"STORED\r\n");
     c.check(b"mg a t T30\r\n", b"HD t100\r\n");
     c.check(b"mg a T40 t\r\n", b"HD t40\r\n");
-    // The c after a T is the item's version after the touch: a CAS with it works.
+    // T keeps the item's version: the c before it and after it are the same, and a CAS
+    // with it works.
+    let before = cas_of(&mut c, "a");
     c.send(b"mg a T50 c\r\n");
     let l = String::from_utf8(read_until(&mut c, b"\r\n")).unwrap();
     let cas: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_eq!(cas, before);
     c.check(format!("ms a 1 C{cas}\r\nz\r\n").as_bytes(), b"HD\r\n");
     // Errors from the flag parser.
     c.check(b"mg\r\n", b"ERROR\r\n");

@@ -529,9 +529,9 @@ impl<'a> Mc<'a> {
         let expires_now = touch && at != 0 && at <= now;
         for key in keys {
             self.count(if touch { C::CmdTouch } else { C::CmdGet });
-            // Touch first, so that `gats` returns the version the touch left (the engine
-            // gives a touched item a new version). An exptime in the past would delete the
-            // item before we read it; memcached still returns it that once.
+            // Touch first, then read (a touch keeps the item's version, as memcached keeps
+            // its CAS value). An exptime in the past would delete the item before we read
+            // it; memcached still returns it that once.
             if touch && !expires_now && !self.h.touch(DB, key, at)? {
                 self.count(C::TouchMisses);
                 continue;
@@ -855,7 +855,7 @@ impl<'a> Mc<'a> {
                 found = self.read(k, need_value)?;
             }
         }
-        let Some(mut m) = found else {
+        let Some(m) = found else {
             self.count(C::GetMisses);
             if !f.quiet {
                 reply::Meta::en(self.out).echo_opaque_key(f, key).finish();
@@ -868,13 +868,10 @@ impl<'a> Mc<'a> {
         if !created && f.ttl.is_some() {
             let at = walk_ttl(f, start_ttl, false, t_at, n_at);
             if at != m.expire_at {
-                // Touch before replying: `c` must be the version a following `cas` needs.
+                // (A touch keeps the item's version: `c` stays what a `cas` needs.)
                 self.count(C::CmdTouch);
                 if self.h.touch(DB, k, at)? {
                     self.count(C::TouchHits);
-                    if let Some(after) = self.h.meta(DB, k)? {
-                        m.version = after.version;
-                    }
                 }
             }
         }
@@ -1165,7 +1162,7 @@ impl<'a> Mc<'a> {
             // Stale: a new version (so CAS writes based on the old value fail), a fresh
             // chance for one client to win the recache token.
             let at = t_at.unwrap_or(m.expire_at);
-            if !self.h.touch(DB, k, at)? {
+            if !self.h.touch_and_invalidate(DB, k, at)? {
                 return Ok(StoreResult::NotFound);
             }
             if let Some(after) = self.h.meta(DB, k)? {

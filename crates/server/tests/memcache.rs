@@ -539,6 +539,14 @@ fn meta_get() {
     let cas: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
     assert_eq!(cas, before);
     c.check(format!("ms a 1 C{cas}\r\nz\r\n").as_bytes(), b"HD\r\n");
+    // C0 is no CAS check for ma and for ms in append/prepend mode (a CAS store otherwise).
+    c.check(b"set c0 0 0 1\r\n5\r\nma c0 C0 v\r\n", b"STORED\r\nVA 1\r\n6\r\n");
+    c.check(b"ms c0 1 MA C0\r\nx\r\nmg c0 v\r\n", b"HD\r\nVA 2\r\n6x\r\n");
+    c.check(b"ms c0 1 MP C1\r\ny\r\n", b"EX\r\n");
+    c.check(b"ms c0 1 C0\r\nz\r\n", b"EX\r\n");
+    // An empty value is not a number, whatever the CAS says (memcached checks it first).
+    c.check(b"set e0 0 0 0\r\n\r\nma e0 C1\r\n", b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    c.check(b"set e0 0 0 1\r\nx\r\nma e0 C1\r\n", b"STORED\r\nEX\r\n");
     // Errors from the flag parser.
     c.check(b"mg\r\n", b"ERROR\r\n");
     c.check(b"mg a v v\r\n", b"CLIENT_ERROR duplicate flag\r\n");

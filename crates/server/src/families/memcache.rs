@@ -1016,8 +1016,9 @@ impl<'a> Mc<'a> {
                     ..opts
                 },
             )?,
+            // For append and prepend memcached takes a CAS of 0 as none.
             (SetMode::Append | SetMode::Prepend, cas) => {
-                self.op_concat(k, data, mode == SetMode::Prepend, cas, f.return_cas)?
+                self.op_concat(k, data, mode == SetMode::Prepend, cas.filter(|&c| c != 0), f.return_cas)?
             }
         };
         if outcome == StoreResult::Stored && f.quiet {
@@ -1220,7 +1221,9 @@ impl<'a> Mc<'a> {
                 }
                 continue;
             };
-            if f.compare_cas.is_some_and(|c| c != m.version) {
+            // memcached's order: an empty value is not a number, then a CAS mismatch (C0
+            // means no CAS check), then the parse.
+            if !self.scratch.is_empty() && f.compare_cas.is_some_and(|c| c != 0 && c != m.version) {
                 reply::Meta::ex(self.out).echo_opaque_key(f, key).finish();
                 return Ok(());
             }

@@ -167,12 +167,39 @@ impl Handle {
         match index::find(a, &loc, h, key)? {
             Some(found) => {
                 if found.item.expire_off().is_some() && found.item.expired(a, now_ms())? {
+                    self.reap_expired(db, key, h)?;
                     return Ok(None);
                 }
                 f(a, &found.item).map(Some)
             }
             None => Ok(None),
         }
+    }
+
+    /// A read that found `key` expired deletes it, as Redis's lookups do: DBSIZE and INFO
+    /// then stop counting a key every client already sees as gone, and its memory goes
+    /// back without waiting for active expiry. Takes the key's bucket lock (the write
+    /// path's removal: the item is retired, the deletion journaled); only on this path.
+    #[cold]
+    #[inline(never)]
+    fn reap_expired(&self, db: u32, key: &[u8], h: u64) -> Result<(), Error> {
+        let p = &self.p;
+        let a = self.arena();
+        let loc = index::lock_home(p, db, h)?;
+        let r = (|| {
+            if let Some(f) = index::find(a, &loc, h, key)? {
+                let at = f.item.expire_at(a)?;
+                // Another writer may have replaced it since the lock-free look.
+                if at != 0 && at <= now_ms() {
+                    index::remove(a, &loc, &f, Some(p))?;
+                    self.journal_del(db, key);
+                    item::retire_view(p, &f.item)?;
+                }
+            }
+            Ok(())
+        })();
+        index::unlock_home(p, &loc)?;
+        r
     }
 
     /// The write path. `f` sees the key's live item (or None) with the bucket pair locked

@@ -719,6 +719,12 @@ fn debug_time_lastsave_save_flush() {
     assert!(h.expire_at(0, b"ttl", soon, larder_engine::ExpireCond::Always).unwrap());
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(h.dbsize(0).unwrap(), 1);
+    // A read that finds it expired deletes it, as in Redis: DBSIZE drops at once.
+    c.check(&cmd(&[b"SET", b"gone", b"v", b"PX", b"30"]), b"+OK\r\n");
+    std::thread::sleep(Duration::from_millis(80));
+    c.check(&cmd(&[b"DBSIZE"]), b":2\r\n");
+    c.check(&cmd(&[b"GET", b"gone"]), b"$-1\r\n");
+    c.check(&cmd(&[b"DBSIZE"]), b":1\r\n");
     c.check(&cmd(&[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"]), b"+OK\r\n");
     let deadline = Instant::now() + Duration::from_secs(5);
     while h.dbsize(0).unwrap() != 0 {

@@ -72,13 +72,15 @@ pub struct Spec {
     pub handler: Handler,
 }
 
-/// An error reply, with its full text (`ERR syntax error`, `WRONGTYPE ...`).
+/// An error reply, with its full text (`ERR syntax error`, `WRONGTYPE ...`). Bytes, not a
+/// `String`: Redis echoes a client's bytes in some errors (an unknown command's name and
+/// arguments, an unknown option) exactly as they came.
 #[derive(Debug)]
-pub struct CmdError(pub String);
+pub struct CmdError(pub Vec<u8>);
 
 impl CmdError {
     pub fn new(s: impl Into<String>) -> CmdError {
-        CmdError(s.into())
+        CmdError(s.into().into_bytes())
     }
     pub fn syntax() -> CmdError {
         CmdError::new("ERR syntax error")
@@ -96,7 +98,7 @@ impl From<larder_engine::Error> for CmdError {
         if e.is_oom() {
             return CmdError::new("OOM command not allowed when used memory > 'maxmemory'.");
         }
-        CmdError(e.to_string())
+        CmdError::new(e.to_string())
     }
 }
 
@@ -470,16 +472,14 @@ pub(crate) fn lookup_command(name: &[u8]) -> Option<usize> {
     table().lookup(name)
 }
 
-fn quote_arg(out: &mut String, a: &[u8]) {
-    out.push('\'');
-    for &c in a.iter().take(128) {
-        if c == b'\r' || c == b'\n' {
-            out.push(' ');
-        } else {
-            out.push(c as char);
-        }
+/// Appends `'arg'` as Redis's `'%.*s'` prints it into an error: at most `max` bytes, up to
+/// a NUL (a C string), with CR and LF turned into spaces (as `addReplyErrorFormat` does).
+pub(crate) fn quote_arg(out: &mut Vec<u8>, a: &[u8], max: usize) {
+    out.push(b'\'');
+    for &c in a.iter().take(max).take_while(|&&c| c != 0) {
+        out.push(if c == b'\r' || c == b'\n' { b' ' } else { c });
     }
-    out.push('\'');
+    out.push(b'\'');
 }
 
 /// Runs one request: lookup (and subcommand lookup), arity, handler, stats, slow log.
@@ -513,12 +513,19 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
     let t = table();
     let name = ctx.arg(0);
     let Some(mut i) = known.or_else(|| t.lookup(name)) else {
-        let mut msg = String::from("ERR unknown command ");
-        quote_arg(&mut msg, name);
-        msg.push_str(", with args beginning with: ");
+        // Redis: "unknown command '%.128s', with args beginning with: " then each argument
+        // as "'%.*s' " while fewer than 128 bytes of them have been written.
+        let mut msg = b"ERR unknown command ".to_vec();
+        quote_arg(&mut msg, name, 128);
+        msg.extend_from_slice(b", with args beginning with: ");
+        let args_from = msg.len();
         for a in ctx.argv.iter().skip(1) {
-            quote_arg(&mut msg, a);
-            msg.push(' ');
+            let written = msg.len() - args_from;
+            if written >= 128 {
+                break;
+            }
+            quote_arg(&mut msg, a, 128 - written);
+            msg.push(b' ');
         }
         reject(ctx, None, msg);
         return;
@@ -527,9 +534,11 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
         match t.lookup_sub(i, ctx.arg(1)) {
             Some(sub) => i = sub,
             None => {
-                let mut msg = String::from("ERR unknown subcommand ");
-                quote_arg(&mut msg, ctx.arg(1));
-                msg.push_str(&format!(". Try {} HELP.", String::from_utf8_lossy(name).to_ascii_uppercase()));
+                let mut msg = b"ERR unknown subcommand ".to_vec();
+                quote_arg(&mut msg, ctx.arg(1), 128);
+                msg.extend_from_slice(b". Try ");
+                msg.extend(name.iter().map(u8::to_ascii_uppercase));
+                msg.extend_from_slice(b" HELP.");
                 reject(ctx, None, msg);
                 return;
             }
@@ -555,7 +564,7 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     let spec = table().specs[i];
     let top = spec.name.split('|').next().unwrap_or(spec.name);
     if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
-        reject(ctx, Some(i), "ERR Command not allowed inside a transaction".into());
+        reject(ctx, Some(i), "ERR Command not allowed inside a transaction");
         return false;
     }
     // RESP2 has no push type: a subscribed client may only (un)subscribe, PING, QUIT, RESET.
@@ -584,14 +593,16 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
 /// Refuses a request before it runs (Redis's `rejectCommand`): marks an open transaction so
 /// EXEC aborts, counts the rejection, and answers the error; a rejected EXEC aborts the
 /// transaction with `-EXECABORT`.
-fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: String) {
+fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: impl Into<Vec<u8>>) {
+    let msg = msg.into();
     crate::families::multi::flag(ctx.conn);
     if let Some(i) = i {
         if table().specs[i].name == "exec" {
             crate::families::multi::discard(ctx.conn);
-            let reason = msg.strip_prefix("ERR ").unwrap_or(&msg);
-            let e = CmdError(format!("EXECABORT Transaction discarded because of: {reason}"));
-            reply_error(ctx, &e, Some((i, true)));
+            let reason = msg.strip_prefix(b"ERR ").unwrap_or(&msg);
+            let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
+            e.extend_from_slice(reason);
+            reply_error(ctx, &CmdError(e), Some((i, true)));
             return;
         }
     }
@@ -639,7 +650,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
 pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) {
     let ws = ctx.shared.stats.worker(ctx.worker);
     ws.total_errors.incr();
-    let prefix = e.0.split(' ').next().unwrap_or("ERR").to_string();
+    let prefix = String::from_utf8_lossy(e.0.split(|&c| c == b' ').next().unwrap_or(b"ERR")).into_owned();
     *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry(prefix).or_default() += 1;
     if let Some((i, rejected)) = cmd {
         if let Some(c) = ws.cmd.get(i) {
@@ -652,7 +663,7 @@ pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) 
     }
     let mut line = Vec::with_capacity(e.0.len() + 1);
     line.push(b'-');
-    line.extend_from_slice(e.0.as_bytes());
+    line.extend_from_slice(&e.0);
     ctx.out.error(&line);
 }
 

@@ -14,6 +14,18 @@ fn ping_set_get_pipelined_and_errors() {
     c.check(b"FOO a b\r\n", b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
     c.check(b"GET\r\n", b"-ERR wrong number of arguments for 'get' command\r\n");
     c.check(b"SELECT 99\r\n", b"-ERR DB index is out of range\r\n");
+    c.check(b"SELECT 9223372036854775807\r\n", b"-ERR value is out of range, value must between -2147483648 and 2147483647\r\n");
+    // Unknown commands echo the client's bytes as Redis's '%.128s' does: raw, up to a NUL,
+    // arguments while fewer than 128 bytes of them are written (checked against 7.0.15).
+    c.check(
+        &cmd(&[b"\xff\xfe", b"a\x00b", b"\xc3\xa9"]),
+        b"-ERR unknown command '\xff\xfe', with args beginning with: 'a' '\xc3\xa9' \r\n",
+    );
+    let mut want = b"-ERR unknown command '', with args beginning with: '".to_vec();
+    want.extend([b'x'; 128]);
+    want.extend(b"' \r\n");
+    c.check(&cmd(&[b"", &[b'x'; 200], b"a"]), &want);
+    c.check(&cmd(&[b"CLIENT", b"\xff\x00z"]), b"-ERR unknown subcommand '\xff'. Try CLIENT HELP.\r\n");
     c.check(b"*1\r\n$x\r\n", b"-ERR Protocol error: invalid bulk length\r\n");
     assert!(c.closed());
 }

@@ -115,6 +115,22 @@ fn hello_switches_protocol() {
     );
     // Errors left the connection in RESP2.
     c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$-1\r\n");
+    // Options take effect in order, as in Redis (checked against redis-server 7.0.15): a
+    // SETNAME before a bad option stays, a bad name or user stops at once, and an option
+    // is echoed as its bytes up to a NUL.
+    c.check(&cmd(&[b"HELLO", b"2", b"SETNAME", b"n1", b"FOO"]), b"-ERR Syntax error in HELLO option 'FOO'\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$2\r\nn1\r\n");
+    c.check(
+        &cmd(&[b"HELLO", b"2", b"SETNAME", b"a b", b"SETNAME", b"n2"]),
+        b"-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+    );
+    c.check(
+        &cmd(&[b"HELLO", b"2", b"AUTH", b"nobody", b"pw", b"FOO"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    c.check(&cmd(&[b"HELLO", b"2", b"\xff\xfe\x00x"]), b"-ERR Syntax error in HELLO option '\xff\xfe'\r\n");
+    c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$2\r\nn1\r\n");
+    c.check(&cmd(&[b"CLIENT", b"SETNAME", b""]), b"+OK\r\n");
     c.check(&cmd(&[b"HELLO", b"3", b"AUTH", b"default", b"any", b"SETNAME", b"me"]), hello("3", "%7\r\n").as_bytes());
     // RESP3 from now on: map, null, set, verbatim.
     c.check(&cmd(&[b"CLIENT", b"GETNAME"]), b"$2\r\nme\r\n");

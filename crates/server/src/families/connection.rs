@@ -110,7 +110,7 @@ fn cmd_quit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SELECT index` → `+OK`.
 fn cmd_select(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let db = ctx.int(1)?;
+    let db = crate::families::keys::int32(ctx, 1, None)?;
     if db < 0 || db >= ctx.shared.store.databases() as i64 {
         return Err(CmdError::new("ERR DB index is out of range"));
     }
@@ -143,27 +143,25 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         proto = Some(Protocol::from_version(v).ok_or_else(|| CmdError::new("NOPROTO unsupported protocol version"))?);
         next = 2;
     }
-    let mut auth = None;
-    let mut name = None;
+    // Each option takes effect as it is read, as in Redis: a HELLO that fails on a later
+    // option keeps the name an earlier SETNAME set.
     let mut j = next;
     while j < ctx.argc() {
         let more = ctx.argc() - 1 - j;
         let opt = ctx.arg(j);
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            auth = Some(ctx.arg(j + 1));
+            authenticate(ctx.arg(j + 1))?;
             j += 3;
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
-            name = Some(ctx.arg(j + 1));
+            set_name(&ctx.conn.info, ctx.arg(j + 1))?;
             j += 2;
         } else {
-            return Err(CmdError::new(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(opt))));
+            // '%s': the option up to a NUL, its bytes as sent.
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend(opt.iter().take_while(|&&c| c != 0).map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
+            msg.push(b'\'');
+            return Err(CmdError(msg));
         }
-    }
-    if let Some(user) = auth {
-        authenticate(user)?;
-    }
-    if let Some(n) = name {
-        set_name(&ctx.conn.info, n)?;
     }
     if let Some(p) = proto {
         ctx.conn.proto = p;

@@ -48,7 +48,7 @@ fn keys_from<'a>(ctx: &Ctx<'a>, from: usize) -> Vec<&'a [u8]> {
 
 /// Redis's `getIntFromObjectOrReply`: an i64 that must also fit in an i32. `msg` replaces
 /// both error texts when given (SWAPDB's "invalid first DB index").
-fn int32(ctx: &Ctx<'_>, i: usize, msg: Option<&str>) -> Result<i64, CmdError> {
+pub(crate) fn int32(ctx: &Ctx<'_>, i: usize, msg: Option<&str>) -> Result<i64, CmdError> {
     let v = ctx.int(i).map_err(|e| msg.map(CmdError::new).unwrap_or(e))?;
     if v < i32::MIN as i64 || v > i32::MAX as i64 {
         return Err(CmdError::new(msg.unwrap_or("ERR value is out of range, value must between -2147483648 and 2147483647")));

@@ -845,11 +845,11 @@ mod tests {
         assert_eq!(parse_timeout(b"-0.0001").unwrap(), None);
         assert_eq!(parse_timeout(b"0.0001").unwrap(), Some(Duration::from_millis(1)));
         assert_eq!(parse_timeout(b"1.5").unwrap(), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_timeout(b"-1").unwrap_err().0, "ERR timeout is negative");
-        assert_eq!(parse_timeout(b"inf").unwrap_err().0, "ERR timeout is negative");
-        assert_eq!(parse_timeout(b"1e20").unwrap_err().0, "ERR timeout is negative");
-        assert_eq!(parse_timeout(b"nan").unwrap_err().0, "ERR timeout is not a float or out of range");
-        assert_eq!(parse_timeout(b"abc").unwrap_err().0, "ERR timeout is not a float or out of range");
-        assert_eq!(parse_timeout(b" 1").unwrap_err().0, "ERR timeout is not a float or out of range");
+        assert_eq!(parse_timeout(b"-1").unwrap_err().0, b"ERR timeout is negative");
+        assert_eq!(parse_timeout(b"inf").unwrap_err().0, b"ERR timeout is negative");
+        assert_eq!(parse_timeout(b"1e20").unwrap_err().0, b"ERR timeout is negative");
+        assert_eq!(parse_timeout(b"nan").unwrap_err().0, b"ERR timeout is not a float or out of range");
+        assert_eq!(parse_timeout(b"abc").unwrap_err().0, b"ERR timeout is not a float or out of range");
+        assert_eq!(parse_timeout(b" 1").unwrap_err().0, b"ERR timeout is not a float or out of range");
     }
 }

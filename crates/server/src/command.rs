@@ -423,6 +423,7 @@ impl Table {
 /// `COMMANDS`; the dispatcher routes `PARENT SUB ...` to the subcommand's own arity check
 /// and handler, as Redis 7 does for its container commands.
 const SUBCOMMANDS: &[&[Spec]] = &[
+    crate::families::keys::SUBCOMMANDS,
     crate::families::connection::SUBCOMMANDS,
     crate::families::server::SUBCOMMANDS,
     crate::families::pubsub::SUBCOMMANDS,

@@ -635,8 +635,16 @@ fn command_introspection() {
 
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a", b"b"]), b"*1\r\n$1\r\na\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"nosuch", b"a"]), b"-ERR Invalid command specified\r\n");
-    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"ping"]), b"-ERR The command has no key arguments\r\n");
-    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"get"]), b"-ERR Invalid number of arguments specified for command\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"ping", b"x"]), b"-ERR The command has no key arguments\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a"]), b"-ERR Invalid number of arguments specified for command\r\n");
+    // Redis's arity for GETKEYS is -4: a command and at least one argument.
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"get"]), b"-ERR wrong number of arguments for 'command|getkeys' command\r\n");
+    c.check(
+        &cmd(&[b"COMMAND", b"GETKEYSANDFLAGS", b"x"]),
+        b"-ERR wrong number of arguments for 'command|getkeysandflags' command\r\n",
+    );
+    // OBJECT's subcommands are in the table: their key is found.
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"object", b"encoding", b"k"]), b"*1\r\n$1\r\nk\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"client", b"foo"]), b"-ERR Invalid command specified\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS"]), b"-ERR wrong number of arguments for 'command|getkeys' command\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYSANDFLAGS", b"get", b"k"]), b"*1\r\n*2\r\n$1\r\nk\r\n*2\r\n+RO\r\n+access\r\n");

@@ -38,7 +38,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "dbsize", arity: 1, flags: READONLY | FAST, first_key: 0, last_key: 0, step: 0, group: "server", summary: "Returns the number of keys in the database.", handler: cmd_dbsize },
     Spec { name: "flushdb", arity: -1, flags: WRITE, first_key: 0, last_key: 0, step: 0, group: "server", summary: "Remove all keys from the current database.", handler: cmd_flushdb },
     Spec { name: "flushall", arity: -1, flags: WRITE, first_key: 0, last_key: 0, step: 0, group: "server", summary: "Removes all keys from all databases.", handler: cmd_flushall },
-    Spec { name: "object", arity: -2, flags: 0, first_key: 0, last_key: 0, step: 0, group: "generic", summary: "A container for object introspection commands.", handler: cmd_object },
+    Spec { name: "object", arity: -2, flags: 0, first_key: 0, last_key: 0, step: 0, group: "generic", summary: "A container for object introspection commands.", handler: crate::families::connection::cmd_container },
 ];
 
 /// The arguments from `from` on, as the engine's multi-key calls take them.
@@ -544,8 +544,8 @@ fn policy_flags(ctx: &Ctx<'_>) -> (bool, bool) {
     (policy.ends_with("-lru"), policy.ends_with("-lfu"))
 }
 
-/// OBJECT's subcommands as Redis 7 lists them (`object|encoding` ...), for a dispatcher
-/// that routes container commands itself; [`cmd_object`] routes them when it does not.
+/// OBJECT's subcommands as Redis 7 lists them (`object|encoding` ...): the command table
+/// routes them, checks their arity and counts them in commandstats.
 pub const SUBCOMMANDS: &[Spec] = &[
     Spec { name: "object|encoding", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the internal encoding of a Redis object.", handler: cmd_object_encoding },
     Spec { name: "object|freq", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the logarithmic access frequency counter of a Redis object.", handler: cmd_object_freq },
@@ -553,27 +553,6 @@ pub const SUBCOMMANDS: &[Spec] = &[
     Spec { name: "object|idletime", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the time since the last access to a Redis object.", handler: cmd_object_idletime },
     Spec { name: "object|refcount", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the reference count of a value of a key.", handler: cmd_object_refcount },
 ];
-
-/// # Format
-/// `OBJECT <subcommand> ...`: finds the subcommand in [`SUBCOMMANDS`] and checks its arity
-/// with Redis's texts (`unknown subcommand 'x'. Try OBJECT HELP.`, `wrong number of
-/// arguments for 'object|encoding' command`), then runs it.
-fn cmd_object(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let sub = ctx.arg(1);
-    let full = format!("object|{}", String::from_utf8_lossy(sub).to_ascii_lowercase());
-    let Some(spec) = SUBCOMMANDS.iter().find(|s| s.name == full) else {
-        // The name is cut at 128 bytes, as Redis's `%.128s`.
-        return Err(CmdError::new(format!(
-            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(&sub[..sub.len().min(128)])
-        )));
-    };
-    let argc = ctx.argc() as i32;
-    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
-        return Err(CmdError::new(format!("ERR wrong number of arguments for '{}' command", spec.name)));
-    }
-    (spec.handler)(ctx)
-}
 
 /// # Format
 /// `OBJECT HELP` → the help lines, as simple strings.

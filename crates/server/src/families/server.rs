@@ -101,10 +101,10 @@ pub const SUBCOMMANDS: &[Spec] = &[
         cmd_command_info,
     ),
     spec("command|list", -2, LS, "server", "Returns a list of command names.", cmd_command_list),
-    spec("command|getkeys", -3, LS, "server", "Extracts the key names from an arbitrary command.", cmd_command_getkeys),
+    spec("command|getkeys", -4, LS, "server", "Extracts the key names from an arbitrary command.", cmd_command_getkeys),
     spec(
         "command|getkeysandflags",
-        -3,
+        -4,
         LS,
         "server",
         "Extracts the key names and access flags for an arbitrary command.",

@@ -191,15 +191,21 @@ impl Handle {
                 let at = f.item.expire_at(a)?;
                 // Another writer may have replaced it since the lock-free look.
                 if at != 0 && at <= now_ms() {
-                    index::remove(a, &loc, &f, Some(p))?;
-                    self.journal_del(db, key);
-                    item::retire_view(p, &f.item)?;
+                    self.remove_locked(db, key, &loc, &f)?;
                 }
             }
             Ok(())
         })();
         index::unlock_home(p, &loc)?;
         r
+    }
+
+    /// Under the key's home lock: removes its found item, found expired (by a write, or a
+    /// read's [`Handle::reap_expired`]), journals the deletion and retires the item.
+    fn remove_locked(&self, db: u32, key: &[u8], loc: &Loc, f: &index::Found) -> Result<(), Error> {
+        index::remove(self.arena(), loc, f, Some(&self.p))?;
+        self.journal_del(db, key);
+        item::retire_view(&self.p, &f.item)
     }
 
     /// The write path. `f` sees the key's live item (or None) with the bucket pair locked
@@ -281,9 +287,7 @@ impl Handle {
         if let Some(f) = &found {
             let at = f.item.expire_at(a)?;
             if at != 0 && at <= now_ms() {
-                index::remove(a, loc, f, Some(&self.p))?;
-                self.journal_del(db, key);
-                item::retire_view(&self.p, &f.item)?;
+                self.remove_locked(db, key, loc, f)?;
                 found = None;
             } else {
                 ttl = at != 0;

@@ -484,6 +484,16 @@ fn uncount_expiry(a: &Arena, seg: u64) -> Result<(), Error> {
     Ok(())
 }
 
+/// A key of segment `seg` gained (`set`) or lost its expiry: one more or one fewer counted.
+fn count_expiry_change(a: &Arena, seg: u64, set: bool) -> Result<(), Error> {
+    if set {
+        a.u32(seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    } else {
+        uncount_expiry(a, seg)
+    }
+}
+
 /// Puts `item` in the slot of the found key `f` of segment `seg`, and counts a change
 /// between them of whether an expiry is set (`before` for the item as the writer found
 /// it, which an in-place change may since have rewritten; `item == f.item.off` for such
@@ -511,11 +521,7 @@ fn replace_recounted(p: &Participant, seg: u64, f: &Found, after: bool, item: u6
     if item != f.item.off {
         replace(a, f.bucket, f.slot, item)?;
     }
-    if after {
-        a.u32(seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
-    } else {
-        uncount_expiry(a, seg)?;
-    }
+    count_expiry_change(a, seg, after)?;
     p.counting(0)?;
     Ok(())
 }
@@ -1121,12 +1127,9 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
         } else {
             let before = cur != 0 && ItemView::read(a, Arena::from_units(cur))?.expire_at(a)? != 0;
             replace(a, bucket, slot_i, item)?;
-            match (before, item::expiry_set(a, item)?) {
-                (false, true) => {
-                    a.u32(loc.seg + G_EXPIRES)?.fetch_add(1, Ordering::Relaxed);
-                }
-                (true, false) => uncount_expiry(a, loc.seg)?,
-                _ => {}
+            let after = item::expiry_set(a, item)?;
+            if before != after {
+                count_expiry_change(a, loc.seg, after)?;
             }
         }
     }

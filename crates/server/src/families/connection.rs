@@ -156,10 +156,9 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             set_name(&ctx.conn.info, ctx.arg(j + 1))?;
             j += 2;
         } else {
-            // '%s': the option up to a NUL, its bytes as sent.
-            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
-            msg.extend(opt.iter().take_while(|&&c| c != 0).map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
-            msg.push(b'\'');
+            // Redis's '%s': the option's bytes as sent, up to a NUL.
+            let mut msg = b"ERR Syntax error in HELLO option ".to_vec();
+            crate::command::quote_arg(&mut msg, opt, usize::MAX);
             return Err(CmdError(msg));
         }
     }

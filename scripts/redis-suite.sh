@@ -55,12 +55,14 @@ SRC_CACHE=$CACHE/redis-src
 # LPUSH on a third, without waiting for the first two to block: Redis's single thread runs
 # them in arrival order, but on worker threads the LPUSH can run first, the second BRPOPLPUSH
 # take the element, and the first block forever (a CI run hung there for the unit's time).
-# "PUBLISH/SUBSCRIBE after UNSUBSCRIBE without arguments" is the same kind: its helper reads
-# one reply per channel named, so a bare UNSUBSCRIBE is sent and not waited for, and the
-# PUBLISH on another connection (another worker) can run first and count the subscriber.
+# "PUBLISH/SUBSCRIBE after UNSUBSCRIBE without arguments" and its pattern twin
+# "PUBLISH/PSUBSCRIBE after PUNSUBSCRIBE without arguments" are the same kind: their helper
+# reads one reply per channel named, so a bare (P)UNSUBSCRIBE is sent and not waited for, and
+# the PUBLISH on another connection (another worker) can run first and count the subscriber.
 : "${REDIS_SUITE_SKIP:=/^Keyspace notifications
 BRPOPLPUSH with multiple blocked clients
 PUBLISH/SUBSCRIBE after UNSUBSCRIBE without arguments
+PUBLISH/PSUBSCRIBE after PUNSUBSCRIBE without arguments
 COPY basic usage for stream
 COPY basic usage for stream-cgroups}"
 # (The two COPY tests build a stream with XADD: streams are not a Larder type yet.)

@@ -17,7 +17,9 @@
 //!
 //! - **Participants.** Each thread that touches the arena claims a slot ([`Participant`]). A
 //!   slot records its pid and the process start time, so a dead process is recognised even
-//!   after its pid is reused. Whoever finds a dead participant reaps it: finishes its
+//!   after its pid is reused, and its owner holds a lock on the slot's byte of the segment
+//!   file that the kernel releases when the process dies, which holds across pid namespaces
+//!   (see `participant.rs`, "Liveness"). Whoever finds a dead participant reaps it: finishes its
 //!   recorded intent (see below), then bumps the slot's generation and frees the slot. The
 //!   dead thread's allocator cache and retire list stay with the slot and are inherited by
 //!   the next thread that claims it; nothing has to be undone because published memory is
@@ -175,7 +177,9 @@ pub type RecoveryHandler = Box<dyn Fn(&Arena, u64) -> Result<(), Error> + Send +
 /// its own [`Participant`].
 pub struct Arena {
     map: Mapping,
-    _fd: OwnedFd,
+    /// The segment's file. Also asks the kernel whether a participant's liveness lock is
+    /// held (participants lock through descriptions of their own, see `participant.rs`).
+    fd: OwnedFd,
     backing: Backing,
     // Geometry, read once from the header and validated.
     max_participants: u32,
@@ -381,7 +385,7 @@ impl Arena {
     fn assemble(map: Mapping, file: File, backing: Backing, max_participants: u32, g: &Geometry, seed: u64) -> Arena {
         Arena {
             map,
-            _fd: file.into(),
+            fd: file.into(),
             backing,
             max_participants,
             part_off: g.part_off,

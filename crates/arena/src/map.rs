@@ -236,6 +236,59 @@ impl Mapping {
     }
 }
 
+/// Open-file-description locks on single bytes of the arena's file (`F_OFD_SETLK`,
+/// `F_OFD_GETLK`): how a participant shows it is alive (see `participant.rs`). They belong to
+/// the open file description, not to a process or pid, so they mean the same thing in every
+/// pid namespace, and the kernel drops them when the last descriptor of that description
+/// closes, which a process's death does. They are advisory: the mapping's bytes are
+/// untouched by them.
+pub(crate) mod ofd {
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd};
+
+    fn request(kind: libc::c_int, byte: u64) -> libc::flock {
+        // SAFETY: `flock` is a plain C struct of integers, for which all-zero is a valid value
+        // (it may have private padding fields, so it is not built with a literal).
+        let mut f: libc::flock = unsafe { std::mem::zeroed() };
+        f.l_type = kind as _;
+        f.l_whence = libc::SEEK_SET as _;
+        f.l_start = byte as _;
+        f.l_len = 1;
+        f // l_pid stays 0, as OFD requests require
+    }
+
+    fn fcntl(fd: BorrowedFd<'_>, cmd: libc::c_int, f: &mut libc::flock) -> io::Result<()> {
+        // SAFETY: `fd` is an open descriptor for the call's duration (borrowed), and `f` is a
+        // valid, exclusively borrowed `flock` the kernel reads and, for F_OFD_GETLK, writes.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, f as *mut libc::flock) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Takes a write lock on `byte` for `fd`'s open file description without waiting.
+    /// `Ok(false)`: another description holds it.
+    pub(crate) fn try_lock(fd: BorrowedFd<'_>, byte: u64) -> io::Result<bool> {
+        match fcntl(fd, libc::F_OFD_SETLK, &mut request(libc::F_WRLCK, byte)) {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Releases `fd`'s lock on `byte`, if it holds one.
+    pub(crate) fn unlock(fd: BorrowedFd<'_>, byte: u64) -> io::Result<()> {
+        fcntl(fd, libc::F_OFD_SETLK, &mut request(libc::F_UNLCK, byte))
+    }
+
+    /// Whether an open file description other than `fd`'s holds a lock on `byte`.
+    pub(crate) fn held_by_other(fd: BorrowedFd<'_>, byte: u64) -> io::Result<bool> {
+        let mut f = request(libc::F_WRLCK, byte);
+        fcntl(fd, libc::F_OFD_GETLK, &mut f)?;
+        Ok(f.l_type as libc::c_int != libc::F_UNLCK)
+    }
+}
+
 /// `copy_nonoverlapping(src, dst, n)`, with copies of up to 32 bytes done inline as two
 /// fixed-size (possibly overlapping) moves: for the short keys and values of typical items
 /// a `memcpy` call costs more than the copy.

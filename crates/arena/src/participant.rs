@@ -3,13 +3,25 @@
 //! Slot layout (128 bytes, all little-endian atomics):
 //!
 //! ```text
-//!   0  state   u64  pid << 8 | FREE(0) CLAIMING(1) LIVE(2) REAPING(3)
+//!   0  state   u64  pid << 8 | LOCKED(0x10)? | FREE(0) CLAIMING(1) LIVE(2) REAPING(3)
 //!   8  gen     u32  bumped each time the slot is freed; lock words carry its low 22 bits
 //!  16  start   u64  the process's start time (clock ticks since boot, /proc/PID/stat)
 //!  24  epoch   u64  epoch << 1 | active
 //!  32  intent  u64  byte offset of an intent record being published, or 0
 //!  40  retire head u32, 44 retire tail u32, 48 retire count u32   (unit offsets)
+//!  56  counting u64 (see Participant::counting)
+//!  64  pidns   u64  the inode of the owner's pid namespace (/proc/self/ns/pid), 0 unknown
 //! ```
+//!
+//! # Liveness
+//!
+//! A slot names its owner by pid and start time, but a pid means something only in its own
+//! pid namespace: a process in another container, or one hidden by `hidepid`, would look
+//! dead through `/proc`, and reaping a live owner hands its locks to someone else. So an
+//! owner also holds a lock that the kernel releases when it dies: before claiming slot `i`
+//! it takes an open-file-description lock on byte `i` of the segment's file, through a
+//! description of its own, and keeps it until it has freed the slot (the state's LOCKED
+//! bit says it does). [`Arena::owner_alive`] combines the two signals.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -28,11 +40,16 @@ const S_RETIRE_COUNT: u64 = 48;
 /// What this participant is changing a count of (the engine's segment), between publishing
 /// a slot and updating the count; 0 otherwise. See [`Participant::counting`].
 const S_COUNTING: u64 = 56;
+const S_PIDNS: u64 = 64;
 
 const FREE: u64 = 0;
 const CLAIMING: u64 = 1;
 const LIVE: u64 = 2;
 const REAPING: u64 = 3;
+/// The state's kind bits (FREE..REAPING).
+const KIND: u64 = 0x0f;
+/// Set in a CLAIMING or LIVE state whose owner holds its slot's liveness lock.
+const LOCKED: u64 = 0x10;
 
 const GEN_BITS: u32 = 22;
 const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
@@ -94,6 +111,9 @@ pub struct Participant {
     /// after its unlink is published, so it must not fail for want of memory (a DEL in a
     /// full arena would answer an error for a key it did delete).
     overflow: Cell<Vec<(u64, u32)>>,
+    /// The open file description holding this slot's liveness lock, if it took one. Closed
+    /// (releasing the lock) only after `drop` has freed the slot.
+    _liveness: Option<std::os::fd::OwnedFd>,
 }
 
 /// Proof that the holder is inside an epoch: memory it reads stays allocated until the
@@ -109,15 +129,25 @@ impl Drop for Guard<'_> {
     }
 }
 
-fn self_start_time() -> u64 {
+/// This process's start time and pid namespace inode (0 where /proc does not say),
+/// looked up once per process (a forked child looks again).
+fn self_identity() -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
     use std::sync::Mutex;
-    static CACHE: Mutex<(u32, u64)> = Mutex::new((0, 0));
+    static CACHE: Mutex<(u32, u64, u64)> = Mutex::new((0, 0, 0));
     let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
     let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if c.0 != pid {
-        *c = (pid, proc_start_time(pid).unwrap_or(0));
+        let ns = std::fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).unwrap_or(0);
+        *c = (pid, proc_start_time(pid).unwrap_or(0), ns);
     }
-    c.1
+    (c.1, c.2)
+}
+
+/// Where participant `slot`'s liveness lock lies in the segment's file: one byte each. The
+/// locks are advisory, so they may lie over the header.
+fn liveness_byte(slot: u32) -> u64 {
+    slot as u64
 }
 
 /// Field 22 of /proc/PID/stat, and whether the process is a zombie or dead (state Z or X).
@@ -155,18 +185,36 @@ pub(crate) fn proc_start_time_for_tests(pid: u32) -> Option<u64> {
     proc_start_time(pid)
 }
 
-/// Whether the process `pid` that started at `start` is still running. A zombie counts as
-/// dead (it will never touch the arena again) only once every one of its threads is: a
-/// SIGKILLed process's main thread turns Z while another thread may still be inside an
-/// madvise that discards arena pages, under a lock the reaper would hand to someone else.
-pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
+/// What this process's /proc says about a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    Alive,
+    /// Its stat shows another start time (the pid was reused) or every thread a zombie.
+    Dead,
+    /// No such pid here: it has exited, or it lives where this /proc cannot see it.
+    Absent,
+}
+
+/// Whether the process `pid` that started at `start` (0: any) is running, as far as this
+/// process's /proc shows. A zombie counts as dead (it will never touch the arena again) only
+/// once every one of its threads is: a SIGKILLed process's main thread turns Z while another
+/// thread may still be inside an madvise that discards arena pages, under a lock the reaper
+/// would hand to someone else.
+fn proc_says(pid: u32, start: u64) -> Seen {
     if pid == 0 {
-        return false;
+        return Seen::Dead;
     }
     match proc_stat(pid) {
-        Some((s, zombie)) => (start == 0 || s == start) && (!zombie || some_thread_runs(pid)),
-        None => false,
+        Some((s, zombie)) if (start == 0 || s == start) && (!zombie || some_thread_runs(pid)) => Seen::Alive,
+        Some(_) => Seen::Dead,
+        None => Seen::Absent,
     }
+}
+
+/// Whether the process `pid` that started at `start` is running, by /proc alone.
+#[cfg(test)]
+pub(crate) fn process_alive(pid: u32, start: u64) -> bool {
+    proc_says(pid, start) == Seen::Alive
 }
 
 impl Arena {
@@ -183,32 +231,58 @@ impl Arena {
         self.u32(H_SLOT_HWM).map(|h| h.load(Ordering::Acquire)).unwrap_or(0).min(self.max_participants)
     }
 
+    /// A new open file description of the segment's file, for a participant's liveness lock
+    /// (a lock belongs to its description, so each participant needs its own). None where
+    /// /proc cannot reopen the descriptor: such a participant is judged by its pid alone.
+    fn liveness_description(&self) -> Option<std::os::fd::OwnedFd> {
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        std::fs::OpenOptions::new().read(true).write(true).open(path).ok().map(Into::into)
+    }
+
     /// Claims a participant slot for the calling thread.
     pub fn register(self: &Arc<Self>) -> Result<Participant, Error> {
+        use std::os::fd::AsFd;
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
-        let start = self_start_time();
+        let (start, pidns) = self_identity();
+        let liveness = self.liveness_description();
         for pass in 0..2 {
             for slot in 0..self.max_participants {
                 let state = self.slot_u64(slot, S_STATE)?;
-                let cur = state.load(Ordering::Acquire);
-                if cur & 0xff != FREE {
-                    if pass == 1 {
-                        self.reap(slot);
+                let mut cur = state.load(Ordering::Acquire);
+                if cur & KIND != FREE {
+                    if pass == 0 || !self.reap(slot) {
+                        continue;
+                    }
+                    cur = state.load(Ordering::Acquire);
+                    if cur & KIND != FREE {
+                        continue;
+                    }
+                }
+                // The liveness lock comes before the claim and goes after the slot is freed,
+                // so whoever finds this slot CLAIMING or LIVE finds the lock held.
+                let locked = match &liveness {
+                    Some(fd) => match crate::map::ofd::try_lock(fd.as_fd(), liveness_byte(slot)) {
+                        Ok(true) => LOCKED,
+                        Ok(false) => continue, // someone is claiming it right now
+                        Err(_) => 0,
+                    },
+                    None => 0,
+                };
+                let claimed = (pid as u64) << 8 | locked;
+                if state.compare_exchange(cur, claimed | CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                    if let (Some(fd), LOCKED) = (&liveness, locked) {
+                        let _ = crate::map::ofd::unlock(fd.as_fd(), liveness_byte(slot));
                     }
                     continue;
                 }
-                if state
-                    .compare_exchange(cur, (pid as u64) << 8 | CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    continue;
-                }
                 self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
+                self.slot_u64(slot, S_PIDNS)?.store(pidns, Ordering::Relaxed);
                 self.slot_u64(slot, S_EPOCH)?.store(0, Ordering::Relaxed);
                 self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
                 self.slot_u64(slot, S_COUNTING)?.store(0, Ordering::Relaxed);
                 let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
-                state.store((pid as u64) << 8 | LIVE, Ordering::Release);
+                state.store(claimed | LIVE, Ordering::Release);
                 self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::AcqRel);
                 return Ok(Participant {
                     arena: self.clone(),
@@ -221,10 +295,37 @@ impl Arena {
                     pending: Cell::new(0),
                     retiring: Cell::new(false),
                     overflow: Cell::new(Vec::new()),
+                    _liveness: if locked == LOCKED { liveness } else { None },
                 });
             }
         }
         Err(Error::NoSlot(self.max_participants))
+    }
+
+    /// Whether the owner of `slot`, whose state word is `cur` (CLAIMING or LIVE), is alive.
+    ///
+    /// An owner holding its liveness lock is alive while the lock is held, whatever its pid
+    /// shows from here: it may live in another pid namespace. Two exceptions rest on /proc,
+    /// and only where the owner shares this process's pid namespace (so its pid means the
+    /// same here): a held lock whose owner /proc shows gone (a child forked without exec
+    /// keeps the description open), and a released lock whose owner /proc shows running (it
+    /// closed every descriptor, as daemons do; trusting /proc is what every owner without
+    /// a lock gets).
+    pub(crate) fn owner_alive(&self, slot: u32, cur: u64) -> bool {
+        use std::os::fd::AsFd;
+        let pid = (cur >> 8) as u32;
+        let field = |f| self.slot_u64(slot, f).map(|s| s.load(Ordering::Relaxed)).unwrap_or(0);
+        let start = if cur & KIND == CLAIMING { 0 } else { field(S_START) };
+        if cur & LOCKED == 0 {
+            return proc_says(pid, start) == Seen::Alive;
+        }
+        let (_, own_ns) = self_identity();
+        let ns = field(S_PIDNS);
+        let seen = if ns == 0 || own_ns == 0 || ns == own_ns { proc_says(pid, start) } else { Seen::Absent };
+        // If the kernel cannot say, the owner is taken for alive: a wrong "dead" is the
+        // harmful mistake.
+        let held = crate::map::ofd::held_by_other(self.fd.as_fd(), liveness_byte(slot)).unwrap_or(true);
+        if held { seen != Seen::Dead } else { seen == Seen::Alive }
     }
 
     /// Reaps `slot` if its process is dead: finishes its intent, leaves its epoch, bumps its
@@ -233,7 +334,7 @@ impl Arena {
     pub fn reap(&self, slot: u32) -> bool {
         let Ok(state) = self.slot_u64(slot, S_STATE) else { return false };
         let cur = state.load(Ordering::Acquire);
-        let kind = cur & 0xff;
+        let kind = cur & KIND;
         if kind == FREE {
             return true;
         }
@@ -241,11 +342,18 @@ impl Arena {
             return false; // someone else is at it
         }
         let pid = (cur >> 8) as u32;
-        let start = self.slot_u64(slot, S_START).map(|s| s.load(Ordering::Relaxed)).unwrap_or(0);
-        if process_alive(pid, if kind == CLAIMING { 0 } else { start }) {
+        if self.owner_alive(slot, cur) {
             return false;
         }
-        if state.compare_exchange(cur, (pid as u64) << 8 | REAPING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        let reaping = (pid as u64) << 8 | REAPING;
+        if state.compare_exchange(cur, reaping, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // Between the check and the exchange the owner may have freed the slot and another
+        // thread of the same process claimed it, leaving the same state word. Such a new
+        // owner took the slot's lock before claiming it, so asking again now is exact.
+        if cur & LOCKED != 0 && self.owner_alive(slot, cur) {
+            let _ = state.compare_exchange(reaping, cur, Ordering::AcqRel, Ordering::Relaxed);
             return false;
         }
         let intent = self.slot_u64(slot, S_INTENT).map(|i| i.load(Ordering::Acquire)).unwrap_or(0);
@@ -287,7 +395,7 @@ impl Arena {
     pub fn reap_dead(&self) -> usize {
         let mut n = 0;
         for slot in 0..self.slot_hwm() {
-            let kind = self.slot_u64(slot, S_STATE).map(|s| s.load(Ordering::Acquire) & 0xff).unwrap_or(FREE);
+            let kind = self.slot_u64(slot, S_STATE).map(|s| s.load(Ordering::Acquire) & KIND).unwrap_or(FREE);
             if kind != FREE && self.reap(slot) {
                 n += 1;
             }
@@ -304,7 +412,7 @@ impl Arena {
                 Some(SlotInfo {
                     slot,
                     pid: (st >> 8) as u32,
-                    state: match st & 0xff {
+                    state: match st & KIND {
                         FREE => "free",
                         CLAIMING => "claiming",
                         LIVE => "live",
@@ -775,5 +883,38 @@ impl Drop for Participant {
         if let Ok(s) = a.slot_u64(self.slot, S_STATE) {
             s.store(FREE, Ordering::Release);
         }
+    }
+}
+
+#[cfg(test)]
+impl Arena {
+    /// Makes `slot`'s owner look like process `pid`, started at `start`, of the pid namespace
+    /// with inode `ns`, keeping its state's kind and LOCKED bit.
+    pub(crate) fn disguise_owner_for_tests(&self, slot: u32, pid: u32, start: u64, ns: u64) {
+        let state = self.slot_u64(slot, S_STATE).unwrap();
+        let cur = state.load(Ordering::Acquire);
+        self.slot_u64(slot, S_START).unwrap().store(start, Ordering::Relaxed);
+        self.slot_u64(slot, S_PIDNS).unwrap().store(ns, Ordering::Relaxed);
+        state.store((pid as u64) << 8 | (cur & 0xff), Ordering::Release);
+    }
+
+    /// This process's (start time, pid namespace inode).
+    pub(crate) fn identity_for_tests() -> (u64, u64) {
+        self_identity()
+    }
+}
+
+#[cfg(test)]
+impl Participant {
+    /// Whether this participant holds its slot's liveness lock.
+    pub(crate) fn has_liveness_lock(&self) -> bool {
+        self._liveness.is_some()
+            && self.arena.slot_u64(self.slot, S_STATE).unwrap().load(Ordering::Acquire) & LOCKED != 0
+    }
+
+    /// Closes the description holding the liveness lock, as a process that closes every
+    /// descriptor would.
+    pub(crate) fn close_liveness_for_tests(&mut self) {
+        self._liveness = None;
     }
 }

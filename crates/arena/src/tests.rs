@@ -564,3 +564,77 @@ fn a_process_with_a_zombie_main_thread_but_live_threads_is_alive() {
     assert!(alive, "a process with a running thread was judged dead");
     assert!(!crate::participant::process_alive(pid, start), "a reaped process is alive");
 }
+
+/// A pid that no process has here (above the kernel's largest pid_max, 2^22).
+const NO_SUCH_PID: u32 = (1 << 22) + 12345;
+
+/// An owner in another pid namespace (a container sharing /dev/shm) shows a pid that means
+/// nothing here, or another process. While it holds its liveness lock it is alive. Before
+/// the lock, /proc alone judged it dead and reaped it while it ran, handing its bucket locks
+/// to the next waiter.
+#[test]
+fn an_owner_holding_its_liveness_lock_is_alive_whatever_its_pid_shows() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    assert!(p.has_liveness_lock(), "a participant took no liveness lock");
+    let (start, ns) = Arena::identity_for_tests();
+    assert_ne!(ns, 0, "no pid namespace inode from /proc/self/ns/pid");
+    // Another namespace: its pid is unknown here, or here names some other process.
+    a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, 777, ns + 1);
+    assert!(!a.reap(p.slot()), "a live owner in another pid namespace was reaped");
+    a.disguise_owner_for_tests(p.slot(), 1, 777, ns + 1);
+    assert!(!a.reap(p.slot()), "a live owner in another pid namespace was reaped (pid 1 here)");
+    // This namespace, but hidden from this /proc (hidepid): absent, yet alive.
+    a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, start, ns);
+    assert_eq!(a.reap_dead(), 0, "a live owner hidden from /proc was reaped");
+    assert_eq!(a.slots()[p.slot() as usize].state, "live");
+}
+
+/// A released liveness lock is a dead owner, wherever it lived, unless it shares this pid
+/// namespace and /proc shows it running (it closed its descriptors).
+#[test]
+fn a_released_liveness_lock_is_a_dead_owner_unless_proc_shows_it_running() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (start, ns) = Arena::identity_for_tests();
+    let mut p = a.register().unwrap();
+    p.close_liveness_for_tests();
+    // Its real pid, start and namespace: /proc shows it running.
+    assert!(!a.reap(p.slot()), "a running owner that closed its lock description was reaped");
+    // The same owner seen from another namespace: only the lock speaks, and it is released.
+    a.disguise_owner_for_tests(p.slot(), 1, start, ns + 1);
+    assert!(a.reap(p.slot()), "a dead owner in another pid namespace was not reaped");
+    assert_eq!(a.slots()[p.slot() as usize].state, "free");
+}
+
+/// A held lock whose owner /proc shows gone, in the same namespace, is a dead owner: a child
+/// forked without exec keeps the description (and its lock) open.
+#[test]
+fn a_held_liveness_lock_whose_owner_proc_shows_gone_is_a_dead_owner() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (start, ns) = Arena::identity_for_tests();
+    let p = a.register().unwrap();
+    let pid = std::process::id();
+    // Our pid with another start time: the pid was reused.
+    a.disguise_owner_for_tests(p.slot(), pid, start + 1, ns);
+    assert!(a.reap(p.slot()), "an owner /proc shows gone was kept for its inherited lock");
+}
+
+/// Threads of one process each hold their own slot's lock, and a slot freed by one is
+/// claimed (and locked) again by the next.
+#[test]
+fn liveness_locks_follow_their_slots() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (_, ns) = Arena::identity_for_tests();
+    let ps: Vec<Participant> = (0..4).map(|_| a.register().unwrap()).collect();
+    for p in &ps {
+        assert!(p.has_liveness_lock());
+        a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, 1, ns + 1);
+    }
+    assert_eq!(a.reap_dead(), 0);
+    drop(ps);
+    let q = a.register().unwrap();
+    assert_eq!(q.slot(), 0, "the freed slot 0 was not claimed again");
+    assert!(q.has_liveness_lock());
+    a.disguise_owner_for_tests(q.slot(), NO_SUCH_PID, 1, ns + 1);
+    assert_eq!(a.reap_dead(), 0, "a reclaimed slot's new owner was reaped");
+}

@@ -291,6 +291,17 @@ fn touch_delete_flush_and_admin() {
     );
     std::thread::sleep(Duration::from_millis(1300));
     c.check(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
+    // An absolute time already past flushes at once, before the next command runs
+    // (memcached 1.6.18 does the same).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    c.check(format!("flush_all {}\r\nget a\r\n", now - 1).as_bytes(), b"OK\r\nEND\r\n");
+    // One before the server started (memcached dates its start 62 s early) flushes nothing
+    // and cancels a pending flush.
+    c.check(b"set a 0 0 1\r\nx\r\nflush_all 1\r\n", b"STORED\r\nOK\r\n");
+    c.check(b"flush_all 1000000000\r\nget a\r\n", b"OK\r\nVALUE a 0 1\r\nx\r\nEND\r\n");
+    c.check(format!("flush_all {}\r\nget a\r\n", now - 70).as_bytes(), b"OK\r\nVALUE a 0 1\r\nx\r\nEND\r\n");
+    std::thread::sleep(Duration::from_millis(1300));
+    c.check(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
 
     c.check(b"version\r\n", b"VERSION 1.6.21\r\n");
     c.check(b"version extra tokens\r\n", b"VERSION 1.6.21\r\n");

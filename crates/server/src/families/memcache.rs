@@ -251,6 +251,10 @@ impl McServer {
 
 /// An exptime (memcached's rules, see [`McExpiry`]) as an absolute expiry in Unix ms, 0 for
 /// never. Expired-at-once becomes 1 ms after the epoch: in the past, but not "never".
+/// memcached's `ITEM_UPDATE_INTERVAL`: it dates its start this many seconds (and 2 more)
+/// early, which decides which absolute `flush_all` times count as before the start.
+const ITEM_UPDATE_INTERVAL: u64 = 60;
+
 fn deadline_ms(exptime: i64, now: u64) -> u64 {
     match McExpiry::from_exptime(exptime) {
         McExpiry::Never => 0,
@@ -766,18 +770,25 @@ impl<'a> Mc<'a> {
 
     /// # Format
     /// `flush_all [delay] [noreply]` → `OK`. A positive delay (memcached exptime rules)
-    /// empties database 0 at that time; a later `flush_all` replaces a pending one.
+    /// empties database 0 at that time; a later `flush_all` replaces a pending one. As in
+    /// memcached, an absolute time already past flushes now, and one before the server's
+    /// start (memcached's `process_started`, which is 62 s before it really started) only
+    /// cancels a pending flush: `realtime()` maps it to 1, and `oldest_live` to 0.
     fn cmd_flush_all(&mut self, delay: Option<i32>, noreply: bool) -> Result<(), EngineError> {
         self.count(C::CmdFlush);
-        match delay {
-            Some(d) if d > 0 => {
-                let at = deadline_ms(i64::from(d), now_ms());
-                self.st.schedule_flush(self.h.store(), Some(at));
-            }
-            _ => {
-                self.st.schedule_flush(self.h.store(), None);
-                self.h.flushdb(DB)?;
-            }
+        let now = now_ms();
+        let at = match delay {
+            Some(d) if d > 0 => deadline_ms(i64::from(d), now),
+            _ => now,
+        };
+        let process_started = (now - self.shared.uptime_ms()) / 1000 - (ITEM_UPDATE_INTERVAL + 2);
+        if matches!(delay.map(|d| McExpiry::from_exptime(d.into())), Some(McExpiry::Absolute(t)) if t <= process_started) {
+            self.st.schedule_flush(self.h.store(), None);
+        } else if at > now {
+            self.st.schedule_flush(self.h.store(), Some(at));
+        } else {
+            self.st.schedule_flush(self.h.store(), None);
+            self.h.flushdb(DB)?;
         }
         if !noreply {
             reply::ok(self.out);

@@ -52,6 +52,8 @@ mod participant;
 use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+#[cfg(test)]
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -63,7 +65,7 @@ use map::Mapping;
 /// `b"LARDER\0\x01"`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"LARDER\x00\x01");
 /// Bumped whenever any shared layout changes; attaching to another version is refused.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 /// Granularity of stored offsets: offsets are `u32` counts of 8-byte units.
 pub const UNIT: u64 = 8;
 /// The largest arena a `u32` unit offset can address.
@@ -190,6 +192,9 @@ pub struct Arena {
     seed: u64,
     recovery: OnceLock<RecoveryHandler>,
     count_repair: OnceLock<RecoveryHandler>,
+    /// Tests: treat every owner as living in another pid namespace (lock only, no /proc).
+    #[cfg(test)]
+    all_foreign_for_tests: AtomicBool,
 }
 
 impl std::fmt::Debug for Arena {
@@ -395,6 +400,8 @@ impl Arena {
             seed,
             recovery: OnceLock::new(),
             count_repair: OnceLock::new(),
+            #[cfg(test)]
+            all_foreign_for_tests: AtomicBool::new(false),
         }
     }
 

@@ -20,8 +20,10 @@
 //! dead through `/proc`, and reaping a live owner hands its locks to someone else. So an
 //! owner also holds a lock that the kernel releases when it dies: before claiming slot `i`
 //! it takes an open-file-description lock on byte `i` of the segment's file, through a
-//! description of its own, and keeps it until it has freed the slot (the state's LOCKED
-//! bit says it does). [`Arena::owner_alive`] combines the two signals.
+//! description of its own, and closes that description only after freeing the slot (the
+//! state's LOCKED bit says it holds one). A reaper takes the same byte before it reaps, so
+//! claiming and reaping exclude each other; see [`Arena::reap`] for the two cases in which
+//! /proc still decides.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -86,6 +88,8 @@ pub struct SlotInfo {
     pub epoch: u64,
     pub retired: u32,
     pub intent: u64,
+    /// Whether the owner holds the slot's liveness lock (else it is judged by its pid).
+    pub locked: bool,
 }
 
 /// A thread's membership in the arena: its epoch, allocator cache and lock identity.
@@ -111,6 +115,8 @@ pub struct Participant {
     /// after its unlink is published, so it must not fail for want of memory (a DEL in a
     /// full arena would answer an error for a key it did delete).
     overflow: Cell<Vec<(u64, u32)>>,
+    /// The slot's state word while this participant owns it.
+    word: u64,
     /// The open file description holding this slot's liveness lock, if it took one. Closed
     /// (releasing the lock) only after `drop` has freed the slot.
     _liveness: Option<std::os::fd::OwnedFd>,
@@ -148,6 +154,22 @@ fn self_identity() -> (u64, u64) {
 /// locks are advisory, so they may lie over the header.
 fn liveness_byte(slot: u32) -> u64 {
     slot as u64
+}
+
+/// Whether this process's /proc shows every process of its pid namespace: the last proc
+/// mounted on /proc has no `hidepid` (or `hidepid=0`/`off`). Read once per process.
+fn proc_shows_all() -> bool {
+    static ALL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALL.get_or_init(|| std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| mountinfo_shows_all(&m)))
+}
+
+/// [`proc_shows_all`] from the text of a `mountinfo` file.
+pub(crate) fn mountinfo_shows_all(m: &str) -> bool {
+    // "id parent dev root MOUNTPOINT opts [tags] - fstype source SUPEROPTS"
+    m.lines().filter(|l| l.split(' ').nth(4) == Some("/proc") && l.contains(" - proc ")).next_back().is_some_and(|l| {
+        let opts = l.rsplit(' ').next().unwrap_or("");
+        !opts.split(',').any(|o| o.strip_prefix("hidepid=").is_some_and(|v| v != "0" && v != "off"))
+    })
 }
 
 /// Field 22 of /proc/PID/stat, and whether the process is a zombie or dead (state Z or X).
@@ -233,7 +255,10 @@ impl Arena {
 
     /// A new open file description of the segment's file, for a participant's liveness lock
     /// (a lock belongs to its description, so each participant needs its own). None where
-    /// /proc cannot reopen the descriptor: such a participant is judged by its pid alone.
+    /// /proc cannot reopen the descriptor (no /proc, a non-dumpable process, no descriptors
+    /// left): such a participant is judged by its pid alone, and `larder segment info` shows
+    /// `liveness=pid` for it. Reopening by name instead could find another segment created
+    /// since under the same name.
     fn liveness_description(&self) -> Option<std::os::fd::OwnedFd> {
         use std::os::fd::AsRawFd;
         let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
@@ -264,7 +289,9 @@ impl Arena {
                 let locked = match &liveness {
                     Some(fd) => match crate::map::ofd::try_lock(fd.as_fd(), liveness_byte(slot)) {
                         Ok(true) => LOCKED,
-                        Ok(false) => continue, // someone is claiming it right now
+                        // Held: someone is claiming or reaping it, or a child forked by its last
+                        // owner still has that owner's description open.
+                        Ok(false) => continue,
                         Err(_) => 0,
                     },
                     None => 0,
@@ -295,6 +322,7 @@ impl Arena {
                     pending: Cell::new(0),
                     retiring: Cell::new(false),
                     overflow: Cell::new(Vec::new()),
+                    word: claimed | LIVE,
                     _liveness: if locked == LOCKED { liveness } else { None },
                 });
             }
@@ -302,58 +330,121 @@ impl Arena {
         Err(Error::NoSlot(self.max_participants))
     }
 
-    /// Whether the owner of `slot`, whose state word is `cur` (CLAIMING or LIVE), is alive.
-    ///
-    /// An owner holding its liveness lock is alive while the lock is held, whatever its pid
-    /// shows from here: it may live in another pid namespace. Two exceptions rest on /proc,
-    /// and only where the owner shares this process's pid namespace (so its pid means the
-    /// same here): a held lock whose owner /proc shows gone (a child forked without exec
-    /// keeps the description open), and a released lock whose owner /proc shows running (it
-    /// closed every descriptor, as daemons do; trusting /proc is what every owner without
-    /// a lock gets).
-    pub(crate) fn owner_alive(&self, slot: u32, cur: u64) -> bool {
-        use std::os::fd::AsFd;
-        let pid = (cur >> 8) as u32;
+    /// The owner recorded in `slot` (state word `cur`): pid-namespace inode, pid, and start
+    /// time (0, meaning any, while it is still CLAIMING and may not have written it).
+    fn owner_identity(&self, slot: u32, cur: u64) -> (u64, u32, u64) {
         let field = |f| self.slot_u64(slot, f).map(|s| s.load(Ordering::Relaxed)).unwrap_or(0);
         let start = if cur & KIND == CLAIMING { 0 } else { field(S_START) };
-        if cur & LOCKED == 0 {
-            return proc_says(pid, start) == Seen::Alive;
+        (field(S_PIDNS), (cur >> 8) as u32, start)
+    }
+
+    #[cfg(test)]
+    fn foreign(&self) -> bool {
+        self.all_foreign_for_tests.load(Ordering::Relaxed)
+    }
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn foreign(&self) -> bool {
+        false
+    }
+
+    /// Whether /proc shows the owner of `slot` gone: it shares this pid namespace (both
+    /// inodes known and equal, so its pid means the same here), and its pid now names
+    /// another process or a zombie, or nothing where /proc hides no process.
+    fn proc_shows_gone(&self, slot: u32, cur: u64) -> bool {
+        let (ns, pid, start) = self.owner_identity(slot, cur);
+        let (_, own) = self_identity();
+        if ns == 0 || own == 0 || ns != own || self.foreign() {
+            return false;
         }
-        let (_, own_ns) = self_identity();
-        let ns = field(S_PIDNS);
-        let seen = if ns == 0 || own_ns == 0 || ns == own_ns { proc_says(pid, start) } else { Seen::Absent };
-        // If the kernel cannot say, the owner is taken for alive: a wrong "dead" is the
-        // harmful mistake.
-        let held = crate::map::ofd::held_by_other(self.fd.as_fd(), liveness_byte(slot)).unwrap_or(true);
-        if held { seen != Seen::Dead } else { seen == Seen::Alive }
+        match proc_says(pid, start) {
+            Seen::Alive => false,
+            Seen::Dead => true,
+            Seen::Absent => proc_shows_all(),
+        }
+    }
+
+    /// Whether /proc shows the owner of `slot` running. An unknown namespace counts as this
+    /// one: the answer errs towards alive.
+    fn proc_shows_running(&self, slot: u32, cur: u64) -> bool {
+        let (ns, pid, start) = self.owner_identity(slot, cur);
+        let (_, own) = self_identity();
+        if (ns != 0 && own != 0 && ns != own) || self.foreign() {
+            return false;
+        }
+        proc_says(pid, start) == Seen::Alive
+    }
+
+    /// Takes `slot`'s liveness byte through a new description of this process's own, if
+    /// nobody holds it. Closing the description gives it back.
+    fn take_liveness_byte(&self, slot: u32) -> Option<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        // One query first: a held byte, the usual answer, needs no new description. An
+        // error counts as held: a wrong "dead" is the harmful mistake.
+        if crate::map::ofd::held_by_other(self.fd.as_fd(), liveness_byte(slot)).unwrap_or(true) {
+            return None;
+        }
+        let fd = self.liveness_description()?;
+        matches!(crate::map::ofd::try_lock(fd.as_fd(), liveness_byte(slot)), Ok(true)).then_some(fd)
     }
 
     /// Reaps `slot` if its process is dead: finishes its intent, leaves its epoch, bumps its
     /// generation (which frees every lock it held) and frees the slot. Returns whether the
     /// slot is now known not to belong to a live process.
+    ///
+    /// An owner without a liveness lock is judged by /proc. For one with a lock, the reaper
+    /// takes the slot's byte itself: it gets it only once the owner's description is closed,
+    /// and while it holds it nobody can claim the slot, so the state word cannot pass to a
+    /// new owner between the judgement and the exchange. It keeps the byte until the slot
+    /// is free (a REAPING state with LOCKED set says so; if the reaper dies, the next one
+    /// takes over). Two judgements rest on /proc in this pid namespace: a released byte
+    /// whose owner still runs (it closed its descriptors, as daemons do) is alive, and a
+    /// held byte whose owner is gone is dead (a child forked without exec keeps the
+    /// description open); that one is reaped without the byte, which nobody can take
+    /// while the child holds it.
     pub fn reap(&self, slot: u32) -> bool {
         let Ok(state) = self.slot_u64(slot, S_STATE) else { return false };
         let cur = state.load(Ordering::Acquire);
-        let kind = cur & KIND;
-        if kind == FREE {
+        if cur & KIND == FREE {
             return true;
         }
-        if kind == REAPING {
-            return false; // someone else is at it
+        if cur & LOCKED == 0 {
+            let (_, pid, start) = self.owner_identity(slot, cur);
+            if cur & KIND == REAPING || proc_says(pid, start) == Seen::Alive {
+                return false;
+            }
+            return self.finish_reap(state, slot, cur, None);
         }
+        match self.take_liveness_byte(slot) {
+            Some(byte) => {
+                let cur = state.load(Ordering::Acquire);
+                if cur & KIND == FREE {
+                    return true;
+                }
+                if cur & LOCKED == 0 || (cur & KIND != REAPING && self.proc_shows_running(slot, cur)) {
+                    return false;
+                }
+                self.finish_reap(state, slot, cur, Some(byte))
+            }
+            None => {
+                if cur & KIND == REAPING || !self.proc_shows_gone(slot, cur) {
+                    return false;
+                }
+                self.finish_reap(state, slot, cur, None)
+            }
+        }
+    }
+
+    /// The reaping itself, once the owner of `cur` is known dead. `byte`: the slot's
+    /// liveness byte, held by this reaper until the slot is free.
+    fn finish_reap(&self, state: &AtomicU64, slot: u32, cur: u64, byte: Option<std::os::fd::OwnedFd>) -> bool {
         let pid = (cur >> 8) as u32;
-        if self.owner_alive(slot, cur) {
-            return false;
+        let reaping = (pid as u64) << 8 | REAPING | if byte.is_some() { LOCKED } else { 0 };
+        #[cfg(test)]
+        if self.foreign() {
+            std::thread::yield_now(); // widen the window the race test aims at
         }
-        let reaping = (pid as u64) << 8 | REAPING;
         if state.compare_exchange(cur, reaping, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            return false;
-        }
-        // Between the check and the exchange the owner may have freed the slot and another
-        // thread of the same process claimed it, leaving the same state word. Such a new
-        // owner took the slot's lock before claiming it, so asking again now is exact.
-        if cur & LOCKED != 0 && self.owner_alive(slot, cur) {
-            let _ = state.compare_exchange(reaping, cur, Ordering::AcqRel, Ordering::Relaxed);
             return false;
         }
         let intent = self.slot_u64(slot, S_INTENT).map(|i| i.load(Ordering::Acquire)).unwrap_or(0);
@@ -388,6 +479,7 @@ impl Arena {
             g.fetch_add(1, Ordering::AcqRel);
         }
         state.store(FREE, Ordering::Release);
+        drop(byte); // only now may the slot be claimed again
         true
     }
 
@@ -424,6 +516,7 @@ impl Arena {
                     epoch: ep >> 1,
                     retired: self.slot_u32(slot, S_RETIRE_COUNT).ok()?.load(Ordering::Relaxed),
                     intent: self.slot_u64(slot, S_INTENT).ok()?.load(Ordering::Relaxed),
+                    locked: st & LOCKED != 0,
                 })
             })
             .collect()
@@ -880,8 +973,10 @@ impl Drop for Participant {
         if let Ok(g) = a.slot_u32(self.slot, S_GEN) {
             g.fetch_add(1, Ordering::AcqRel);
         }
+        // Only its own word: a slot a reaper has taken (it judged this owner dead, as it may
+        // when a forked child is the one dropping) is the reaper's to free.
         if let Ok(s) = a.slot_u64(self.slot, S_STATE) {
-            s.store(FREE, Ordering::Release);
+            let _ = s.compare_exchange(self.word, FREE, Ordering::Release, Ordering::Relaxed);
         }
     }
 }
@@ -902,6 +997,11 @@ impl Arena {
     pub(crate) fn identity_for_tests() -> (u64, u64) {
         self_identity()
     }
+
+    /// From now on, every owner counts as living in another pid namespace.
+    pub(crate) fn all_foreign_for_tests(&self) {
+        self.all_foreign_for_tests.store(true, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -916,5 +1016,12 @@ impl Participant {
     /// descriptor would.
     pub(crate) fn close_liveness_for_tests(&mut self) {
         self._liveness = None;
+    }
+
+    /// Whether the slot is still this participant's: its state word and generation.
+    pub(crate) fn still_owns_slot(&self) -> bool {
+        let a = &self.arena;
+        a.slot_u64(self.slot, S_STATE).unwrap().load(Ordering::Acquire) == self.word
+            && a.slot_u32(self.slot, S_GEN).unwrap().load(Ordering::Acquire) & GEN_MASK == self.lock_word & GEN_MASK
     }
 }

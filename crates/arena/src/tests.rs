@@ -577,16 +577,16 @@ fn an_owner_holding_its_liveness_lock_is_alive_whatever_its_pid_shows() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
     let p = a.register().unwrap();
     assert!(p.has_liveness_lock(), "a participant took no liveness lock");
-    let (start, ns) = Arena::identity_for_tests();
+    assert!(a.slots()[p.slot() as usize].locked);
+    let (_, ns) = Arena::identity_for_tests();
     assert_ne!(ns, 0, "no pid namespace inode from /proc/self/ns/pid");
-    // Another namespace: its pid is unknown here, or here names some other process.
+    // Recorded namespace differs from ours: its pid is unknown here, or names another
+    // process (pid 1, with another start time).
     a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, 777, ns + 1);
     assert!(!a.reap(p.slot()), "a live owner in another pid namespace was reaped");
     a.disguise_owner_for_tests(p.slot(), 1, 777, ns + 1);
     assert!(!a.reap(p.slot()), "a live owner in another pid namespace was reaped (pid 1 here)");
-    // This namespace, but hidden from this /proc (hidepid): absent, yet alive.
-    a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, start, ns);
-    assert_eq!(a.reap_dead(), 0, "a live owner hidden from /proc was reaped");
+    assert_eq!(a.reap_dead(), 0);
     assert_eq!(a.slots()[p.slot() as usize].state, "live");
 }
 
@@ -598,25 +598,45 @@ fn a_released_liveness_lock_is_a_dead_owner_unless_proc_shows_it_running() {
     let (start, ns) = Arena::identity_for_tests();
     let mut p = a.register().unwrap();
     p.close_liveness_for_tests();
-    // Its real pid, start and namespace: /proc shows it running.
     assert!(!a.reap(p.slot()), "a running owner that closed its lock description was reaped");
-    // The same owner seen from another namespace: only the lock speaks, and it is released.
     a.disguise_owner_for_tests(p.slot(), 1, start, ns + 1);
     assert!(a.reap(p.slot()), "a dead owner in another pid namespace was not reaped");
     assert_eq!(a.slots()[p.slot() as usize].state, "free");
 }
 
-/// A held lock whose owner /proc shows gone, in the same namespace, is a dead owner: a child
-/// forked without exec keeps the description (and its lock) open.
+/// A held lock whose owner /proc shows gone, in this namespace, is a dead owner: a child
+/// forked without exec keeps the description (and its lock) open after its parent exits.
+/// Gone is a reused pid (another start time) or, where /proc hides nothing, no such pid.
 #[test]
 fn a_held_liveness_lock_whose_owner_proc_shows_gone_is_a_dead_owner() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
     let (start, ns) = Arena::identity_for_tests();
     let p = a.register().unwrap();
-    let pid = std::process::id();
-    // Our pid with another start time: the pid was reused.
-    a.disguise_owner_for_tests(p.slot(), pid, start + 1, ns);
-    assert!(a.reap(p.slot()), "an owner /proc shows gone was kept for its inherited lock");
+    a.disguise_owner_for_tests(p.slot(), std::process::id(), start + 1, ns);
+    assert!(a.reap(p.slot()), "an owner whose pid was reused was kept for its inherited lock");
+    // The slot is claimable again once the description holding its byte is closed.
+    let slot = p.slot();
+    drop(p);
+    let q = a.register().unwrap();
+    assert_eq!(q.slot(), slot);
+    a.disguise_owner_for_tests(q.slot(), NO_SUCH_PID, start, ns);
+    let hidden = !crate::participant::mountinfo_shows_all(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
+    assert_eq!(a.reap(q.slot()), !hidden, "an exited owner (hidepid: {hidden}) was judged wrongly");
+}
+
+#[test]
+fn hidepid_is_read_from_mountinfo() {
+    use crate::participant::mountinfo_shows_all;
+    let line = |opts: &str| format!("22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc {opts}\n");
+    assert!(mountinfo_shows_all(&line("rw")));
+    assert!(mountinfo_shows_all(&line("rw,hidepid=0")));
+    assert!(mountinfo_shows_all(&line("rw,hidepid=off,subset=pid")));
+    assert!(!mountinfo_shows_all(&line("rw,hidepid=2")));
+    assert!(!mountinfo_shows_all(&line("rw,hidepid=invisible")));
+    // The last proc mounted on /proc wins; other mount points do not count.
+    assert!(!mountinfo_shows_all(&(line("rw") + &line("rw,hidepid=invisible"))));
+    assert!(mountinfo_shows_all(&(line("rw") + "30 1 0:50 / /mnt/proc rw - proc proc rw,hidepid=2\n")));
+    assert!(!mountinfo_shows_all("25 1 0:23 / /sys rw - sysfs sysfs rw\n"), "no /proc: nothing is known");
 }
 
 /// Threads of one process each hold their own slot's lock, and a slot freed by one is
@@ -624,17 +644,64 @@ fn a_held_liveness_lock_whose_owner_proc_shows_gone_is_a_dead_owner() {
 #[test]
 fn liveness_locks_follow_their_slots() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
-    let (_, ns) = Arena::identity_for_tests();
+    a.all_foreign_for_tests();
     let ps: Vec<Participant> = (0..4).map(|_| a.register().unwrap()).collect();
-    for p in &ps {
-        assert!(p.has_liveness_lock());
-        a.disguise_owner_for_tests(p.slot(), NO_SUCH_PID, 1, ns + 1);
-    }
+    assert!(ps.iter().all(|p| p.has_liveness_lock()));
     assert_eq!(a.reap_dead(), 0);
     drop(ps);
+    assert!(a.slots().iter().all(|s| s.state == "free"));
     let q = a.register().unwrap();
     assert_eq!(q.slot(), 0, "the freed slot 0 was not claimed again");
     assert!(q.has_liveness_lock());
-    a.disguise_owner_for_tests(q.slot(), NO_SUCH_PID, 1, ns + 1);
     assert_eq!(a.reap_dead(), 0, "a reclaimed slot's new owner was reaped");
+    assert!(q.still_owns_slot());
+}
+
+/// Owners claim and free one slot over and over while reapers look at it, every owner
+/// judged by its lock alone (as from another pid namespace). No live owner may lose its
+/// slot. Found by review: a reaper that judged, then exchanged, could take a slot that a
+/// sibling thread had claimed in between with the same state word.
+#[test]
+fn reapers_never_take_a_slot_from_a_live_owner() {
+    use std::sync::atomic::AtomicBool;
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 64 << 20, max_participants: 1 }).unwrap();
+    a.all_foreign_for_tests();
+    let stop = Arc::new(AtomicBool::new(false));
+    let lost = Arc::new(AtomicU64::new(0));
+    let claims = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for _ in 0..3 {
+        let (a, stop) = (a.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                a.reap(0);
+            }
+        }));
+    }
+    for _ in 0..4 {
+        let (a, stop, lost, claims) = (a.clone(), stop.clone(), lost.clone(), claims.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(p) = a.register() else {
+                    std::thread::yield_now();
+                    continue;
+                };
+                claims.fetch_add(1, Ordering::Relaxed);
+                for _ in 0..3 {
+                    std::thread::yield_now();
+                    if !p.still_owns_slot() {
+                        lost.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(claims.load(Ordering::Relaxed) > 1000, "too few claims: {}", claims.load(Ordering::Relaxed));
+    assert_eq!(lost.load(Ordering::Relaxed), 0, "live owners lost their slot to a reaper");
 }

@@ -113,7 +113,15 @@ fn segment(op: SegmentOp) -> Result<(), String> {
             drop(h);
             for s in a.slots() {
                 if s.state != "free" {
-                    println!("slot {:<4} pid={} state={} pinned={} retired={}", s.slot, s.pid, s.state, s.pinned, s.retired);
+                    println!(
+                        "slot {:<4} pid={} state={} liveness={} pinned={} retired={}",
+                        s.slot,
+                        s.pid,
+                        s.state,
+                        if s.locked { "lock" } else { "pid" },
+                        s.pinned,
+                        s.retired
+                    );
                 }
             }
             Ok(())

@@ -287,6 +287,81 @@ pub(crate) mod ofd {
         fcntl(fd, libc::F_OFD_GETLK, &mut f)?;
         Ok(f.l_type as libc::c_int != libc::F_UNLCK)
     }
+
+    use std::os::fd::{AsFd, OwnedFd, RawFd};
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// Descriptors that hold liveness locks in this process, as fd + 1 (0: empty entry).
+    /// A child forked without exec would otherwise share their descriptions, keeping a dead
+    /// parent's slots "alive" for as long as it runs; the fork handler below lets go of them.
+    static REGISTRY: [AtomicI32; 4096] = [const { AtomicI32::new(0) }; 4096];
+
+    /// A descriptor whose description holds (or may take) liveness locks, listed in
+    /// [`REGISTRY`] for its lifetime. If the registry is full it is simply not listed: a
+    /// child forked then keeps its locks held until it exits or execs.
+    pub(crate) struct LockFd {
+        fd: OwnedFd,
+        entry: Option<usize>,
+    }
+
+    impl LockFd {
+        pub(crate) fn new(fd: OwnedFd) -> LockFd {
+            install_fork_handler();
+            let v = fd.as_raw_fd() + 1;
+            let entry = REGISTRY.iter().position(|e| e.compare_exchange(0, v, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+            LockFd { fd, entry }
+        }
+    }
+
+    impl AsFd for LockFd {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.fd.as_fd()
+        }
+    }
+
+    impl Drop for LockFd {
+        fn drop(&mut self) {
+            if let Some(i) = self.entry {
+                REGISTRY[i].store(0, Ordering::Release);
+            }
+            // Then `fd` closes, releasing the locks if no other descriptor shares them.
+        }
+    }
+
+    /// Points every descriptor listed in `registry` at /dev/null instead (so its number stays
+    /// valid for whoever closes it later), which drops this process's share of the
+    /// description and with it, if it was the last, the description's locks. Uses only
+    /// async-signal-safe calls: it runs in a freshly forked child.
+    pub(crate) fn let_go(registry: &[AtomicI32]) {
+        // SAFETY: open with a NUL-terminated path; the result is checked.
+        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if null < 0 {
+            return;
+        }
+        for e in registry {
+            let v: RawFd = e.load(Ordering::Acquire);
+            if v > 0 && v - 1 != null {
+                // SAFETY: dup3 onto a descriptor this process owns (listed while open); it
+                // replaces it atomically and touches no memory.
+                unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) };
+            }
+        }
+        // SAFETY: `null` was opened above and is not used again.
+        unsafe { libc::close(null) };
+    }
+
+    extern "C" fn in_forked_child() {
+        let_go(&REGISTRY);
+    }
+
+    fn install_fork_handler() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: registers a handler that only does async-signal-safe work (see let_go),
+            // as a handler run in a forked child must; it is installed once.
+            unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+        });
+    }
 }
 
 /// `copy_nonoverlapping(src, dst, n)`, with copies of up to 32 bytes done inline as two

@@ -3,7 +3,9 @@
 //! Slot layout (128 bytes, all little-endian atomics):
 //!
 //! ```text
-//!   0  state   u64  pid << 8 | LOCKED(0x10)? | FREE(0) CLAIMING(1) LIVE(2) REAPING(3)
+//!   0  state   u64  gen(24 bits) << 40 | pid << 8 | LOCKED(0x10)? | FREE(0) CLAIMING(1)
+//!                   LIVE(2) REAPING(3). The generation makes every claim's word new, so an
+//!                   exchange from a word read earlier fails if the slot changed hands since.
 //!   8  gen     u32  bumped each time the slot is freed; lock words carry its low 22 bits
 //!  16  start   u64  the process's start time (clock ticks since boot, /proc/PID/stat)
 //!  24  epoch   u64  epoch << 1 | active
@@ -22,14 +24,16 @@
 //! it takes an open-file-description lock on byte `i` of the segment's file, through a
 //! description of its own, and closes that description only after freeing the slot (the
 //! state's LOCKED bit says it holds one). A reaper takes the same byte before it reaps, so
-//! claiming and reaping exclude each other; see [`Arena::reap`] for the two cases in which
-//! /proc still decides.
+//! claiming and reaping exclude each other, and a held byte is a live owner; see
+//! [`Arena::reap`]. A child forked without exec would share the descriptions and keep the
+//! locks of a parent that has died: a fork handler (`map::ofd`) lets go of them in the child.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::{Arena, Error, H_EPOCH, H_SLOT_HWM};
+use crate::map::ofd::LockFd;
 
 const S_STATE: u64 = 0;
 const S_GEN: u64 = 8;
@@ -50,8 +54,18 @@ const LIVE: u64 = 2;
 const REAPING: u64 = 3;
 /// The state's kind bits (FREE..REAPING).
 const KIND: u64 = 0x0f;
-/// Set in a CLAIMING or LIVE state whose owner holds its slot's liveness lock.
+/// Set in a CLAIMING or LIVE state whose owner holds its slot's liveness lock, and in a
+/// REAPING state whose reaper does.
 const LOCKED: u64 = 0x10;
+/// The state word's generation field (the low 24 bits of the slot's `gen`).
+const WORD_GEN_SHIFT: u32 = 40;
+const WORD_GEN: u64 = 0xff_ffff << WORD_GEN_SHIFT;
+const PID_MASK: u64 = 0xffff_ffff << 8;
+
+/// The FREE state word after the generation became `gen`.
+fn free_word(gen: u32) -> u64 {
+    ((gen as u64) << WORD_GEN_SHIFT) & WORD_GEN
+}
 
 const GEN_BITS: u32 = 22;
 const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
@@ -117,9 +131,12 @@ pub struct Participant {
     overflow: Cell<Vec<(u64, u32)>>,
     /// The slot's state word while this participant owns it.
     word: u64,
+    /// The process that claimed the slot. A child forked without exec has a copy of this
+    /// participant; dropping that copy must leave the parent's slot alone.
+    pid: u32,
     /// The open file description holding this slot's liveness lock, if it took one. Closed
     /// (releasing the lock) only after `drop` has freed the slot.
-    _liveness: Option<std::os::fd::OwnedFd>,
+    _liveness: Option<LockFd>,
 }
 
 /// Proof that the holder is inside an epoch: memory it reads stays allocated until the
@@ -135,17 +152,24 @@ impl Drop for Guard<'_> {
     }
 }
 
-/// This process's start time and pid namespace inode (0 where /proc does not say),
-/// looked up once per process (a forked child looks again).
+fn getpid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
+}
+
+/// This process's start time and pid namespace inode, looked up once per process (a forked
+/// child looks again). The inode is 0, unknown, where /proc does not speak for this pid
+/// namespace (`/proc/self` is not our pid: a /proc mounted for another namespace), since
+/// then no pid it shows means what the slot's pid means.
 fn self_identity() -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     use std::sync::Mutex;
     static CACHE: Mutex<(u32, u64, u64)> = Mutex::new((0, 0, 0));
-    let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let pid = getpid();
     let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if c.0 != pid {
-        let ns = std::fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).unwrap_or(0);
-        *c = (pid, proc_start_time(pid).unwrap_or(0), ns);
+        let ours = std::fs::read_link("/proc/self").is_ok_and(|p| p.as_os_str() == pid.to_string().as_str());
+        let ns = if ours { std::fs::metadata("/proc/self/ns/pid").map(|m| m.ino()).unwrap_or(0) } else { 0 };
+        *c = (pid, if ours { proc_start_time(pid).unwrap_or(0) } else { 0 }, ns);
     }
     (c.1, c.2)
 }
@@ -166,7 +190,7 @@ fn proc_shows_all() -> bool {
 /// [`proc_shows_all`] from the text of a `mountinfo` file.
 pub(crate) fn mountinfo_shows_all(m: &str) -> bool {
     // "id parent dev root MOUNTPOINT opts [tags] - fstype source SUPEROPTS"
-    m.lines().filter(|l| l.split(' ').nth(4) == Some("/proc") && l.contains(" - proc ")).next_back().is_some_and(|l| {
+    m.lines().rfind(|l| l.split(' ').nth(4) == Some("/proc") && l.contains(" - proc ")).is_some_and(|l| {
         let opts = l.rsplit(' ').next().unwrap_or("");
         !opts.split(',').any(|o| o.strip_prefix("hidepid=").is_some_and(|v| v != "0" && v != "off"))
     })
@@ -259,16 +283,16 @@ impl Arena {
     /// left): such a participant is judged by its pid alone, and `larder segment info` shows
     /// `liveness=pid` for it. Reopening by name instead could find another segment created
     /// since under the same name.
-    fn liveness_description(&self) -> Option<std::os::fd::OwnedFd> {
+    fn liveness_description(&self) -> Option<LockFd> {
         use std::os::fd::AsRawFd;
         let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
-        std::fs::OpenOptions::new().read(true).write(true).open(path).ok().map(Into::into)
+        std::fs::OpenOptions::new().read(true).write(true).open(path).ok().map(|f| LockFd::new(f.into()))
     }
 
     /// Claims a participant slot for the calling thread.
     pub fn register(self: &Arc<Self>) -> Result<Participant, Error> {
         use std::os::fd::AsFd;
-        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let pid = getpid();
         let (start, pidns) = self_identity();
         let liveness = self.liveness_description();
         for pass in 0..2 {
@@ -296,11 +320,14 @@ impl Arena {
                     },
                     None => 0,
                 };
-                let claimed = (pid as u64) << 8 | locked;
-                if state.compare_exchange(cur, claimed | CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                let claimed = (cur & WORD_GEN) | (pid as u64) << 8 | locked;
+                let unlock = || {
                     if let (Some(fd), LOCKED) = (&liveness, locked) {
                         let _ = crate::map::ofd::unlock(fd.as_fd(), liveness_byte(slot));
                     }
+                };
+                if state.compare_exchange(cur, claimed | CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                    unlock();
                     continue;
                 }
                 self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
@@ -309,7 +336,12 @@ impl Arena {
                 self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
                 self.slot_u64(slot, S_COUNTING)?.store(0, Ordering::Relaxed);
                 let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
-                state.store(claimed | LIVE, Ordering::Release);
+                // Nobody reaps a CLAIMING slot whose claimer may live (see reap), so this
+                // exchange fails only if the arena is corrupt.
+                if state.compare_exchange(claimed | CLAIMING, claimed | LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                    unlock();
+                    continue;
+                }
                 self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::AcqRel);
                 return Ok(Participant {
                     arena: self.clone(),
@@ -323,6 +355,7 @@ impl Arena {
                     retiring: Cell::new(false),
                     overflow: Cell::new(Vec::new()),
                     word: claimed | LIVE,
+                    pid,
                     _liveness: if locked == LOCKED { liveness } else { None },
                 });
             }
@@ -348,9 +381,10 @@ impl Arena {
         false
     }
 
-    /// Whether /proc shows the owner of `slot` gone: it shares this pid namespace (both
-    /// inodes known and equal, so its pid means the same here), and its pid now names
-    /// another process or a zombie, or nothing where /proc hides no process.
+    /// Whether /proc shows the owner of `slot` (state word `cur`, not CLAIMING) gone: it
+    /// shares this pid namespace (both inodes known and equal, so its pid means the same
+    /// here), and its pid now names another process or a zombie, or nothing where /proc
+    /// hides no process.
     fn proc_shows_gone(&self, slot: u32, cur: u64) -> bool {
         let (ns, pid, start) = self.owner_identity(slot, cur);
         let (_, own) = self_identity();
@@ -364,20 +398,21 @@ impl Arena {
         }
     }
 
-    /// Whether /proc shows the owner of `slot` running. An unknown namespace counts as this
-    /// one: the answer errs towards alive.
+    /// Whether /proc shows the owner of `slot` running, where it shares this pid namespace
+    /// (both inodes known and equal). An owner whose /proc did not speak for its namespace
+    /// recorded 0, and its pid may name anyone here.
     fn proc_shows_running(&self, slot: u32, cur: u64) -> bool {
         let (ns, pid, start) = self.owner_identity(slot, cur);
         let (_, own) = self_identity();
-        if (ns != 0 && own != 0 && ns != own) || self.foreign() {
+        if ns == 0 || own == 0 || ns != own || self.foreign() {
             return false;
         }
         proc_says(pid, start) == Seen::Alive
     }
 
     /// Takes `slot`'s liveness byte through a new description of this process's own, if
-    /// nobody holds it. Closing the description gives it back.
-    fn take_liveness_byte(&self, slot: u32) -> Option<std::os::fd::OwnedFd> {
+    /// nobody holds it. Dropping the result gives it back.
+    fn take_liveness_byte(&self, slot: u32) -> Option<LockFd> {
         use std::os::fd::AsFd;
         // One query first: a held byte, the usual answer, needs no new description. An
         // error counts as held: a wrong "dead" is the harmful mistake.
@@ -392,16 +427,20 @@ impl Arena {
     /// generation (which frees every lock it held) and frees the slot. Returns whether the
     /// slot is now known not to belong to a live process.
     ///
-    /// An owner without a liveness lock is judged by /proc. For one with a lock, the reaper
-    /// takes the slot's byte itself: it gets it only once the owner's description is closed,
-    /// and while it holds it nobody can claim the slot, so the state word cannot pass to a
-    /// new owner between the judgement and the exchange. It keeps the byte until the slot
-    /// is free (a REAPING state with LOCKED set says so; if the reaper dies, the next one
-    /// takes over). Two judgements rest on /proc in this pid namespace: a released byte
-    /// whose owner still runs (it closed its descriptors, as daemons do) is alive, and a
-    /// held byte whose owner is gone is dead (a child forked without exec keeps the
-    /// description open); that one is reaped without the byte, which nobody can take
-    /// while the child holds it.
+    /// - An owner with a liveness lock is alive while its byte is held. The reaper takes
+    ///   the byte itself: it gets it only once the owner's description is closed, and while
+    ///   it holds it nobody can claim the slot. It keeps it until the slot is free (REAPING
+    ///   with LOCKED set; if the reaper dies, the byte is released and the next reaper
+    ///   takes over, every step being idempotent). One exception: a released byte whose
+    ///   owner /proc shows running, in this pid namespace, is alive (it closed its
+    ///   descriptors, as daemons do).
+    /// - An owner without one (it could not reopen the file) is judged by /proc, and only
+    ///   where /proc speaks for its pid namespace; a CLAIMING one never (its fields may still
+    ///   be its predecessor's), nor a REAPING one (its reaper's death would leave the slot
+    ///   stuck: a known limit of this path).
+    ///
+    /// Every exchange compares the whole state word, generation included, so a word read
+    /// before the slot changed hands never matches.
     pub fn reap(&self, slot: u32) -> bool {
         let Ok(state) = self.slot_u64(slot, S_STATE) else { return false };
         let cur = state.load(Ordering::Acquire);
@@ -409,37 +448,26 @@ impl Arena {
             return true;
         }
         if cur & LOCKED == 0 {
-            let (_, pid, start) = self.owner_identity(slot, cur);
-            if cur & KIND == REAPING || proc_says(pid, start) == Seen::Alive {
+            if cur & KIND != LIVE || !self.proc_shows_gone(slot, cur) {
                 return false;
             }
             return self.finish_reap(state, slot, cur, None);
         }
-        match self.take_liveness_byte(slot) {
-            Some(byte) => {
-                let cur = state.load(Ordering::Acquire);
-                if cur & KIND == FREE {
-                    return true;
-                }
-                if cur & LOCKED == 0 || (cur & KIND != REAPING && self.proc_shows_running(slot, cur)) {
-                    return false;
-                }
-                self.finish_reap(state, slot, cur, Some(byte))
-            }
-            None => {
-                if cur & KIND == REAPING || !self.proc_shows_gone(slot, cur) {
-                    return false;
-                }
-                self.finish_reap(state, slot, cur, None)
-            }
+        let Some(byte) = self.take_liveness_byte(slot) else { return false };
+        let cur = state.load(Ordering::Acquire);
+        if cur & KIND == FREE {
+            return true;
         }
+        if cur & LOCKED == 0 || (cur & KIND == LIVE && self.proc_shows_running(slot, cur)) {
+            return false;
+        }
+        self.finish_reap(state, slot, cur, Some(byte))
     }
 
     /// The reaping itself, once the owner of `cur` is known dead. `byte`: the slot's
     /// liveness byte, held by this reaper until the slot is free.
-    fn finish_reap(&self, state: &AtomicU64, slot: u32, cur: u64, byte: Option<std::os::fd::OwnedFd>) -> bool {
-        let pid = (cur >> 8) as u32;
-        let reaping = (pid as u64) << 8 | REAPING | if byte.is_some() { LOCKED } else { 0 };
+    fn finish_reap(&self, state: &AtomicU64, slot: u32, cur: u64, byte: Option<LockFd>) -> bool {
+        let reaping = (cur & (WORD_GEN | PID_MASK)) | REAPING | if byte.is_some() { LOCKED } else { 0 };
         #[cfg(test)]
         if self.foreign() {
             std::thread::yield_now(); // widen the window the race test aims at
@@ -475,10 +503,8 @@ impl Arena {
         if let Ok(e) = self.slot_u64(slot, S_EPOCH) {
             e.store(0, Ordering::Release);
         }
-        if let Ok(g) = self.slot_u32(slot, S_GEN) {
-            g.fetch_add(1, Ordering::AcqRel);
-        }
-        state.store(FREE, Ordering::Release);
+        let gen = self.slot_u32(slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
+        state.store(free_word(gen), Ordering::Release);
         drop(byte); // only now may the slot be claimed again
         true
     }
@@ -960,7 +986,18 @@ impl Participant {
 
 impl Drop for Participant {
     fn drop(&mut self) {
+        if getpid() != self.pid {
+            return; // a forked child's copy: the slot is its parent's
+        }
         let a = &*self.arena;
+        let Ok(state) = a.slot_u64(self.slot, S_STATE) else { return };
+        // Take the slot out of LIVE first, as a reaper would (REAPING, LOCKED while this
+        // participant holds its byte, so no reaper interferes). A slot a reaper has already
+        // taken, judging this owner dead, is the reaper's, with its epoch, retire list and
+        // generation: touching them could now touch a new owner's.
+        if state.compare_exchange(self.word, (self.word & !KIND) | REAPING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return;
+        }
         if let Ok(e) = a.slot_u64(self.slot, S_EPOCH) {
             e.store(0, Ordering::Release);
         }
@@ -970,14 +1007,9 @@ impl Drop for Participant {
         for (off, e) in self.overflow.take() {
             let _ = self.record(off, e);
         }
-        if let Ok(g) = a.slot_u32(self.slot, S_GEN) {
-            g.fetch_add(1, Ordering::AcqRel);
-        }
-        // Only its own word: a slot a reaper has taken (it judged this owner dead, as it may
-        // when a forked child is the one dropping) is the reaper's to free.
-        if let Ok(s) = a.slot_u64(self.slot, S_STATE) {
-            let _ = s.compare_exchange(self.word, FREE, Ordering::Release, Ordering::Relaxed);
-        }
+        let gen = a.slot_u32(self.slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
+        state.store(free_word(gen), Ordering::Release);
+        // Then `_liveness` closes, releasing the byte.
     }
 }
 
@@ -990,12 +1022,23 @@ impl Arena {
         let cur = state.load(Ordering::Acquire);
         self.slot_u64(slot, S_START).unwrap().store(start, Ordering::Relaxed);
         self.slot_u64(slot, S_PIDNS).unwrap().store(ns, Ordering::Relaxed);
-        state.store((pid as u64) << 8 | (cur & 0xff), Ordering::Release);
+        state.store((cur & WORD_GEN) | (pid as u64) << 8 | (cur & 0xff), Ordering::Release);
     }
 
     /// This process's (start time, pid namespace inode).
     pub(crate) fn identity_for_tests() -> (u64, u64) {
         self_identity()
+    }
+
+    /// Clears the LOCKED bit of `slot`'s state, as for an owner that could take no lock.
+    pub(crate) fn drop_locked_bit_for_tests(&self, slot: u32) {
+        let state = self.slot_u64(slot, S_STATE).unwrap();
+        state.store(state.load(Ordering::Acquire) & !LOCKED, Ordering::Release);
+    }
+
+    pub(crate) fn fd_for_tests(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 
     /// From now on, every owner counts as living in another pid namespace.
@@ -1016,6 +1059,16 @@ impl Participant {
     /// descriptor would.
     pub(crate) fn close_liveness_for_tests(&mut self) {
         self._liveness = None;
+    }
+
+    /// Makes this participant look like a forked child's copy (another pid).
+    pub(crate) fn pretend_forked_for_tests(&mut self) {
+        self.pid ^= 1 << 30;
+    }
+
+    pub(crate) fn liveness_fd_for_tests(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self._liveness.as_ref().unwrap().as_fd()
     }
 
     /// Whether the slot is still this participant's: its state word and generation.

@@ -374,9 +374,10 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
     let _ = std::fs::remove_file(ack1);
 }
 
-/// A writer in another pid namespace (`unshare --pid --mount-proc`, as a container sharing
-/// /dev/shm would run it) records pid 1, which here is another process with another start
-/// time. While it runs it must not be reaped, however often this process looks; once it is
+/// A writer in another pid namespace, as a container sharing /dev/shm would run it, records
+/// pid 1, which here is another process with another start time. With `--mount-proc` its
+/// /proc is its own; without, it sees this namespace's /proc, where its pid means nothing.
+/// While it runs it must not be reaped, however often this process looks; once it is
 /// killed it must be, and nothing it acknowledged may be lost. Needs CAP_SYS_ADMIN for the
 /// namespace (CI runs as root); elsewhere the test says it cannot run and passes.
 #[test]
@@ -386,48 +387,52 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
         eprintln!("SKIPPED: `unshare --pid --fork --mount-proc` is not permitted here");
         return;
     }
-    let (seg, store) = segment("pidns");
-    let ack = tmp("pidns-ack");
-    let inner = worker(&seg.0, "writer", 4, Some(&ack), 0, 60.0);
-    let mut child = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .spawn()
-        .unwrap();
-    // Its slot shows pid 1: the writer's pid inside its namespace.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while acks(&ack).len() < 200 {
-        assert!(Instant::now() < deadline, "the namespaced writer made no progress");
-        assert!(child.try_wait().unwrap().is_none(), "the namespaced writer exited early");
-        std::thread::sleep(Duration::from_millis(10));
+    for (run, own_proc) in [true, false].into_iter().enumerate() {
+        let (seg, store) = segment(&format!("pidns{run}"));
+        let ack = tmp(&format!("pidns-ack{run}"));
+        let inner = worker(&seg.0, "writer", 4, Some(&ack), 0, 60.0);
+        let mut unshare = Command::new("unshare");
+        unshare.args(["--pid", "--fork", "--kill-child"]);
+        if own_proc {
+            unshare.arg("--mount-proc");
+        }
+        let mut child = unshare.arg(inner.get_program()).args(inner.get_args()).spawn().unwrap();
+        // Its slot shows pid 1: the writer's pid inside its namespace.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while acks(&ack).len() < 200 {
+            assert!(Instant::now() < deadline, "the namespaced writer made no progress");
+            assert!(child.try_wait().unwrap().is_none(), "the namespaced writer exited early");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let slots = store.arena().slots();
+        assert!(slots.iter().any(|s| s.pid == 1 && s.state == "live" && s.locked), "{slots:?}");
+        // Look for dead owners many times while it writes, and write beside it.
+        let mut h = store.handle().unwrap();
+        for i in 0..200u64 {
+            assert_eq!(store.arena().reap_dead(), 0, "a live writer in another pid namespace was reaped (own /proc: {own_proc})");
+            h.set(0, format!("here:{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Killing unshare kills the writer (--kill-child); its lock goes with it.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.arena().slots().iter().any(|s| s.pid == 1 && s.state == "live") {
+            store.arena().reap_dead();
+            assert!(Instant::now() < deadline, "the killed writer's slot was never reaped: {:?}", store.arena().slots());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let acked = acks(&ack);
+        let in_flight = vec![acked.last().unwrap() + 1];
+        for (k, allowed) in expected(4, &acked, &in_flight) {
+            let got = h.get(0, &k).unwrap();
+            assert!(allowed.contains(&got), "key {:?}: got {:?}", String::from_utf8_lossy(&k), got);
+        }
+        drop(h);
+        let r = store.check().unwrap();
+        assert!(r.ok(), "{:?}", r.problems);
+        assert_eq!(r.held_locks, 0, "a lock is still held");
+        let _ = std::fs::remove_file(ack);
+        drop(seg);
     }
-    assert!(store.arena().slots().iter().any(|s| s.pid == 1 && s.state == "live"), "{:?}", store.arena().slots());
-    // Look for dead owners many times while it writes, and write beside it.
-    let mut h = store.handle().unwrap();
-    for i in 0..200u64 {
-        assert_eq!(store.arena().reap_dead(), 0, "a live writer in another pid namespace was reaped");
-        h.set(0, format!("here:{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    // Killing unshare kills the writer (--kill-child); its lock goes with it.
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while store.arena().slots().iter().any(|s| s.pid == 1 && s.state == "live") {
-        store.arena().reap_dead();
-        assert!(Instant::now() < deadline, "the killed writer's slot was never reaped: {:?}", store.arena().slots());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let acked = acks(&ack);
-    let in_flight = vec![acked.last().unwrap() + 1];
-    for (k, allowed) in expected(4, &acked, &in_flight) {
-        let got = h.get(0, &k).unwrap();
-        assert!(allowed.contains(&got), "key {:?}: got {:?}", String::from_utf8_lossy(&k), got);
-    }
-    drop(h);
-    let r = store.check().unwrap();
-    assert!(r.ok(), "{:?}", r.problems);
-    assert_eq!(r.held_locks, 0, "a lock is still held");
-    let _ = std::fs::remove_file(ack);
 }

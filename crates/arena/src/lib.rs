@@ -195,6 +195,8 @@ pub struct Arena {
     /// Tests: treat every owner as living in another pid namespace (lock only, no /proc).
     #[cfg(test)]
     all_foreign_for_tests: AtomicBool,
+    #[cfg(test)]
+    reaps_for_tests: AtomicU64,
 }
 
 impl std::fmt::Debug for Arena {
@@ -402,6 +404,8 @@ impl Arena {
             count_repair: OnceLock::new(),
             #[cfg(test)]
             all_foreign_for_tests: AtomicBool::new(false),
+            #[cfg(test)]
+            reaps_for_tests: AtomicU64::new(0),
         }
     }
 

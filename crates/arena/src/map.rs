@@ -288,7 +288,7 @@ pub(crate) mod ofd {
         Ok(f.l_type as libc::c_int != libc::F_UNLCK)
     }
 
-    use std::os::fd::{AsFd, OwnedFd, RawFd};
+    use std::os::fd::{AsFd, IntoRawFd, OwnedFd, RawFd};
     use std::sync::atomic::{AtomicI32, Ordering};
 
     /// Descriptors that hold liveness locks in this process, as fd + 1 (0: empty entry).
@@ -328,26 +328,46 @@ pub(crate) mod ofd {
         }
     }
 
+    /// /dev/null, opened (close-on-exec) when the fork handler is installed, so that a child
+    /// needs no new descriptor to let go (it may be at its descriptor limit).
+    static NULL: AtomicI32 = AtomicI32::new(-1);
+
     /// Points every descriptor listed in `registry` at /dev/null instead (so its number stays
     /// valid for whoever closes it later), which drops this process's share of the
     /// description and with it, if it was the last, the description's locks. Uses only
     /// async-signal-safe calls: it runs in a freshly forked child.
+    ///
+    /// A descriptor being opened or closed by another thread while the process forks may be
+    /// copied into the child unlisted; the child then holds its byte until it exits or
+    /// execs (a live owner's byte, or a freed slot's: the slot stays unclaimable that long).
+    /// So may every descriptor of a child made without fork handlers (`_Fork`, raw `clone`).
     pub(crate) fn let_go(registry: &[AtomicI32]) {
-        // SAFETY: open with a NUL-terminated path; the result is checked.
-        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if null < 0 {
-            return;
-        }
+        let mut null = NULL.load(Ordering::Acquire);
+        let mut opened = false;
         for e in registry {
             let v: RawFd = e.load(Ordering::Acquire);
-            if v > 0 && v - 1 != null {
-                // SAFETY: dup3 onto a descriptor this process owns (listed while open); it
-                // replaces it atomically and touches no memory.
-                unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) };
+            if v <= 0 || v - 1 == null {
+                continue;
+            }
+            // SAFETY: dup3 onto a descriptor this process owns (listed while open); it
+            // replaces it atomically and touches no memory.
+            if null < 0 || unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) } < 0 {
+                // The inherited /dev/null is gone (the process closed it): open one here.
+                if !opened {
+                    opened = true;
+                    // SAFETY: open with a NUL-terminated path; the result is checked.
+                    null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                }
+                if null >= 0 {
+                    // SAFETY: as above.
+                    unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) };
+                }
             }
         }
-        // SAFETY: `null` was opened above and is not used again.
-        unsafe { libc::close(null) };
+        if opened && null >= 0 {
+            // SAFETY: opened above by this call and not used again.
+            unsafe { libc::close(null) };
+        }
     }
 
     extern "C" fn in_forked_child() {
@@ -357,10 +377,30 @@ pub(crate) mod ofd {
     fn install_fork_handler() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
+            if let Ok(f) = std::fs::File::open("/dev/null") {
+                NULL.store(OwnedFd::from(f).into_raw_fd(), Ordering::Release); // kept for good
+            }
             // SAFETY: registers a handler that only does async-signal-safe work (see let_go),
             // as a handler run in a forked child must; it is installed once.
             unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
         });
+    }
+
+    /// Forks a child that sleeps `secs` seconds and exits, running the fork handlers;
+    /// returns its pid. For tests of what a child keeps.
+    #[cfg(test)]
+    pub(crate) fn fork_sleeping_child_for_tests(secs: u32) -> libc::pid_t {
+        // SAFETY: the child only calls async-signal-safe functions (nanosleep, _exit) before
+        // it ends, as a child of a multithreaded process must.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                let t = libc::timespec { tv_sec: secs as _, tv_nsec: 0 };
+                libc::nanosleep(&t, std::ptr::null_mut());
+                libc::_exit(0);
+            }
+            pid
+        }
     }
 }
 

@@ -458,7 +458,9 @@ impl Arena {
         if cur & KIND == FREE {
             return true;
         }
-        if cur & LOCKED == 0 || (cur & KIND == LIVE && self.proc_shows_running(slot, cur)) {
+        // REAPING too: an owner's own drop passes through REAPING without holding the byte if
+        // it closed its descriptors; a dead reaper's owner, being reaped, is not running.
+        if cur & LOCKED == 0 || (cur & KIND != CLAIMING && self.proc_shows_running(slot, cur)) {
             return false;
         }
         self.finish_reap(state, slot, cur, Some(byte))
@@ -475,6 +477,8 @@ impl Arena {
         if state.compare_exchange(cur, reaping, Ordering::AcqRel, Ordering::Relaxed).is_err() {
             return false;
         }
+        #[cfg(test)]
+        self.reaps_for_tests.fetch_add(1, Ordering::Relaxed);
         let intent = self.slot_u64(slot, S_INTENT).map(|i| i.load(Ordering::Acquire)).unwrap_or(0);
         if intent != 0 {
             let done = match self.recovery.get() {
@@ -1039,6 +1043,11 @@ impl Arena {
     pub(crate) fn fd_for_tests(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
+    }
+
+    /// How many reapings got past their exchange.
+    pub(crate) fn reaps_for_tests(&self) -> u64 {
+        self.reaps_for_tests.load(Ordering::Relaxed)
     }
 
     /// From now on, every owner counts as living in another pid namespace.

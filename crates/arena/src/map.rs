@@ -329,8 +329,22 @@ pub(crate) mod ofd {
     }
 
     /// /dev/null, opened (close-on-exec) when the fork handler is installed, so that a child
-    /// needs no new descriptor to let go (it may be at its descriptor limit).
+    /// needs no new descriptor to let go (it may be at its descriptor limit), and the device
+    /// and inode it had then: a process that closes every descriptor may have reused the
+    /// number for something else since.
     static NULL: AtomicI32 = AtomicI32::new(-1);
+    static NULL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    fn file_id(fd: RawFd) -> Option<u64> {
+        // SAFETY: fstat writes only into the zeroed struct we pass; an invalid fd is an
+        // error, not undefined behaviour. Async-signal-safe.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return None;
+        }
+        Some((st.st_rdev as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ st.st_ino as u64)
+    }
 
     /// Points every descriptor listed in `registry` at /dev/null instead (so its number stays
     /// valid for whoever closes it later), which drops this process's share of the
@@ -340,31 +354,29 @@ pub(crate) mod ofd {
     /// A descriptor being opened or closed by another thread while the process forks may be
     /// copied into the child unlisted; the child then holds its byte until it exits or
     /// execs (a live owner's byte, or a freed slot's: the slot stays unclaimable that long).
-    /// So may every descriptor of a child made without fork handlers (`_Fork`, raw `clone`).
+    /// So may every descriptor of a child made without fork handlers (`_Fork`, raw `clone`),
+    /// and one the child cannot dup3 onto.
     pub(crate) fn let_go(registry: &[AtomicI32]) {
         let mut null = NULL.load(Ordering::Acquire);
         let mut opened = false;
-        for e in registry {
-            let v: RawFd = e.load(Ordering::Acquire);
-            if v <= 0 || v - 1 == null {
-                continue;
-            }
-            // SAFETY: dup3 onto a descriptor this process owns (listed while open); it
-            // replaces it atomically and touches no memory.
-            if null < 0 || unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) } < 0 {
-                // The inherited /dev/null is gone (the process closed it): open one here.
-                if !opened {
-                    opened = true;
-                    // SAFETY: open with a NUL-terminated path; the result is checked.
-                    null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-                }
-                if null >= 0 {
-                    // SAFETY: as above.
-                    unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) };
-                }
+        if null < 0 || file_id(null) != Some(NULL_ID.load(Ordering::Acquire)) {
+            // The inherited /dev/null is gone or its number reused: open one here.
+            opened = true;
+            // SAFETY: open with a NUL-terminated path; the result is checked.
+            null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if null < 0 {
+                return;
             }
         }
-        if opened && null >= 0 {
+        for e in registry {
+            let v: RawFd = e.load(Ordering::Acquire);
+            if v > 0 && v - 1 != null {
+                // SAFETY: dup3 onto a descriptor this process owns (listed while open); it
+                // replaces it atomically and touches no memory.
+                unsafe { libc::dup3(null, v - 1, libc::O_CLOEXEC) };
+            }
+        }
+        if opened {
             // SAFETY: opened above by this call and not used again.
             unsafe { libc::close(null) };
         }
@@ -378,12 +390,25 @@ pub(crate) mod ofd {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
             if let Ok(f) = std::fs::File::open("/dev/null") {
-                NULL.store(OwnedFd::from(f).into_raw_fd(), Ordering::Release); // kept for good
+                let fd = OwnedFd::from(f).into_raw_fd(); // kept for good
+                NULL_ID.store(file_id(fd).unwrap_or(0), Ordering::Release);
+                NULL.store(fd, Ordering::Release);
             }
             // SAFETY: registers a handler that only does async-signal-safe work (see let_go),
             // as a handler run in a forked child must; it is installed once.
             unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
         });
+    }
+
+    /// Points the number of the fork handler's /dev/null at `fd`'s description instead, as a
+    /// process that closed every descriptor and opened new ones might have; returns it.
+    #[cfg(test)]
+    pub(crate) fn reuse_null_number_for_tests(fd: BorrowedFd<'_>) -> RawFd {
+        install_fork_handler();
+        let null = NULL.load(Ordering::Acquire);
+        // SAFETY: dup3 onto the number this module opened and keeps; touches no memory.
+        assert_eq!(unsafe { libc::dup3(fd.as_raw_fd(), null, libc::O_CLOEXEC) }, null);
+        null
     }
 
     /// Forks a child that sleeps `secs` seconds and exits, running the fork handlers;

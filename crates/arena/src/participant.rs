@@ -197,8 +197,20 @@ pub(crate) fn mountinfo_shows_all(m: &str) -> bool {
 }
 
 /// Field 22 of /proc/PID/stat, and whether the process is a zombie or dead (state Z or X).
-fn proc_stat(pid: u32) -> Option<(u64, bool)> {
-    stat_fields(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+fn proc_stat(pid: u32) -> Result<(u64, bool), Unread> {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => stat_fields(&s).ok_or(Unread::Failed),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Unread::NoSuchPid),
+        Err(_) => Err(Unread::Failed),
+    }
+}
+
+/// Why a process's stat could not be read: no such pid here, or anything else (no
+/// descriptors left, a garbled file), which says nothing about the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unread {
+    NoSuchPid,
+    Failed,
 }
 
 /// (start time, zombie or dead) from the text of a `stat` file.
@@ -214,16 +226,21 @@ fn stat_fields(s: &str) -> Option<(u64, bool)> {
 
 /// Whether any thread of `pid` is neither a zombie nor dead. A process's main thread shows
 /// Z as soon as it exits (after SIGKILL, or a `pthread_exit`) while other threads may still
-/// be running, in the middle of a system call that writes the arena.
+/// be running, in the middle of a system call that writes the arena. A thread whose state
+/// cannot be read counts as running.
 fn some_thread_runs(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    tasks.flatten().any(|t| {
-        std::fs::read_to_string(t.path().join("stat")).ok().and_then(|s| stat_fields(&s)).is_some_and(|(_, z)| !z)
+    let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(t) => t,
+        Err(e) => return e.kind() != std::io::ErrorKind::NotFound,
+    };
+    tasks.flatten().any(|t| match std::fs::read_to_string(t.path().join("stat")) {
+        Ok(s) => stat_fields(&s).is_none_or(|(_, z)| !z),
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
     })
 }
 
 fn proc_start_time(pid: u32) -> Option<u64> {
-    proc_stat(pid).map(|(s, _)| s)
+    proc_stat(pid).ok().map(|(s, _)| s)
 }
 
 #[cfg(test)]
@@ -251,9 +268,12 @@ fn proc_says(pid: u32, start: u64) -> Seen {
         return Seen::Dead;
     }
     match proc_stat(pid) {
-        Some((s, zombie)) if (start == 0 || s == start) && (!zombie || some_thread_runs(pid)) => Seen::Alive,
-        Some(_) => Seen::Dead,
-        None => Seen::Absent,
+        Ok((s, zombie)) if (start == 0 || s == start) && (!zombie || some_thread_runs(pid)) => Seen::Alive,
+        Ok(_) => Seen::Dead,
+        Err(Unread::NoSuchPid) => Seen::Absent,
+        // Unreadable (EMFILE, say) is no evidence of death: a wrong "dead" is the harmful
+        // mistake.
+        Err(Unread::Failed) => Seen::Alive,
     }
 }
 

@@ -641,6 +641,22 @@ fn letting_go_of_a_description_releases_its_lock_and_keeps_the_number() {
     assert!(rustix::io::fcntl_getfd(fd.as_fd()).is_ok(), "the descriptor number was closed");
 }
 
+/// The fork handler's own /dev/null may have been closed and its number reused, here by a
+/// liveness description: the handler must see that, open another /dev/null, and let go of
+/// both numbers. Found by review: it skipped the reused number and pointed the others at it.
+#[test]
+fn letting_go_survives_a_reused_dev_null_number() {
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::sync::atomic::AtomicI32;
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let fd = p.liveness_fd_for_tests();
+    let n = crate::map::ofd::reuse_null_number_for_tests(fd.as_fd());
+    let registry = [AtomicI32::new(n + 1), AtomicI32::new(fd.as_raw_fd() + 1)];
+    crate::map::ofd::let_go(&registry);
+    assert!(!crate::map::ofd::held_by_other(a.fd_for_tests(), p.slot() as u64).unwrap(), "the lock survived");
+}
+
 /// An owner without a liveness lock is judged by /proc, and only where /proc speaks for its
 /// pid namespace.
 #[test]

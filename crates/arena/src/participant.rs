@@ -187,6 +187,17 @@ fn proc_shows_all() -> bool {
     *ALL.get_or_init(|| std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| mountinfo_shows_all(&m)))
 }
 
+/// Whether a `/proc/PID/maps` text maps the file with device `major:minor` and inode `ino`.
+pub(crate) fn maps_show_file(maps: &str, major: u32, minor: u32, ino: u64) -> bool {
+    // "start-end perms offset MAJ:MIN inode [path]", device numbers in hex.
+    let dev = format!("{major:02x}:{minor:02x}");
+    let ino = ino.to_string();
+    maps.lines().any(|l| {
+        let mut f = l.split_ascii_whitespace().skip(3);
+        f.next() == Some(dev.as_str()) && f.next() == Some(ino.as_str())
+    })
+}
+
 /// [`proc_shows_all`] from the text of a `mountinfo` file.
 pub(crate) fn mountinfo_shows_all(m: &str) -> bool {
     // "id parent dev root MOUNTPOINT opts [tags] - fstype source SUPEROPTS"
@@ -404,7 +415,7 @@ impl Arena {
     /// Whether /proc shows the owner of `slot` (state word `cur`, not CLAIMING) gone: it
     /// shares this pid namespace (both inodes known and equal, so its pid means the same
     /// here), and its pid now names another process or a zombie, or nothing where /proc
-    /// hides no process.
+    /// hides no process, or a process that no longer maps this segment (it has exec'd).
     fn proc_shows_gone(&self, slot: u32, cur: u64) -> bool {
         let (ns, pid, start) = self.owner_identity(slot, cur);
         let (_, own) = self_identity();
@@ -412,22 +423,38 @@ impl Arena {
             return false;
         }
         match proc_says(pid, start) {
-            Seen::Alive => false,
+            Seen::Alive => !self.mapped_by(pid),
             Seen::Dead => true,
             Seen::Absent => proc_shows_all(),
         }
     }
 
-    /// Whether /proc shows the owner of `slot` running, where it shares this pid namespace
-    /// (both inodes known and equal). An owner whose /proc did not speak for its namespace
-    /// recorded 0, and its pid may name anyone here.
+    /// Whether process `pid` maps this segment's file (`/proc/PID/maps`, by device and
+    /// inode). Every live owner does: it maps the segment before it claims a slot and
+    /// unmaps it after freeing it. A process that has exec'd keeps its pid and start time but
+    /// not the mapping. True where it cannot be told, since a wrong "dead" is the harmful
+    /// mistake: maps unreadable (another user's process, say) or empty (the main thread has
+    /// exited and shows no memory, while other threads may still run in it).
+    fn mapped_by(&self, pid: u32) -> bool {
+        let Ok(st) = rustix::fs::fstat(&self.fd) else { return true };
+        #[allow(clippy::unnecessary_cast)] // their widths vary by target
+        let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+        match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            Ok(maps) if !maps.trim().is_empty() => maps_show_file(&maps, rustix::fs::major(dev), rustix::fs::minor(dev), ino),
+            _ => true,
+        }
+    }
+
+    /// Whether /proc shows the owner of `slot` running, and still mapping the segment, where
+    /// it shares this pid namespace (both inodes known and equal). An owner whose /proc did
+    /// not speak for its namespace recorded 0, and its pid may name anyone here.
     fn proc_shows_running(&self, slot: u32, cur: u64) -> bool {
         let (ns, pid, start) = self.owner_identity(slot, cur);
         let (_, own) = self_identity();
         if ns == 0 || own == 0 || ns != own || self.foreign() {
             return false;
         }
-        proc_says(pid, start) == Seen::Alive
+        proc_says(pid, start) == Seen::Alive && self.mapped_by(pid)
     }
 
     /// Takes `slot`'s liveness byte through a new description of this process's own, if
@@ -452,8 +479,8 @@ impl Arena {
     ///   it holds it nobody can claim the slot. It keeps it until the slot is free (REAPING
     ///   with LOCKED set; if the reaper dies, the byte is released and the next reaper
     ///   takes over, every step being idempotent). One exception: a released byte whose
-    ///   owner /proc shows running, in this pid namespace, is alive (it closed its
-    ///   descriptors, as daemons do).
+    ///   owner /proc shows running and still mapping the segment, in this pid namespace, is
+    ///   alive (it closed its descriptors, as daemons do; one that exec'd maps it no more).
     /// - An owner without one (it could not reopen the file) is judged by /proc, and only
     ///   where /proc speaks for its pid namespace; a CLAIMING one never (its fields may still
     ///   be its predecessor's), nor a REAPING one (its reaper's death would leave the slot

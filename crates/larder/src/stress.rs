@@ -282,6 +282,14 @@ pub fn run(args: &Args) -> Result<(), String> {
             println!("{n}");
             Ok(())
         }
+        "exec" => {
+            // Holds a participant, then becomes another program: same pid and start time,
+            // but no mapping and no liveness lock (its description is close-on-exec).
+            use std::os::unix::process::CommandExt;
+            let err = std::process::Command::new("sleep").arg(args.seconds.to_string()).exec();
+            drop(h);
+            Err(err.to_string())
+        }
         m => Err(format!("unknown mode {m}")),
     }
 }

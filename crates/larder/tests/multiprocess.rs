@@ -436,3 +436,28 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
         drop(seg);
     }
 }
+
+/// A process that execs another program keeps its pid and start time, so /proc showed it
+/// running, and its slot stayed LIVE (pinned, had it been) for as long as the new program
+/// ran. Its liveness lock is gone (close-on-exec) and so is its mapping of the segment: it
+/// is reaped now.
+#[test]
+fn a_participant_whose_process_execs_is_reaped() {
+    let (seg, store) = segment("exec");
+    let mut child = worker(&seg.0, "exec", 8, None, 0, 30.0).spawn().unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default() != "sleep\n" {
+        assert!(Instant::now() < deadline, "the worker never exec'd");
+        assert!(child.try_wait().unwrap().is_none(), "the worker exited early");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let slots = store.arena().slots();
+    assert!(slots.iter().any(|s| s.pid == pid && s.state == "live"), "{slots:?}");
+    assert_eq!(store.arena().reap_dead(), 1, "the exec'd participant was not reaped: {:?}", store.arena().slots());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    drop(seg);
+}

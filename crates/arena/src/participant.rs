@@ -187,15 +187,11 @@ fn proc_shows_all() -> bool {
     *ALL.get_or_init(|| std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| mountinfo_shows_all(&m)))
 }
 
-/// Whether a `/proc/PID/maps` text maps the file with device `major:minor` and inode `ino`.
-pub(crate) fn maps_show_file(maps: &str, major: u32, minor: u32, ino: u64) -> bool {
-    // "start-end perms offset MAJ:MIN inode [path]", device numbers in hex.
-    let dev = format!("{major:02x}:{minor:02x}");
+/// Whether a `/proc/PID/maps` text maps a file with inode `ino`.
+pub(crate) fn maps_show_inode(maps: &str, ino: u64) -> bool {
+    // "start-end perms offset MAJ:MIN inode [path]"
     let ino = ino.to_string();
-    maps.lines().any(|l| {
-        let mut f = l.split_ascii_whitespace().skip(3);
-        f.next() == Some(dev.as_str()) && f.next() == Some(ino.as_str())
-    })
+    maps.lines().any(|l| l.split_ascii_whitespace().nth(4) == Some(ino.as_str()))
 }
 
 /// [`proc_shows_all`] from the text of a `mountinfo` file.
@@ -429,18 +425,19 @@ impl Arena {
         }
     }
 
-    /// Whether process `pid` maps this segment's file (`/proc/PID/maps`, by device and
-    /// inode). Every live owner does: it maps the segment before it claims a slot and
+    /// Whether process `pid` maps this segment's file (`/proc/PID/maps`, by inode: the
+    /// device numbers maps shows need not be stat's, as on btrfs, where stat gives the
+    /// subvolume's; a match on another device's inode errs towards alive). Every live owner does: it maps the segment before it claims a slot and
     /// unmaps it after freeing it. A process that has exec'd keeps its pid and start time but
     /// not the mapping. True where it cannot be told, since a wrong "dead" is the harmful
     /// mistake: maps unreadable (another user's process, say) or empty (the main thread has
     /// exited and shows no memory, while other threads may still run in it).
     fn mapped_by(&self, pid: u32) -> bool {
         let Ok(st) = rustix::fs::fstat(&self.fd) else { return true };
-        #[allow(clippy::unnecessary_cast)] // their widths vary by target
-        let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+        #[allow(clippy::unnecessary_cast)] // its width varies by target
+        let ino = st.st_ino as u64;
         match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            Ok(maps) if !maps.trim().is_empty() => maps_show_file(&maps, rustix::fs::major(dev), rustix::fs::minor(dev), ino),
+            Ok(maps) if !maps.trim().is_empty() => maps_show_inode(&maps, ino),
             _ => true,
         }
     }

@@ -265,6 +265,14 @@ enum Seen {
     Absent,
 }
 
+/// What /proc says of a slot's owner, where it can speak for the owner's namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Running,
+    Gone,
+    Unknown,
+}
+
 /// Whether the process `pid` that started at `start` (0: any) is running, as far as this
 /// process's /proc shows. A zombie counts as dead (it will never touch the arena again) only
 /// once every one of its threads is: a SIGKILLed process's main thread turns Z while another
@@ -408,30 +416,33 @@ impl Arena {
         false
     }
 
-    /// Whether /proc shows the owner of `slot` (state word `cur`, not CLAIMING) gone: it
-    /// shares this pid namespace (both inodes known and equal, so its pid means the same
-    /// here), and its pid now names another process or a zombie, or nothing where /proc
-    /// hides no process, or a process that no longer maps this segment (it has exec'd).
-    fn proc_shows_gone(&self, slot: u32, cur: u64) -> bool {
+    /// What /proc says of the owner of `slot` (state word `cur`, not CLAIMING), where it can
+    /// speak: the owner shares this pid namespace (both inodes known and equal, so its pid
+    /// means the same here). Running means its pid shows it, still mapping the segment;
+    /// gone means its pid names another process or a zombie, or nothing where /proc hides
+    /// no process, or a process that no longer maps the segment (it has exec'd).
+    fn proc_verdict(&self, slot: u32, cur: u64) -> Verdict {
         let (ns, pid, start) = self.owner_identity(slot, cur);
         let (_, own) = self_identity();
         if ns == 0 || own == 0 || ns != own || self.foreign() {
-            return false;
+            return Verdict::Unknown;
         }
         match proc_says(pid, start) {
-            Seen::Alive => !self.mapped_by(pid),
-            Seen::Dead => true,
-            Seen::Absent => proc_shows_all(),
+            Seen::Alive if self.mapped_by(pid) => Verdict::Running,
+            Seen::Alive | Seen::Dead => Verdict::Gone,
+            Seen::Absent if proc_shows_all() => Verdict::Gone,
+            Seen::Absent => Verdict::Unknown,
         }
     }
 
-    /// Whether process `pid` maps this segment's file (`/proc/PID/maps`, by inode: the
-    /// device numbers maps shows need not be stat's, as on btrfs, where stat gives the
-    /// subvolume's; a match on another device's inode errs towards alive). Every live owner does: it maps the segment before it claims a slot and
-    /// unmaps it after freeing it. A process that has exec'd keeps its pid and start time but
-    /// not the mapping. True where it cannot be told, since a wrong "dead" is the harmful
-    /// mistake: maps unreadable (another user's process, say) or empty (the main thread has
-    /// exited and shows no memory, while other threads may still run in it).
+    /// Whether process `pid` maps this segment's file (`/proc/PID/maps`). Every live owner
+    /// does: it maps the segment before it claims a slot and unmaps it after freeing it. A
+    /// process that has exec'd keeps its pid and start time but not the mapping. Matched by
+    /// inode alone: the device maps shows need not be stat's (on btrfs stat gives the
+    /// subvolume's), and a match on another device's inode errs towards alive. True where it
+    /// cannot be told, since a wrong "dead" is the harmful mistake: maps unreadable (another
+    /// user's process, say) or empty (the main thread has exited and shows no memory, while
+    /// other threads may still run in it).
     fn mapped_by(&self, pid: u32) -> bool {
         let Ok(st) = rustix::fs::fstat(&self.fd) else { return true };
         #[allow(clippy::unnecessary_cast)] // its width varies by target
@@ -440,18 +451,6 @@ impl Arena {
             Ok(maps) if !maps.trim().is_empty() => maps_show_inode(&maps, ino),
             _ => true,
         }
-    }
-
-    /// Whether /proc shows the owner of `slot` running, and still mapping the segment, where
-    /// it shares this pid namespace (both inodes known and equal). An owner whose /proc did
-    /// not speak for its namespace recorded 0, and its pid may name anyone here.
-    fn proc_shows_running(&self, slot: u32, cur: u64) -> bool {
-        let (ns, pid, start) = self.owner_identity(slot, cur);
-        let (_, own) = self_identity();
-        if ns == 0 || own == 0 || ns != own || self.foreign() {
-            return false;
-        }
-        proc_says(pid, start) == Seen::Alive && self.mapped_by(pid)
     }
 
     /// Takes `slot`'s liveness byte through a new description of this process's own, if
@@ -492,7 +491,7 @@ impl Arena {
             return true;
         }
         if cur & LOCKED == 0 {
-            if cur & KIND != LIVE || !self.proc_shows_gone(slot, cur) {
+            if cur & KIND != LIVE || self.proc_verdict(slot, cur) != Verdict::Gone {
                 return false;
             }
             return self.finish_reap(state, slot, cur, None);
@@ -504,7 +503,7 @@ impl Arena {
         }
         // REAPING too: an owner's own drop passes through REAPING without holding the byte if
         // it closed its descriptors; a dead reaper's owner, being reaped, is not running.
-        if cur & LOCKED == 0 || (cur & KIND != CLAIMING && self.proc_shows_running(slot, cur)) {
+        if cur & LOCKED == 0 || (cur & KIND != CLAIMING && self.proc_verdict(slot, cur) == Verdict::Running) {
             return false;
         }
         self.finish_reap(state, slot, cur, Some(byte))

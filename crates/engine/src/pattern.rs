@@ -64,15 +64,16 @@ fn one(pat: &[u8], c: u8, nocase: bool) -> (bool, usize) {
                     i += 1;
                     matched |= pat[i] == c;
                 } else if i + 2 < pat.len() && pat[i + 1] == b'-' {
-                    let (mut lo, mut hi) = (pat[i], pat[i + 2]);
+                    // Redis compares a range's bytes as C `char`, signed on x86 and ARM
+                    // Linux alike: `[a-\xff]` is `[\xff-a]`, which covers 0x00..=0x61.
+                    // It orders the ends before folding case, so `[Z-a]` matches nothing
+                    // under NOCASE.
+                    let (mut lo, mut hi) = (pat[i] as i8, pat[i + 2] as i8);
                     if lo > hi {
                         std::mem::swap(&mut lo, &mut hi);
                     }
-                    let (lo, hi, x) = if nocase {
-                        (lo.to_ascii_lowercase(), hi.to_ascii_lowercase(), c.to_ascii_lowercase())
-                    } else {
-                        (lo, hi, c)
-                    };
+                    let fold = |b: i8| if nocase { (b as u8).to_ascii_lowercase() as i8 } else { b };
+                    let (lo, hi, x) = (fold(lo), fold(hi), fold(c as i8));
                     matched |= x >= lo && x <= hi;
                     i += 2;
                 } else {
@@ -161,5 +162,25 @@ mod tests {
         // Many stars must not take exponential time.
         let p = "*a".repeat(30) + "b";
         assert!(!t(&p, &"a".repeat(60)));
+    }
+
+    /// Each case checked against redis-server 7.0.15 with KEYS over the keys below.
+    #[test]
+    fn range_ends_compare_as_signed_chars_as_in_redis() {
+        let keys: [&[u8]; 7] = [b"\xe9t", b"at", b"zt", b"At", b"Zt", b"\x00t", b"\x80t"];
+        let matching = |pat: &[u8], nocase: bool| -> Vec<&[u8]> {
+            keys.iter().copied().filter(|k| glob_match(pat, k, nocase)).collect()
+        };
+        assert_eq!(matching(b"[a-\xff]t", false), [&b"at"[..], b"At", b"Zt", b"\x00t"]);
+        assert_eq!(matching(b"[\x80-\xff]t", false), [&b"\xe9t"[..], b"\x80t"]);
+        assert_eq!(matching(b"[\x00-\xe9]t", false), [&b"\xe9t"[..], b"\x00t"]);
+        assert_eq!(matching(b"[^a-\xff]t", false), [&b"\xe9t"[..], b"zt", b"\x80t"]);
+        assert_eq!(matching(b"[\xe9-b]t", false), [&b"\xe9t"[..], b"at", b"At", b"Zt", b"\x00t"]);
+        assert_eq!(matching(b"[A-\xe9]t", false), [&b"\xe9t"[..], b"At", b"\x00t"]);
+        assert_eq!(matching(b"[Z-a]t", false), [&b"at"[..], b"Zt"]);
+        // Ends are ordered before case is folded: 'Z'..'a' folds to 'z'..'a', which is empty.
+        assert_eq!(matching(b"[Z-a]t", true), Vec::<&[u8]>::new());
+        assert_eq!(matching(b"[a-Z]t", true), Vec::<&[u8]>::new());
+        assert_eq!(matching(b"[A-z]t", true), [&b"at"[..], b"zt", b"At", b"Zt"]);
     }
 }

@@ -223,7 +223,7 @@ pub const PARAMS: &[Param] = &[
     p("save", Kind::Save, ""),
     p("appendonly", Kind::Bool, "no"),
     p("appendfsync", Kind::Enum(&["always", "everysec", "no"]), "everysec"),
-    p("maxmemory", Kind::Mem(0, LONGMAX), "0"),
+    p("maxmemory", Kind::Mem(0, u64::MAX), "0"),
     p("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),
     p("maxmemory-samples", Kind::Int(1, 64), "5"),
     p("maxmemory-clients", Kind::MemPercent, "0"),
@@ -315,12 +315,10 @@ pub fn param(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|p| p.name == real)
 }
 
-/// Redis's `memtoull`: digits, then an optional unit.
-fn parse_mem(v: &str) -> Option<u64> {
+/// Splits a memory value into its digits and its unit's multiplier (`k`=1000, `kb`=1024, `m`,
+/// `mb`, `g`, `gb`, `b` or none, any case); None for a sign, a fraction or another unit.
+fn mem_parts(v: &str) -> Option<(&str, u64)> {
     let digits = v.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
     let mul: u64 = match v[digits..].to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" => 1000,
@@ -331,12 +329,30 @@ fn parse_mem(v: &str) -> Option<u64> {
         "gb" => 1 << 30,
         _ => return None,
     };
-    v[..digits].parse::<u64>().ok()?.checked_mul(mul)
+    Some((&v[..digits], mul))
 }
 
-/// [`parse_mem`] for command-line flags: `--capacity 4gb` as in a config file.
+/// Redis's `memtoull`, quirks included, for CONFIG SET and config files: no digits read as 0
+/// (`CONFIG SET maxmemory ""` is 0), too many saturate as `strtoull` does, and the unit's
+/// product wraps. 128 digits or more are an error, as there.
+fn parse_mem(v: &str) -> Option<u64> {
+    let (digits, mul) = mem_parts(v)?;
+    if digits.len() >= 128 {
+        return None;
+    }
+    let n = if digits.is_empty() { 0 } else { digits.parse::<u64>().unwrap_or(u64::MAX) };
+    Some(n.wrapping_mul(mul))
+}
+
+/// A memory value for Larder's own settings (`--capacity 4gb` and the other flags, `capacity`
+/// in a config file): at least one digit, and no overflow.
+fn parse_mem_strict(v: &str) -> Option<u64> {
+    let (digits, mul) = mem_parts(v)?;
+    digits.parse::<u64>().ok()?.checked_mul(mul)
+}
+
 fn parse_mem_arg(v: &str) -> Result<u64, String> {
-    parse_mem(v).ok_or_else(|| "expected bytes: digits with an optional unit (k, kb, m, mb, g, gb)".to_string())
+    parse_mem_strict(v).ok_or_else(|| "expected bytes: digits with an optional unit (k, kb, m, mb, g, gb)".to_string())
 }
 
 fn bounds_error(min: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
@@ -604,7 +620,7 @@ impl Config {
             "threads" | "io-threads" => self.threads = num(value)?.max(1) as usize,
             "shm" => self.shm = Some(value.to_string()),
             "databases" => self.databases = num(value)? as u32,
-            "capacity" => self.capacity = Some(parse_mem(value).ok_or("argument must be a memory value")?),
+            "capacity" => self.capacity = Some(parse_mem_strict(value).ok_or("argument must be a memory value")?),
             // Fixed at startup and nothing to change: accepted so a redis.conf loads.
             "daemonize" | "enable-debug-command" | "appendfilename" => {
                 let p = param(name).ok_or("unknown")?;
@@ -854,6 +870,15 @@ mod tests {
         assert_eq!(parse_mem("1gb"), Some(1 << 30));
         assert_eq!(parse_mem("1.5gb"), None);
         assert_eq!(parse_mem("-1"), None);
+        // Redis's memtoull quirks, each checked with CONFIG SET against redis-server 7.0.15.
+        assert_eq!(parse_mem(""), Some(0));
+        assert_eq!(parse_mem("kb"), Some(0));
+        assert_eq!(parse_mem("99999999999999999999999"), Some(u64::MAX));
+        assert_eq!(parse_mem("99999999999999999999999kb"), Some(u64::MAX.wrapping_mul(1024)));
+        assert_eq!(parse_mem(&"1".repeat(128)), None);
+        assert_eq!(parse_mem(" 1"), None);
+        assert_eq!(parse_mem_strict(""), None);
+        assert_eq!(parse_mem_strict("99999999999999999999999"), None);
         let c = Config::defaults(None);
         assert_eq!(c.check("maxclients", "abc").unwrap_err(), SetError::Invalid("argument couldn't be parsed into an integer".into()));
         assert_eq!(
@@ -864,6 +889,12 @@ mod tests {
         assert!(c.check("port", "6379").is_ok());
         assert_eq!(c.check("daemonize", "no").unwrap_err(), SetError::Immutable);
         assert_eq!(c.check("maxmemory-clients", "5%").unwrap().1, "5%");
+        assert_eq!(c.check("maxmemory", "").unwrap().1, "0");
+        assert_eq!(c.check("maxmemory", "99999999999999999999999").unwrap().1, "18446744073709551615");
+        assert_eq!(
+            c.check("proto-max-bulk-len", "").unwrap_err(),
+            SetError::Invalid("argument must be between 1048576 and 9223372036854775807 inclusive".into())
+        );
         assert_eq!(c.check("nosuch", "1").unwrap_err(), SetError::Unknown);
         assert_eq!(c.check("hz", "1000").unwrap().1, "500");
         assert_eq!(c.check("appendonly", "YES").unwrap().1, "yes");

@@ -376,15 +376,6 @@ fn parse_mpop(ctx: &Ctx<'_>, numkeys_at: usize) -> Result<(usize, usize, End, u6
     Ok((numkeys_at + 1, numkeys as usize, end, count.unwrap_or(1)))
 }
 
-/// COMMAND GETKEYS for LMPOP (`numkeys` at 1) and BLMPOP (at 2): the keys' positions.
-pub fn mpop_key_positions(args: &[&[u8]], numkeys_at: usize) -> Vec<usize> {
-    let room = args.len().saturating_sub(numkeys_at + 1) as u64;
-    match args.get(numkeys_at).and_then(|n| parse_i64(n)) {
-        Some(n) if n >= 1 && (n as u64) <= room => (numkeys_at + 1..numkeys_at + 1 + n as usize).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Pops for LMPOP / BLMPOP from one key: writes `[key, [elements]]` and returns true, or
 /// returns false if the key is missing (or, on a retry, not a list).
 fn mpop_from(ctx: &mut Ctx<'_>, key: &[u8], end: End, count: u64, retry: bool) -> Result<bool, CmdError> {

@@ -433,15 +433,6 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// SINTERCARD's keys for COMMAND GETKEYS: the `numkeys` arguments after it (none when
-/// numkeys is not a count the arguments hold, which GETKEYS reports as an error).
-pub fn sintercard_key_positions(args: &[&[u8]]) -> Vec<usize> {
-    match args.get(1).and_then(|n| crate::command::parse_i64(n)) {
-        Some(n) if n >= 1 && (n as u64) <= args.len() as u64 - 2 => (2..2 + n as usize).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// # Format
 /// `SINTERSTORE destination key [key ...]` → the size of the stored intersection.
 fn cmd_sinterstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {

@@ -1432,16 +1432,6 @@ fn cmd_zscan(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// The keys of ZUNION / ZINTER / ZDIFF / ZINTERCARD / ZMPOP (numkeys at `at`) for COMMAND
-/// GETKEYS: the `numkeys` arguments after it (none when numkeys is not a count the
-/// arguments hold).
-pub fn numkeys_key_positions(args: &[&[u8]], at: usize) -> Vec<usize> {
-    match args.get(at).and_then(|n| crate::command::parse_i64(n)) {
-        Some(n) if n >= 1 && (n as u64) < (args.len() - at) as u64 => (at + 1..at + 1 + n as usize).collect(),
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

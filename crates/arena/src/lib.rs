@@ -557,3 +557,5 @@ impl Arena {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod model_check;

@@ -820,6 +820,8 @@ impl Handle {
         out: &mut Vec<Vec<u8>>,
     ) -> Result<u64, Error> {
         self.check_db(db)?;
+        // `*` matches every key, the empty one too (as SCAN's, which skips matching for it).
+        let pattern = pattern.filter(|p| *p != b"*");
         let a = self.arena();
         let _g = self.p.pin();
         let now = now_ms();

@@ -2,6 +2,13 @@
 
 /// Whether `s` matches the glob `pat` (Redis semantics; `nocase` folds ASCII case).
 pub fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+    // Redis's matcher loops while both pattern and string have bytes left, so an empty string
+    // matches only the empty pattern: not `*` (KEYS and SCAN skip matching for a pattern of
+    // exactly `*`, and so do their callers here), nor `**`; and PSUBSCRIBE * gets nothing
+    // published to the empty channel.
+    if s.is_empty() {
+        return pat.is_empty();
+    }
     // Redis's recursive matcher gives up past 1000 nested `*` (each run of stars recurses
     // once), so a pattern with more star runs than that never matches there: the same here.
     if star_runs(pat) > 1000 {
@@ -143,7 +150,14 @@ mod tests {
     #[test]
     fn redis_glob_cases() {
         let t = |p: &str, s: &str| glob_match(p.as_bytes(), s.as_bytes(), false);
-        assert!(t("*", ""));
+        // An empty string matches only the empty pattern (checked against redis-server
+        // 7.0.15: KEYS ** and PSUBSCRIBE * leave out an empty key or channel).
+        assert!(t("", ""));
+        assert!(!t("*", ""));
+        assert!(!t("**", ""));
+        assert!(!t("?", ""));
+        assert!(t("a*", "a"));
+        assert!(t("a**", "a"));
         assert!(t("*", "anything"));
         assert!(t("h?llo", "hello"));
         assert!(!t("h?llo", "hllo"));

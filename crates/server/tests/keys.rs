@@ -423,6 +423,23 @@ fn scan_returns_every_key_with_match_count_and_type() {
     raw.check(&cmd(&[b"KEYS", b"a", b"b"]), b"-ERR wrong number of arguments for 'keys' command\r\n");
 }
 
+/// Replies checked against redis-server 7.0.15: its matcher gives an empty key only to the
+/// empty pattern and to a pattern of exactly `*` (which KEYS and SCAN don't match at all).
+#[test]
+fn an_empty_key_matches_only_star_and_the_empty_pattern() {
+    let t = start();
+    let mut raw = Raw::connect(t.resp);
+    raw.check(&cmd(&[b"SET", b"", b"v"]), b"+OK\r\n");
+    raw.check(&cmd(&[b"SET", b"h", b"v"]), b"+OK\r\n");
+    raw.check(&cmd(&[b"KEYS", b"**"]), b"*1\r\n$1\r\nh\r\n");
+    raw.check(&cmd(&[b"KEYS", b"?"]), b"*1\r\n$1\r\nh\r\n");
+    raw.check(&cmd(&[b"KEYS", b""]), b"*1\r\n$0\r\n\r\n");
+    raw.check(&cmd(&[b"SCAN", b"0", b"MATCH", b"**"]), b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nh\r\n");
+    raw.check(&cmd(&[b"SCAN", b"0", b"MATCH", b""]), b"*2\r\n$1\r\n0\r\n*1\r\n$0\r\n\r\n");
+    let mut c = Client::connect(t.resp);
+    assert_eq!(c.call(&[b"KEYS", b"*"]).array().len(), 2);
+}
+
 #[test]
 fn randomkey_and_dbsize_and_flush() {
     let t = start();

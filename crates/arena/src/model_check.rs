@@ -4,18 +4,42 @@
 //!
 //! Each protocol is written again here as small state machines, one per thread, whose every
 //! step is one atomic access of the real code (a load, a store or a compare-and-swap of the
-//! same word, in the same order), under sequential consistency: the real code orders those
-//! accesses with `SeqCst` (the epoch words) or with a read-modify-write (the lock and state
-//! words). [`explore`] then runs every interleaving of the threads (and, for the locks, a
-//! process death at every point) and checks the protocol's safety property at each step.
+//! same word, in the same order). The lock protocol's words change only by read-modify-writes
+//! (and the kernel's byte locks), so sequential consistency is exact for it. The epoch
+//! protocol leans on `SeqCst` stores and a fence, which only a weaker model can tell from
+//! plain ones: there the writer also runs with an x86 store buffer (TSO), where a plain store
+//! reaches memory later and a locked instruction or fence waits for the buffer to drain.
+//! [`explore`] then runs every interleaving of the threads (and, for the locks, a process
+//! death at every point) and checks the protocol's safety property at each step.
 //!
 //! A model check is only worth what its model is: each test also runs the model with one
-//! known flaw put back (a pin without its re-check, a retire stamp one epoch too old, a
-//! reaper that ignores a live owner's liveness byte, ...) and asserts that the check finds
-//! the failure, so neither the checker nor the model can pass by being blind.
+//! known flaw put back (a pin without its re-check or with a plain store, a retire stamp one
+//! epoch too old or loaded without the fence, a reaper that ignores a live owner's liveness
+//! byte, ...) and asserts that the check finds the failure, so neither the checker nor the
+//! model can pass by being blind.
+//!
+//! Not modelled: the pid-only liveness path (it needs a /proc oracle), an owner that closed
+//! its descriptors while it runs (a released byte is taken for death here), reorderings ARM
+//! allows beyond x86's, and the retire overflow list.
 
 use std::collections::HashSet;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// A multiply-rotate hash for the visited set: the states are small and many, and SipHash
+/// took most of the run time.
+#[derive(Default)]
+struct StateHasher(u64);
+
+impl Hasher for StateHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+}
 
 /// A system of threads whose every step is atomic.
 trait Model: Clone + Eq + Hash {
@@ -29,7 +53,7 @@ trait Model: Clone + Eq + Hash {
 /// Visits every state reachable from `init` (depth first, each state once). Returns how many
 /// there were, or the first broken property with the threads that led to it.
 fn explore<M: Model>(init: M) -> Result<usize, String> {
-    let mut seen: HashSet<M> = HashSet::new();
+    let mut seen: HashSet<M, BuildHasherDefault<StateHasher>> = HashSet::default();
     seen.insert(init.clone());
     // The path from `init`: each state with the next thread to try from it.
     let mut path: Vec<(M, usize)> = vec![(init, 0)];
@@ -69,6 +93,29 @@ enum EpochFlaw {
     RipeAfterOne,
     /// An unpinned retire uses a global epoch loaded before its unlink.
     UnpinnedStampBeforeUnlink,
+    /// An unpinned retire loads the global epoch after its unlink without the fence first
+    /// (on x86 the load can pass the unlink, still in the store buffer).
+    UnpinnedStampWithoutFence,
+    /// A pinned retire stamps the global epoch loaded after its unlink (the comment in
+    /// `retire` says why that is not enough), not its pinned epoch + 1.
+    PinnedStampLoadsGlobal,
+    /// `pin` stores its epoch with a plain (Release) store, which can sit in the store
+    /// buffer past the re-check, instead of a `SeqCst` one (xchg).
+    PinStoreRelease,
+}
+
+impl EpochFlaw {
+    /// The writer configurations (see [`Epochs::new`]) where the flaw can show.
+    fn configs(self) -> &'static [(bool, bool, bool)] {
+        use EpochFlaw::*;
+        match self {
+            None => &[(true, false, true), (true, true, false), (false, false, true)],
+            PinWithoutRecheck | StampPinnedAt | RipeAfterOne => &[(true, false, false)],
+            PinnedStampLoadsGlobal | PinStoreRelease => &[(true, false, true)],
+            UnpinnedStampBeforeUnlink => &[(false, false, false)],
+            UnpinnedStampWithoutFence => &[(false, false, true)],
+        }
+    }
 }
 
 const READERS: usize = 2;
@@ -77,8 +124,9 @@ const SLOTS: usize = READERS + 2;
 const WRITER: usize = READERS;
 const ADVANCER: usize = READERS + 1;
 // Bounds: two readers pinning once each, a writer replacing the block twice, and two more
-// `try_advance` calls from a participant that does nothing else. About a million states in
-// all (seconds in a debug build); each known flaw shows within them.
+// `try_advance` calls from a participant that does nothing else. About 1.4M states over the
+// three writer configurations (about ten seconds in a debug build); each known flaw shows
+// within them.
 const READER_ROUNDS: u8 = 1;
 const WRITES: u8 = 2;
 const ADVANCES: u8 = 2;
@@ -111,13 +159,30 @@ struct Epochs {
     published: u8,
     /// Blocks given back to the allocator (bit per block).
     freed: u8,
-    /// The writer's retire list: (block, stamp), oldest first.
-    retired: Vec<(u8, u8)>,
+    /// The writer's retire list: (block, stamp), oldest first; `nretired` entries.
+    retired: [(u8, u8); WRITES as usize],
+    nretired: u8,
     regs: [Regs; SLOTS],
+    /// Whether the writer's plain stores go through an x86 store buffer.
+    tso: bool,
+    /// That buffer, oldest first: `Store::None` entries are empty.
+    buffer: [Store; 6],
+}
+
+/// A plain store of the writer's, waiting in its store buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Store {
+    None,
+    /// The unlink: the published pointer becomes this block.
+    Publish(u8),
+    /// Its own slot's epoch word (unpin, or the flawed plain pin).
+    SlotEpoch(u8),
 }
 
 impl Epochs {
-    fn new(flaw: EpochFlaw, writer_pins: bool, collect_pinned: bool) -> Epochs {
+    /// A writer that retires pinned or not, collects while pinned or not, with plain stores
+    /// through a store buffer (`tso`) or straight to memory.
+    fn new(flaw: EpochFlaw, (writer_pins, collect_pinned, tso): (bool, bool, bool)) -> Epochs {
         Epochs {
             flaw,
             writer_pins,
@@ -126,8 +191,62 @@ impl Epochs {
             slot_epoch: [0; SLOTS],
             published: 0,
             freed: 0,
-            retired: Vec::new(),
+            retired: [(0, 0); WRITES as usize],
+            nretired: 0,
             regs: [Regs::default(); SLOTS],
+            tso,
+            buffer: [Store::None; 6],
+        }
+    }
+
+    /// A plain store of the writer's: into the store buffer under TSO, else to memory.
+    fn plain_store(&mut self, st: Store) {
+        if self.tso {
+            let free = self.buffer.iter().position(|&b| b == Store::None).expect("store buffer overflow");
+            self.buffer[free] = st;
+        } else {
+            self.apply(st);
+        }
+    }
+
+    fn apply(&mut self, st: Store) {
+        match st {
+            Store::None => {}
+            Store::Publish(b) => self.published = b,
+            Store::SlotEpoch(w) => self.slot_epoch[WRITER] = w,
+        }
+    }
+
+    /// The writer's oldest buffered store reaches memory.
+    fn drain_one(&mut self) {
+        let st = self.buffer[0];
+        self.buffer.copy_within(1.., 0);
+        self.buffer[5] = Store::None;
+        self.apply(st);
+    }
+
+    /// What the writer reads of its own slot's epoch word: its newest buffered store to it,
+    /// else memory (x86 forwards a core's own buffered stores to its loads).
+    fn own_slot_epoch(&self) -> u8 {
+        let buffered = self.buffer.iter().rev().find_map(|st| match st {
+            Store::SlotEpoch(w) => Some(*w),
+            _ => None,
+        });
+        buffered.unwrap_or(self.slot_epoch[WRITER])
+    }
+
+    /// Whether the writer's next step is a locked instruction or a fence, which waits for
+    /// its store buffer to drain: a `SeqCst` store (xchg), a compare-and-swap, the fence.
+    fn writer_step_drains(&self) -> bool {
+        match self.regs[WRITER].pc {
+            1 => self.writer_pins && self.flaw != EpochFlaw::PinStoreRelease,
+            // The bucket lock's compare-and-swap before the unlink (modelled with it).
+            3 => true,
+            // The unpinned retire's fence before its load.
+            4 => !self.writer_pins && self.flaw != EpochFlaw::UnpinnedStampWithoutFence,
+            // try_advance's compare-and-swap.
+            8 => true,
+            _ => false,
         }
     }
 
@@ -140,8 +259,13 @@ impl Epochs {
                 r.pc += 1;
             }
             1 => {
-                self.slot_epoch[t] = r.e * 2 + 1;
+                let word = r.e * 2 + 1;
                 r.pc = if self.flaw == EpochFlaw::PinWithoutRecheck { then } else { at + 2 };
+                if t == WRITER && self.flaw == EpochFlaw::PinStoreRelease {
+                    self.plain_store(Store::SlotEpoch(word));
+                } else {
+                    self.slot_epoch[t] = word;
+                }
             }
             _ => {
                 if self.global == r.e {
@@ -157,6 +281,7 @@ impl Epochs {
     /// `try_advance`'s steps at pc `at` (load the global epoch), `at + 1` (one slot per
     /// step), `at + 2` (the compare-and-swap); then continues at `then`.
     fn advance_step(&mut self, t: usize, at: u8, then: u8) {
+        let own = self.own_slot_epoch();
         let r = &mut self.regs[t];
         match r.pc - at {
             0 => {
@@ -165,7 +290,7 @@ impl Epochs {
                 r.pc += 1;
             }
             1 => {
-                let ep = self.slot_epoch[r.x as usize];
+                let ep = if r.x as usize == WRITER && t == WRITER { own } else { self.slot_epoch[r.x as usize] };
                 if ep & 1 == 1 && ep >> 1 != r.e {
                     r.pc = then;
                 } else {
@@ -189,12 +314,14 @@ impl Epochs {
     fn free_ripe(&mut self) {
         let g = self.global;
         let age = if self.flaw == EpochFlaw::RipeAfterOne { 1 } else { 2 };
-        while let Some(&(block, stamp)) = self.retired.first() {
+        while self.nretired > 0 {
+            let (block, stamp) = self.retired[0];
             if (g.wrapping_sub(stamp) as i8) < age {
                 break;
             }
             self.freed |= 1 << block;
-            self.retired.remove(0);
+            self.retired.copy_within(1.., 0);
+            self.nretired -= 1;
         }
     }
 
@@ -241,26 +368,30 @@ impl Epochs {
                 self.regs[t].pc = UNLINK;
             }
             UNLINK => {
-                // Under the writer's bucket lock: load and replace in one step.
-                let old = self.published;
-                self.published = self.regs[t].rounds + 1;
-                self.regs[t].x = old;
+                // Under the writer's bucket lock (its compare-and-swap drained the buffer):
+                // load the old block, store the new one.
+                self.regs[t].x = self.published;
                 self.regs[t].pc = STAMP;
+                self.plain_store(Store::Publish(self.regs[t].rounds + 1));
             }
             STAMP => {
                 let r = &mut self.regs[t];
                 let stamp = match (self.writer_pins, self.flaw) {
                     (true, EpochFlaw::StampPinnedAt) => r.e,
+                    (true, EpochFlaw::PinnedStampLoadsGlobal) => self.global,
                     (true, _) => r.e + 1,
                     (false, EpochFlaw::UnpinnedStampBeforeUnlink) => r.e,
-                    // Fence, then load: the global epoch after the unlink is visible.
+                    // Fence (the buffer drained first), then load: the global epoch after the
+                    // unlink is visible.
                     (false, _) => self.global,
                 };
-                self.retired.push((r.x, stamp));
+                self.retired[self.nretired as usize] = (r.x, stamp);
+                self.nretired += 1;
                 r.pc = if self.collect_pinned || !self.writer_pins { ADVANCE } else { UNPIN };
             }
             UNPIN => {
-                self.slot_epoch[t] = 0;
+                // A Release store: plain.
+                self.plain_store(Store::SlotEpoch(0));
                 self.regs[t].pc = if self.collect_pinned { END } else { ADVANCE };
             }
             ADVANCE..=8 => self.advance_step(t, ADVANCE, FREE),
@@ -312,10 +443,19 @@ impl Epochs {
 }
 
 impl Model for Epochs {
-    const THREADS: usize = SLOTS;
+    /// Each participant, then the writer's store buffer draining one store.
+    const THREADS: usize = SLOTS + 1;
 
     fn step(&self, t: usize) -> Option<Result<Epochs, String>> {
-        if self.regs[t].pc == DONE {
+        if t == SLOTS {
+            if self.buffer[0] == Store::None {
+                return None;
+            }
+            let mut s = self.clone();
+            s.drain_one();
+            return Some(Ok(s));
+        }
+        if self.regs[t].pc == DONE || (t == WRITER && self.writer_step_drains() && self.buffer[0] != Store::None) {
             return None;
         }
         let mut s = self.clone();
@@ -335,12 +475,9 @@ impl Model for Epochs {
     }
 }
 
+/// Explores each writer configuration the flaw concerns.
 fn check_epochs(flaw: EpochFlaw) -> Result<usize, String> {
-    let mut states = 0;
-    for (writer_pins, collect_pinned) in [(true, false), (true, true), (false, false)] {
-        states += explore(Epochs::new(flaw, writer_pins, collect_pinned))?;
-    }
-    Ok(states)
+    flaw.configs().iter().try_fold(0, |n, &cfg| Ok(n + explore(Epochs::new(flaw, cfg))?))
 }
 
 #[test]
@@ -357,6 +494,9 @@ fn the_epoch_check_finds_each_known_flaw() {
         EpochFlaw::StampPinnedAt,
         EpochFlaw::RipeAfterOne,
         EpochFlaw::UnpinnedStampBeforeUnlink,
+        EpochFlaw::UnpinnedStampWithoutFence,
+        EpochFlaw::PinnedStampLoadsGlobal,
+        EpochFlaw::PinStoreRelease,
     ] {
         let found = check_epochs(flaw).expect_err(&format!("{flaw:?} went unnoticed"));
         assert!(found.contains("after it was freed"), "{flaw:?}: {found}");
@@ -379,10 +519,17 @@ enum LockFlaw {
     /// Reaping and dropping free a slot without moving its generation on: the slot's next
     /// owner locks with its previous owner's lock word.
     NoGenerationBump,
+    /// Reaping and dropping store FREE (with the next generation) before bumping the
+    /// generation, which lock words are checked against.
+    FreeBeforeBump,
 }
 
+// Bounds: three processes, two slots (so a slot changes hands), up to two deaths (so a
+// reaper can die too). A process registers (reaping dead owners of the slots it scans, as
+// `register`'s second pass does), takes the lock once, publishes, unlocks and drops.
 const PROCS: usize = 3;
 const PSLOTS: usize = 2;
+const MAX_DEATHS: u8 = 2;
 const NOBODY: u8 = u8::MAX;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -423,7 +570,9 @@ enum Pc {
     ReapClaim,
     /// reap: finish the intent.
     ReapIntent,
-    /// reap: bump the generation, store FREE.
+    /// reap: bump the generation.
+    ReapBump,
+    /// reap: store FREE.
     ReapFree,
     /// reap: give the byte back; the lock word is stale.
     ReapDone,
@@ -435,7 +584,9 @@ enum Pc {
     Unlock,
     /// drop: exchange LIVE for REAPING.
     DropClaim,
-    /// drop: bump the generation, store FREE.
+    /// drop: bump the generation.
+    DropBump,
+    /// drop: store FREE.
     DropFree,
     /// drop: close the liveness description.
     DropByte,
@@ -448,8 +599,12 @@ struct Proc {
     alive: bool,
     /// The slot it is scanning, then owns.
     slot: u8,
-    /// A state word it loaded.
+    /// Its own slot's state word: the FREE word it claims, then its CLAIMING or LIVE word.
     cur: Word,
+    /// The state word of the slot it is reaping.
+    seen_state: Word,
+    /// Whether it reaps for `register` (a slot it scanned) rather than for a lock.
+    for_register: bool,
     /// Its lock word: (slot, generation).
     me: (u8, u8),
     /// A lock word it loaded.
@@ -483,6 +638,8 @@ impl Locks {
             alive: true,
             slot: 0,
             cur: free,
+            seen_state: free,
+            for_register: false,
             me: (0, 0),
             seen: (0, 0),
             victim: 0,
@@ -511,10 +668,6 @@ impl Locks {
         same
     }
 
-    fn free_word(&self, slot: u8) -> Word {
-        Word { kind: Kind::Free, owner: NOBODY, gen: self.gen[slot as usize] }
-    }
-
     fn run(&mut self, t: usize) -> Result<(), String> {
         let me = t as u8;
         let mut p = self.procs[t];
@@ -522,13 +675,32 @@ impl Locks {
             p.slot = (p.slot + 1) % PSLOTS as u8;
             p.pc = Pc::Scan;
         };
+        // Where a reap goes on once the slot is free: `register` looks at the slot again,
+        // `lock` takes the stale lock over.
+        let reaped = |p: &mut Proc| {
+            p.pc = if p.for_register { Pc::Scan } else { Pc::TakeOver };
+            p.for_register = false;
+        };
+        // Where it goes on if the owner lives (or the slot changed): `register` tries the
+        // next slot, `lock` waits.
+        let gave_up = |p: &mut Proc| {
+            if p.for_register {
+                next_slot(p);
+            } else {
+                p.pc = Pc::Lock;
+            }
+            p.for_register = false;
+        };
         match p.pc {
             Pc::Scan => {
                 p.cur = self.state[p.slot as usize];
                 if p.cur.kind == Kind::Free {
                     p.pc = Pc::TakeByte;
                 } else {
-                    next_slot(&mut p);
+                    // `register`'s second pass: reap the slot if its owner is dead.
+                    p.victim = p.slot;
+                    p.for_register = true;
+                    p.pc = Pc::ReapByte;
                 }
             }
             Pc::TakeByte => {
@@ -582,34 +754,34 @@ impl Locks {
             Pc::ReapByte => {
                 let v = p.victim as usize;
                 if self.state[v].kind == Kind::Free {
-                    p.pc = Pc::TakeOver;
+                    reaped(&mut p);
                 } else if self.flaw == LockFlaw::IgnoreLivenessByte {
                     p.pc = Pc::ReapLoad;
                 } else if self.byte[v] == NOBODY {
                     self.byte[v] = me;
                     p.pc = Pc::ReapLoad;
                 } else {
-                    p.pc = Pc::Lock; // its owner lives: keep waiting
+                    gave_up(&mut p); // its owner lives
                 }
             }
             Pc::ReapLoad => {
                 let v = p.victim as usize;
-                p.cur = self.state[v];
-                match p.cur.kind {
-                    Kind::Free => {
-                        self.release(p.victim, me);
-                        p.pc = Pc::TakeOver;
-                    }
-                    _ => p.pc = Pc::ReapClaim,
+                p.seen_state = self.state[v];
+                if p.seen_state.kind == Kind::Free {
+                    self.release(p.victim, me);
+                    reaped(&mut p);
+                } else {
+                    p.pc = Pc::ReapClaim;
                 }
             }
             Pc::ReapClaim => {
-                let reaping = Word { kind: Kind::Reaping, owner: p.cur.owner, gen: p.cur.gen };
-                if self.cas_state(p.victim, p.cur, reaping) {
+                // From CLAIMING, LIVE or (its reaper died) REAPING.
+                let reaping = Word { kind: Kind::Reaping, ..p.seen_state };
+                if self.cas_state(p.victim, p.seen_state, reaping) {
                     p.pc = Pc::ReapIntent;
                 } else {
                     self.release(p.victim, me);
-                    p.pc = Pc::Lock;
+                    gave_up(&mut p);
                 }
             }
             Pc::ReapIntent => {
@@ -619,17 +791,19 @@ impl Locks {
                     self.torn = false;
                 }
                 self.intent[v] = false;
-                p.pc = Pc::ReapFree;
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::ReapFree } else { Pc::ReapBump };
+            }
+            Pc::ReapBump => {
+                self.bump(p.victim as usize);
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::ReapDone } else { Pc::ReapFree };
             }
             Pc::ReapFree => {
-                let v = p.victim as usize;
-                self.bump(v);
-                self.state[v] = self.free_word(p.victim);
-                p.pc = Pc::ReapDone;
+                self.store_free(p.victim);
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::ReapBump } else { Pc::ReapDone };
             }
             Pc::ReapDone => {
                 self.release(p.victim, me);
-                p.pc = Pc::TakeOver;
+                reaped(&mut p);
             }
             Pc::TakeOver => {
                 if self.lock == Some(p.seen) {
@@ -654,13 +828,19 @@ impl Locks {
             }
             Pc::DropClaim => {
                 let reaping = Word { kind: Kind::Reaping, ..p.cur };
-                p.pc = if self.cas_state(p.slot, p.cur, reaping) { Pc::DropFree } else { Pc::Done };
+                if !self.cas_state(p.slot, p.cur, reaping) {
+                    // Only a reaper takes a slot out of LIVE, and only once its owner died.
+                    return Err(format!("process {t}'s slot {} was reaped while it lived", p.slot));
+                }
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::DropFree } else { Pc::DropBump };
+            }
+            Pc::DropBump => {
+                self.bump(p.slot as usize);
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::DropByte } else { Pc::DropFree };
             }
             Pc::DropFree => {
-                let s = p.slot as usize;
-                self.bump(s);
-                self.state[s] = self.free_word(p.slot);
-                p.pc = Pc::DropByte;
+                self.store_free(p.slot);
+                p.pc = if self.flaw == LockFlaw::FreeBeforeBump { Pc::DropBump } else { Pc::DropByte };
             }
             Pc::DropByte => {
                 self.release(p.slot, me);
@@ -686,6 +866,33 @@ impl Locks {
         self.torn = true;
         self.intent[self.procs[t].slot as usize] = true;
         Ok(())
+    }
+
+    /// Forgets what no process will read again, as [`Epochs::forget_dead_registers`] does:
+    /// all of a dead or finished process but its liveness, and a live one's reap registers
+    /// outside a reap.
+    fn forget_dead_registers(&mut self) {
+        let free = Word { kind: Kind::Free, owner: NOBODY, gen: 0 };
+        for p in self.procs.iter_mut() {
+            if !p.alive || p.pc == Pc::Done {
+                *p = Proc { pc: Pc::Done, alive: p.alive, slot: 0, cur: free, seen_state: free, for_register: false, me: (0, 0), seen: (0, 0), victim: 0 };
+                continue;
+            }
+            let reaping = matches!(p.pc, Pc::ReapByte | Pc::ReapLoad | Pc::ReapClaim | Pc::ReapIntent | Pc::ReapBump | Pc::ReapFree | Pc::ReapDone);
+            if !reaping {
+                p.seen_state = free;
+                p.victim = 0;
+            }
+            if !reaping && !matches!(p.pc, Pc::Stale | Pc::TakeOver) {
+                p.seen = (0, 0);
+            }
+        }
+    }
+
+    /// The FREE store: the generation as it is now.
+    fn store_free(&mut self, slot: u8) {
+        let gen = if self.flaw == LockFlaw::FreeBeforeBump { self.gen[slot as usize] + 1 } else { self.gen[slot as usize] };
+        self.state[slot as usize] = Word { kind: Kind::Free, owner: NOBODY, gen };
     }
 
     fn bump(&mut self, slot: usize) {
@@ -724,13 +931,15 @@ impl Model for Locks {
         }
         let mut s = self.clone();
         if t >= PROCS {
-            if self.deaths > 0 {
+            if self.deaths == MAX_DEATHS {
                 return None;
             }
             s.die(t - PROCS);
             return Some(Ok(s));
         }
-        Some(s.run(t).map(|()| s))
+        let r = s.run(t);
+        s.forget_dead_registers();
+        Some(r.map(|()| s))
     }
 }
 
@@ -743,7 +952,12 @@ fn no_interleaving_or_death_lets_two_live_processes_hold_a_lock() {
 
 #[test]
 fn the_lock_check_finds_each_known_flaw() {
-    for flaw in [LockFlaw::IgnoreLivenessByte, LockFlaw::SkipIntent, LockFlaw::NoGenerationBump] {
+    for flaw in [
+        LockFlaw::IgnoreLivenessByte,
+        LockFlaw::SkipIntent,
+        LockFlaw::NoGenerationBump,
+        LockFlaw::FreeBeforeBump,
+    ] {
         match explore(Locks::new(flaw)) {
             Ok(states) => panic!("{flaw:?} went unnoticed in {states} states"),
             Err(found) => eprintln!("{flaw:?}: {found}"),

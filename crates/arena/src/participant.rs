@@ -85,6 +85,15 @@ fn entry_words(i: u32) -> (usize, usize) {
     (4 + 2 * i as usize, 5 + 2 * i as usize)
 }
 
+/// Whether a block retired with epoch stamp `stamp` may be freed once the global epoch is
+/// `global`: two epochs on, every participant pinned when it was unlinked has left. Signed,
+/// since a block retired by a pinned writer is stamped one epoch ahead of the global one
+/// (and the 32-bit stamps wrap).
+#[inline]
+fn ripe(global: u32, stamp: u32) -> bool {
+    global.wrapping_sub(stamp) as i32 >= 2
+}
+
 /// Weight of retirements (a block counts 1 + its size in KiB) a participant accumulates
 /// before it tries to reclaim: 128 small blocks, or fewer big ones.
 const COLLECT_EVERY: u64 = 128;
@@ -309,7 +318,9 @@ impl Arena {
     }
 
     fn slot_hwm(&self) -> u32 {
-        self.u32(H_SLOT_HWM).map(|h| h.load(Ordering::Acquire)).unwrap_or(0).min(self.max_participants)
+        // SeqCst, as the epoch words are: try_advance's scan up to it is then ordered with
+        // the pins it must see (Acquire suffices on x86 and ARMv8, not by the C++ rules).
+        self.u32(H_SLOT_HWM).map(|h| h.load(Ordering::SeqCst)).unwrap_or(0).min(self.max_participants)
     }
 
     /// A new open file description of the segment's file, for a participant's liveness lock
@@ -377,7 +388,7 @@ impl Arena {
                     unlock();
                     continue;
                 }
-                self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::AcqRel);
+                self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::SeqCst);
                 return Ok(Participant {
                     arena: self.clone(),
                     slot,
@@ -700,7 +711,10 @@ impl Participant {
         // Loading the global epoch here is not enough by itself: on x86 that load may run
         // before the unlinking store leaves this CPU's store buffer. So a pinned caller
         // stamps its own epoch + 1 (the global epoch cannot pass that while it is pinned),
-        // and an unpinned one fences first.
+        // and an unpinned one fences first. (That fence orders the unlink before the load on
+        // x86-64 and ARMv8, which are multi-copy atomic; the C++ model alone would also want
+        // the reader's load of the pointer to be SeqCst.) model_check.rs checks both stamps
+        // under x86's store buffer.
         let e = if self.pins.get() > 0 {
             self.pinned_at.get() + 1
         } else {
@@ -799,7 +813,7 @@ impl Participant {
         }
         let pinned_at = self.pinned_at.get() as u32;
         let v = self.overflow.take();
-        let overflow_can = v.iter().any(|&(_, e)| pinned_at.wrapping_sub(e) as i32 >= 1);
+        let overflow_can = v.iter().any(|&(_, e)| ripe(pinned_at.wrapping_add(1), e));
         self.overflow.set(v);
         if overflow_can {
             return true;
@@ -816,7 +830,7 @@ impl Participant {
             return false;
         }
         let stamp = words[entry_words(start).1].load(Ordering::Relaxed);
-        (self.pinned_at.get() as u32).wrapping_sub(stamp) as i32 >= 1
+        ripe(pinned_at.wrapping_add(1), stamp)
     }
 
     /// Frees every retired block that no participant can still see. Called automatically
@@ -836,7 +850,7 @@ impl Participant {
             let g = a.u64(H_EPOCH)?.load(Ordering::SeqCst) as u32;
             let mut first_err = None;
             v.retain(|&(off, e)| {
-                if (g.wrapping_sub(e) as i32) < 2 {
+                if !ripe(g, e) {
                     return true;
                 }
                 if let Err(err) = self.free(off) {
@@ -868,10 +882,9 @@ impl Participant {
             let n = (words[W_COUNT].load(Ordering::Acquire) as u64).min(RETIRE_ENTRIES) as u32;
             let start = &words[W_START];
             let s = start.load(Ordering::Relaxed);
-            // Entries s..e are old enough to free (they are in retirement order). Signed: a
-            // block retired by a pinned writer is stamped one epoch ahead of the global one.
+            // Entries s..e are old enough to free (they are in retirement order).
             let mut e = s;
-            while e < n && (g.wrapping_sub(words[entry_words(e).1].load(Ordering::Relaxed)) as i32) >= 2 {
+            while e < n && ripe(g, words[entry_words(e).1].load(Ordering::Relaxed)) {
                 e += 1;
             }
             if e > s {

@@ -322,19 +322,18 @@ impl Handle {
         })
     }
 
-    /// memcached incr/decr: unsigned 64-bit, decr stops at 0, incr wraps; the value must be a
-    /// decimal number. Returns None if the key is missing.
-    pub fn incr_unsigned(&mut self, db: u32, key: &[u8], delta: u64, decr: bool) -> Result<Option<u64>, Error> {
+    /// Replaces a string's value with what `f` makes of it, in one step under the key's lock,
+    /// keeping its TTL and client flags: memcached incr/decr, whose number rules (and the
+    /// space-padded result) the protocol crate supplies. `f` returns the bytes to store and
+    /// what to return, or None to leave the item alone and fail with [`Error::NotInteger`].
+    /// Returns None if the key is missing.
+    pub fn rewrite<T>(&mut self, db: u32, key: &[u8], f: impl FnOnce(&[u8]) -> Option<(Vec<u8>, T)>) -> Result<Option<T>, Error> {
         self.write(db, key, |p, old| {
             let Some(o) = old else { return Ok((Action::Keep, None)) };
-            let a = p.arena();
             let mut v = Vec::new();
-            o.value(a, &mut v)?;
-            let s = std::str::from_utf8(&v).map_err(|_| Error::NotInteger)?;
-            let cur: u64 = s.trim_end_matches(' ').parse().map_err(|_| Error::NotInteger)?;
-            let new = if decr { cur.saturating_sub(delta) } else { cur.wrapping_add(delta) };
-            let text = new.to_string();
-            Ok((Action::Put(rebuild_value(p, o, Value::of(text.as_bytes()))?), Some(new)))
+            o.value(p.arena(), &mut v)?;
+            let (new, r) = f(&v).ok_or(Error::NotInteger)?;
+            Ok((Action::Put(rebuild_value(p, o, Value::of(&new))?), Some(r)))
         })
     }
 

@@ -95,6 +95,76 @@ pub(crate) fn parse_i32(tok: &[u8]) -> Option<i32> {
     i32::try_from(v).ok()
 }
 
+/// A counter as memcached's incr/decr reads an item's data (`do_add_delta`: `safe_strtoull`
+/// on the data, which memcached stores followed by `\r\n`): leading C whitespace, an optional
+/// sign, decimal digits, then the end of the value, whitespace or a NUL (the C string ends
+/// there), after which anything goes: `" 5"`, `"+5\t"`, `"5 abc"`, `"5\0x"` and `"-0"` are
+/// numbers. Not numbers: an empty value, no digits, a digit run over 2^64, anything else
+/// right after the digits (`"12abc"`), and a result of 2^63 or more with a `-` anywhere in
+/// the string, as `strchr` sees it, up to the first NUL (`"-5"`, `"18446744073709551615 -"`;
+/// `"-18446744073709551615"` is 1, as libc's `strtoull` wraps it). memcached's `strchr` could
+/// run on past the item's `\r\n` into memory we do not have; we take the string to end there.
+///
+/// ```
+/// use larder_memcache::parse_counter;
+/// assert_eq!(parse_counter(b"9 "), Some(9));
+/// assert_eq!(parse_counter(b" 5 abc"), Some(5));
+/// assert_eq!(parse_counter(b"12abc"), None);
+/// ```
+pub fn parse_counter(v: &[u8]) -> Option<u64> {
+    let s = match v.iter().position(|&b| b == 0) {
+        Some(z) => &v[..z],
+        None => v,
+    };
+    let mut i = 0;
+    while i < s.len() && is_c_space(s[i]) {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        neg = s[i] == b'-';
+        i += 1;
+    }
+    let start = i;
+    let mut n: u64 = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        n = n.checked_mul(10)?.checked_add(u64::from(s[i] - b'0'))?;
+        i += 1;
+    }
+    if i == start || (i < s.len() && !is_c_space(s[i])) {
+        return None;
+    }
+    if neg {
+        n = n.wrapping_neg();
+    }
+    if (n as i64) < 0 && s.contains(&b'-') {
+        return None;
+    }
+    Some(n)
+}
+
+/// The bytes memcached's incr/decr leaves in an item whose value was `old_len` bytes long
+/// when the result is `new` (`do_add_delta`): written in place, padded with spaces to the old
+/// length, when the number fits (`"10"` decremented to 9 becomes `"9 "`, and `get` returns
+/// those two bytes); in a new item of exactly its digits when it is longer. (memcached also
+/// takes the second path when another connection holds a reference to the item at that
+/// moment, say while sending it; Larder has no such moment, so it always pads.) The reply to
+/// the incr/decr, and `ma`'s value, is the number without padding.
+///
+/// ```
+/// use larder_memcache::counter_value;
+/// assert_eq!(counter_value(9, 2), b"9 ");
+/// assert_eq!(counter_value(100, 2), b"100");
+/// ```
+pub fn counter_value(new: u64, old_len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(old_len.max(20));
+    push_u64(&mut v, new);
+    if v.len() < old_len {
+        v.resize(old_len, b' ');
+    }
+    v
+}
+
 /// Writes `v` in decimal. Used by reply composition; avoids `fmt`.
 #[inline]
 pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
@@ -153,6 +223,41 @@ mod tests {
         assert_eq!(parse_i32(b"999999999999999999999"), None);
         assert_eq!(parse_i32(b"12a"), None);
         assert_eq!(parse_i32(b" \x0b+7"), Some(7));
+    }
+
+    #[test]
+    fn counters_read_like_do_add_delta() {
+        // Checked against memcached 1.6.18 (set, then incr).
+        assert_eq!(parse_counter(b"10"), Some(10));
+        assert_eq!(parse_counter(b"+5"), Some(5));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"\t\n7"), Some(7));
+        assert_eq!(parse_counter(b"9 "), Some(9));
+        assert_eq!(parse_counter(b"+5\t"), Some(5));
+        assert_eq!(parse_counter(b"12 abc"), Some(12));
+        assert_eq!(parse_counter(b"5\0xyz"), Some(5));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551615\0-"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551615 -"), None);
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"-5"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b" "), None);
+        assert_eq!(parse_counter(b"\x005"), None);
+        assert_eq!(parse_counter(b"abc"), None);
+        assert_eq!(parse_counter(b"12abc"), None);
+    }
+
+    #[test]
+    fn counter_results_pad_to_the_old_length() {
+        assert_eq!(counter_value(999, 4), b"999 ");
+        assert_eq!(counter_value(6, 6), b"6     ");
+        assert_eq!(counter_value(1000, 4), b"1000");
+        assert_eq!(counter_value(1000, 3), b"1000");
+        assert_eq!(counter_value(7, 0), b"7");
+        assert_eq!(counter_value(u64::MAX, 1), b"18446744073709551615");
     }
 
     #[test]

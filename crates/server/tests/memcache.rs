@@ -204,7 +204,11 @@ fn counters() {
         b"18446744073709551615\r\n",
     );
     c.check(b"incr n 2\r\n", b"1\r\n");
-    c.check(b"get n\r\n", b"VALUE n 3 1\r\n1\r\nEND\r\n");
+    // The wrapped result is written over the 20 digits, padded (memcached 1.6.18 does so).
+    c.check(
+        b"get n\r\n",
+        b"VALUE n 3 20\r\n1                   \r\nEND\r\n",
+    );
     c.check(b"incr nope 1\r\n", b"NOT_FOUND\r\n");
     c.check(b"decr nope 1\r\n", b"NOT_FOUND\r\n");
     c.check(b"set s 0 0 3\r\nabc\r\n", b"STORED\r\n");
@@ -224,7 +228,7 @@ fn counters() {
     );
     c.check(
         b"incr n 1 noreply\r\ndecr n 1 noreply\r\nincr n 7 noreply\r\nget n\r\n",
-        b"VALUE n 3 1\r\n8\r\nEND\r\n",
+        b"VALUE n 3 20\r\n8                   \r\nEND\r\n",
     );
     c.check(
         b"incr s 1 noreply\r\nincr nope 1 noreply\r\nmn\r\n",
@@ -675,6 +679,65 @@ fn meta_set() {
     c.check(b"ms k 2 T-1\r\nab\r\nmg k\r\n", b"HD\r\nEN\r\n");
 }
 
+/// memcached 1.6.18's `do_add_delta` writes a result that fits in place, padded with spaces
+/// to the old length, and `get` returns the padding; a longer result gets a new item of just
+/// its digits. The data is read back with `safe_strtoull`, so leading whitespace, a sign,
+/// anything after whitespace or a NUL, and the padding itself still count as a number.
+/// (Every reply here was checked against memcached 1.6.18.)
+#[test]
+fn counters_shrink_in_place_padded_with_spaces() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let mut r = Raw::connect(t.resp);
+    c.check(b"set k 5 0 4\r\n1000\r\n", b"STORED\r\n");
+    c.check(b"decr k 1\r\n", b"999\r\n");
+    c.check(b"get k\r\n", b"VALUE k 5 4\r\n999 \r\nEND\r\n");
+    // The padded number is still a number, and grows back into its room.
+    c.check(b"incr k 1\r\n", b"1000\r\n");
+    c.check(b"get k\r\n", b"VALUE k 5 4\r\n1000\r\nEND\r\n");
+    c.check(b"decr k 995\r\ndecr k 1\r\n", b"5\r\n4\r\n");
+    c.check(b"get k\r\n", b"VALUE k 5 4\r\n4   \r\nEND\r\n");
+    // Longer than the old value: a new item of exactly the digits.
+    c.check(b"set e 0 0 3\r\n99 \r\nincr e 1\r\nincr e 900\r\n", b"STORED\r\n100\r\n1000\r\n");
+    c.check(b"get e\r\n", b"VALUE e 0 4\r\n1000\r\nEND\r\n");
+    // What safe_strtoull accepts in item data.
+    c.check(b"set a 0 0 6\r\n 5 abc\r\nincr a 1\r\n", b"STORED\r\n6\r\n");
+    c.check(b"get a\r\n", b"VALUE a 0 6\r\n6     \r\nEND\r\n");
+    c.check(b"set b 0 0 3\r\n+5\t\r\nincr b 10\r\n", b"STORED\r\n15\r\n");
+    c.check(b"get b\r\n", b"VALUE b 0 3\r\n15 \r\nEND\r\n");
+    c.check(b"set z 0 0 5\r\n5\0xyz\r\nincr z 1\r\n", b"STORED\r\n6\r\n");
+    c.check(b"get z\r\n", b"VALUE z 0 5\r\n6    \r\nEND\r\n");
+    c.check(b"set d 0 0 2\r\n-0\r\nincr d 1\r\n", b"STORED\r\n1\r\n");
+    c.check(b"set w 0 0 21\r\n-18446744073709551615\r\nincr w 1\r\n", b"STORED\r\n2\r\n");
+    c.check(b"set t 0 0 3\r\n\t\n7\r\nincr t 1\r\n", b"STORED\r\n8\r\n");
+    let nan = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+    for v in [&b"12abc"[..], b" ", b"\x005", b"18446744073709551615 -"] {
+        let mut req = format!("set x 0 0 {}\r\n", v.len()).into_bytes();
+        req.extend_from_slice(v);
+        req.extend_from_slice(b"\r\nincr x 0\r\n");
+        let mut want = b"STORED\r\n".to_vec();
+        want.extend_from_slice(nan);
+        c.check(&req, &want);
+    }
+    // ma stores the same padded bytes but answers with the number alone.
+    c.check(b"set m 5 0 4\r\n1000\r\nma m MD v\r\n", b"STORED\r\nVA 3\r\n999\r\n");
+    c.check(b"get m\r\n", b"VALUE m 5 4\r\n999 \r\nEND\r\n");
+    c.check(b"ma m v D5\r\n", b"VA 4\r\n1004\r\n");
+    c.check(b"set m 0 0 6\r\n 5 abc\r\nma m v\r\n", b"STORED\r\nVA 1\r\n6\r\n");
+    c.check(b"get m\r\n", b"VALUE m 0 6\r\n6     \r\nEND\r\n");
+    // One keyspace: Redis sees the stored bytes, padding and all (and its INCR, like Redis's,
+    // refuses them); memcached's incr still reads them.
+    c.check(b"set n 0 0 2\r\n10\r\ndecr n 1\r\n", b"STORED\r\n9\r\n");
+    r.check(&cmd(&[b"GET", b"n"]), b"$2\r\n9 \r\n");
+    r.check(
+        &cmd(&[b"INCR", b"n"]),
+        b"-ERR value is not an integer or out of range\r\n",
+    );
+    c.check(b"incr n 1\r\n", b"10\r\n");
+    r.check(&cmd(&[b"GET", b"n"]), b"$2\r\n10\r\n");
+    r.check(&cmd(&[b"INCR", b"n"]), b":11\r\n");
+}
+
 #[test]
 fn meta_delete_arithmetic_debug() {
     let t = start();
@@ -708,7 +771,7 @@ fn meta_delete_arithmetic_debug() {
     );
     c.check(b"ma n MI D2 v\r\n", b"VA 1\r\n1\r\n");
     c.check(b"ma n q\r\nmn\r\n", b"MN\r\n");
-    c.check(b"mg n v f\r\n", b"VA 1 f3\r\n2\r\n");
+    c.check(b"mg n v f\r\n", b"VA 20 f3\r\n2                   \r\n");
     c.check(b"ma missing\r\n", b"NF\r\n");
     c.check(b"ma missing k Oo q\r\n", b"NF kmissing Oo\r\n");
     c.check(b"ma missing N0 J13 v t\r\n", b"VA 2 t-1\r\n13\r\n");

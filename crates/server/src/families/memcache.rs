@@ -15,7 +15,8 @@
 //! | cas unique                  | the item's version (changes with every write)       |
 //! | set/add/replace/cas         | `set` with `Cond::Nx`/`Cond::Xx`/`cas`              |
 //! | append/prepend              | `concat` (keeps flags and TTL)                      |
-//! | incr/decr                   | `incr_unsigned` (u64, incr wraps, decr stops at 0)  |
+//! | incr/decr                   | `rewrite` (u64, incr wraps, decr stops at 0; a     |
+//! |                             | shorter result padded with spaces, as memcached)    |
 //! | touch/gat                   | `touch`                                             |
 //! | delete, flush_all           | `del`, `flushdb(0)`                                 |
 //!
@@ -39,8 +40,8 @@ use larder_engine::{
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
-    parse, ArithMode, Expiry as McExpiry, Keys, Limits, MetaFlags, MetaKey, Request,
-    RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
+    counter_value, parse, parse_counter, ArithMode, Expiry as McExpiry, Keys, Limits, MetaFlags,
+    MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
 };
 
 use crate::command::ConnState;
@@ -690,6 +691,10 @@ impl<'a> Mc<'a> {
     /// # Format
     /// `incr|decr <key> <delta> [noreply]` → the new value | `NOT_FOUND` |
     /// `CLIENT_ERROR cannot increment or decrement non-numeric value`.
+    ///
+    /// The value is read as memcached reads item data ([`parse_counter`]) and the result
+    /// stored as memcached leaves it ([`counter_value`]: a shorter number padded with spaces
+    /// to the old length, which `get`, and Redis's GET, then return).
     fn cmd_incr(
         &mut self,
         key: &[u8],
@@ -697,7 +702,15 @@ impl<'a> Mc<'a> {
         decr: bool,
         noreply: bool,
     ) -> Result<(), EngineError> {
-        let r = self.h.incr_unsigned(DB, key, delta, decr);
+        let r = self.h.rewrite(DB, key, |v| {
+            let cur = parse_counter(v)?;
+            let new = if decr {
+                cur.saturating_sub(delta)
+            } else {
+                cur.wrapping_add(delta)
+            };
+            Some((counter_value(new, v.len()), new))
+        });
         let (hit, miss) = if decr {
             (C::DecrHits, C::DecrMisses)
         } else {
@@ -1248,7 +1261,9 @@ impl<'a> Mc<'a> {
             } else {
                 cur.wrapping_add(delta)
             };
+            // Stored padded like incr's result; the reply carries the number alone.
             let value = new.to_string();
+            let stored = counter_value(new, self.scratch.len());
             let expiry = if t_at.is_some() {
                 engine_expiry(walk_ttl(f, m.expire_at, false, t_at, n_at))
             } else {
@@ -1260,7 +1275,7 @@ impl<'a> Mc<'a> {
                 expiry,
                 ..Default::default()
             };
-            let r = self.h.set(DB, k, value.as_bytes(), &opts)?;
+            let r = self.h.set(DB, k, &stored, &opts)?;
             match r.outcome {
                 Outcome::Stored => {
                     self.count(hit);
@@ -1716,38 +1731,6 @@ fn walk_ttl(
     cur
 }
 
-/// A counter value as memcached's `safe_strtoull` reads item data: optional leading
-/// whitespace and sign, decimal digits, then the end or whitespace; a negative number (other
-/// than -0) and an empty value are not numbers.
-fn parse_counter(v: &[u8]) -> Option<u64> {
-    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let mut i = 0;
-    while i < v.len() && space(v[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < v.len() && (v[i] == b'+' || v[i] == b'-') {
-        neg = v[i] == b'-';
-        i += 1;
-    }
-    let start = i;
-    let mut n: u64 = 0;
-    while i < v.len() && v[i].is_ascii_digit() {
-        n = n.checked_mul(10)?.checked_add(u64::from(v[i] - b'0'))?;
-        i += 1;
-    }
-    if i == start || (i < v.len() && !space(v[i])) {
-        return None;
-    }
-    if neg {
-        n = n.wrapping_neg();
-        if (n as i64) < 0 {
-            return None;
-        }
-    }
-    Some(n)
-}
-
 fn parse_plain_u64(b: &[u8]) -> Option<u64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
@@ -1778,22 +1761,6 @@ fn cpu_times() -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counters_parse_like_memcached() {
-        assert_eq!(parse_counter(b"10"), Some(10));
-        assert_eq!(parse_counter(b"+5"), Some(5));
-        assert_eq!(parse_counter(b" 7"), Some(7));
-        assert_eq!(parse_counter(b"9 "), Some(9));
-        assert_eq!(parse_counter(b"12 abc"), Some(12));
-        assert_eq!(parse_counter(b"-0"), Some(0));
-        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_counter(b"18446744073709551616"), None);
-        assert_eq!(parse_counter(b"-5"), None);
-        assert_eq!(parse_counter(b""), None);
-        assert_eq!(parse_counter(b"abc"), None);
-        assert_eq!(parse_counter(b"12abc"), None);
-    }
 
     #[test]
     fn exptimes() {

@@ -59,7 +59,7 @@ pub mod reply;
 
 pub use error::{Error, ErrorReply};
 pub use meta::{ArithMode, MetaFlags, MetaKey, SetMode};
-pub use num::{counter_value, parse_counter};
+pub use num::{counter_value, parse_counter, parse_u32};
 pub use parse::{parse, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens};
 
 /// Parser limits. The defaults are memcached 1.6's.

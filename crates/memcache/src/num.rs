@@ -9,11 +9,14 @@
 //! * overflow of the C `long` (64-bit) is an error (`ERANGE`);
 //! * the unsigned variants accept a minus sign as libc does (negating
 //!   modulo 2^64) but memcached then rejects results that look negative as
-//!   signed values, so `-1` fails while `-0` is 0.
-//!
-//! One deliberate difference: memcached stores the 64-bit result into a
-//! 32-bit variable for flags/exptime/lengths, silently truncating values
-//! outside the 32-bit range; we reject them instead.
+//!   signed values (`strchr(str, '-')` over the whole token), so `-1` fails
+//!   while `-0` is 0 and `-18446744073709551615` is 1;
+//! * `safe_strtoul` and `safe_strtol` (flags; exptimes, lengths and meta
+//!   TTLs) parse into a 64-bit `long` and store the result into 32 bits, so
+//!   a value in the 64-bit range but outside the 32-bit one is truncated, not
+//!   refused: flags `4294967297` are 1, exptime `4294967396` is 100 and
+//!   `2147483648` is `i32::MIN`, length `4294967298` is 2 (memcached 1.6.18
+//!   answers all of these).
 
 #[inline]
 fn is_c_space(b: u8) -> bool {
@@ -68,15 +71,22 @@ pub(crate) fn parse_u64(tok: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// `safe_strtoul` into a `uint32_t`, rejecting (not truncating) values
-/// above `u32::MAX`.
+/// `safe_strtoul`: `strtoul`'s 64-bit result truncated to the `uint32_t`
+/// memcached stores it in (also what `stats cachedump` reads its class and
+/// limit with).
+///
+/// ```
+/// use larder_memcache::parse_u32;
+/// assert_eq!(parse_u32(b"4294967297"), Some(1));
+/// assert_eq!(parse_u32(b"-1"), None);
+/// ```
 #[inline]
-pub(crate) fn parse_u32(tok: &[u8]) -> Option<u32> {
-    u32::try_from(parse_u64(tok)?).ok()
+pub fn parse_u32(tok: &[u8]) -> Option<u32> {
+    Some(parse_u64(tok)? as u32)
 }
 
-/// `safe_strtol` into an `int32_t`, rejecting (not truncating) values outside
-/// the `i32` range.
+/// `safe_strtol`: `strtol`'s 64-bit result (ERANGE beyond it) truncated to
+/// the `int32_t` memcached stores it in.
 #[inline]
 pub(crate) fn parse_i32(tok: &[u8]) -> Option<i32> {
     if !tok.is_empty() && tok.len() <= 9 && tok.iter().all(u8::is_ascii_digit) {
@@ -92,7 +102,7 @@ pub(crate) fn parse_i32(tok: &[u8]) -> Option<i32> {
     } else {
         i64::try_from(mag).ok()?
     };
-    i32::try_from(v).ok()
+    Some(v as i32)
 }
 
 /// A counter as memcached's incr/decr reads an item's data (`do_add_delta`: `safe_strtoull`
@@ -210,7 +220,14 @@ mod tests {
         assert_eq!(parse_u64(b"x5"), None);
         assert_eq!(parse_u64(b"00000000000000000000000001"), Some(1));
         assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
-        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"4294967296"), Some(0));
+        assert_eq!(parse_u32(b"4294967297"), Some(1));
+        assert_eq!(parse_u32(b"18446744073709551615"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_u32(b"-9223372036854775809"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"18446744073709551616"), None);
+        assert_eq!(parse_u32(b"18446744073709551615\t-"), None);
+        assert_eq!(parse_u32(b"-4294967295"), None);
         assert_eq!(parse_u32(b"-1"), None);
     }
 
@@ -219,7 +236,14 @@ mod tests {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
         assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
-        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i32(b"2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"4294967295"), Some(-1));
+        assert_eq!(parse_i32(b"4294967396"), Some(100));
+        assert_eq!(parse_i32(b"-2147483649"), Some(i32::MAX));
+        assert_eq!(parse_i32(b"9223372036854775807"), Some(-1));
+        assert_eq!(parse_i32(b"-9223372036854775808"), Some(0));
+        assert_eq!(parse_i32(b"9223372036854775808"), None);
+        assert_eq!(parse_i32(b"-9223372036854775809"), None);
         assert_eq!(parse_i32(b"999999999999999999999"), None);
         assert_eq!(parse_i32(b"12a"), None);
         assert_eq!(parse_i32(b" \x0b+7"), Some(7));

@@ -148,15 +148,77 @@ fn set_token_counts() {
     reply_err(many, R::Error);
 }
 
+/// memcached 1.6.18 parses flags with `safe_strtoul` and exptime and length with
+/// `safe_strtol`: a 64-bit `strtoul`/`strtol` stored into 32 bits. Out-of-range values are
+/// truncated, not refused (each checked against 1.6.18's replies).
+#[test]
+fn numbers_truncate_to_32_bits() {
+    let store = |input: &[u8]| match ok(input) {
+        Request::Store(s) => (s.flags, s.exptime, s.data.len()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(store(b"set k 4294967296 0 1\r\na\r\n"), (0, 0, 1));
+    assert_eq!(store(b"set k 4294967297 0 1\r\na\r\n"), (1, 0, 1));
+    assert_eq!(store(b"set k 18446744073709551615 0 1\r\na\r\n"), (u32::MAX, 0, 1));
+    assert_eq!(store(b"set k 9223372036854775808 0 1\r\na\r\n"), (0, 0, 1));
+    // strtoul negates modulo 2^64; only a result that looks negative as a long is refused.
+    assert_eq!(store(b"set k -18446744073709551615 0 1\r\na\r\n"), (1, 0, 1));
+    assert_eq!(store(b"set k -9223372036854775809 0 1\r\na\r\n"), (u32::MAX, 0, 1));
+    reply_err(b"set k -4294967295 0 1\r\n", R::BadFormat);
+    assert_eq!(store(b"set k 1 4294967296 1\r\na\r\n"), (1, 0, 1));
+    assert_eq!(store(b"set k 1 4294967295 1\r\na\r\n"), (1, -1, 1));
+    assert_eq!(store(b"set k 1 2147483648 1\r\na\r\n"), (1, i32::MIN, 1));
+    assert_eq!(store(b"set k 1 -2147483649 1\r\na\r\n"), (1, i32::MAX, 1));
+    assert_eq!(store(b"set k 1 4294967396 1\r\na\r\n"), (1, 100, 1));
+    assert_eq!(store(b"set k 1 9223372036854775807 1\r\na\r\n"), (1, -1, 1));
+    assert_eq!(store(b"set k 1 0 4294967298\r\nab\r\n"), (1, 0, 2));
+    assert_eq!(store(b"set k 1 0 -4294967294\r\nab\r\n"), (1, 0, 2));
+    match ok(b"touch k 4294967396\r\n") {
+        Request::Touch { exptime, .. } => assert_eq!(exptime, 100),
+        other => panic!("{other:?}"),
+    }
+    match ok(b"gat 4294967296 k\r\n") {
+        Request::Get { exptime, .. } => assert_eq!(exptime, 0),
+        other => panic!("{other:?}"),
+    }
+    match ok(b"flush_all -4294967296\r\n") {
+        Request::FlushAll { delay, .. } => assert_eq!(delay, Some(0)),
+        other => panic!("{other:?}"),
+    }
+    match ok(b"verbosity 4294967297\r\n") {
+        Request::Verbosity { level, .. } => assert_eq!(level, 1),
+        other => panic!("{other:?}"),
+    }
+    reply_err(b"verbosity -1\r\n", R::BadFormat);
+    match ok(b"ms k 4294967298 F4294967297 T4294967396 N4294967296\r\nab\r\n") {
+        Request::MetaSet { flags, data, .. } => {
+            assert_eq!(data, b"ab");
+            assert_eq!(flags.client_flags, Some(1));
+            assert_eq!(flags.ttl, Some(100));
+            assert_eq!(flags.vivify_ttl, Some(0));
+        }
+        other => panic!("{other:?}"),
+    }
+    match ok(b"mg k R4294967396\r\n") {
+        Request::MetaGet { flags, .. } => assert_eq!(flags.recache_ttl, Some(100)),
+        other => panic!("{other:?}"),
+    }
+    reply_err(b"mg k T9223372036854775808\r\n", R::BadToken);
+}
+
 #[test]
 fn set_bad_line() {
     reply_err(b"set k x 0 1\r\n", R::BadFormat);
     reply_err(b"set k 0 x 1\r\n", R::BadFormat);
     reply_err(b"set k 0 0 x\r\n", R::BadFormat);
     reply_err(b"set k -1 0 1\r\n", R::BadFormat);
-    reply_err(b"set k 4294967296 0 1\r\n", R::BadFormat);
+    reply_err(b"set k 18446744073709551616 0 1\r\n", R::BadFormat);
+    reply_err(b"set k 0 9223372036854775808 1\r\n", R::BadFormat);
     reply_err(b"set k 0 0 -1\r\n", R::BadFormat);
     reply_err(b"set k 0 0 2147483646\r\n", R::BadFormat);
+    // A length that truncates to a negative i32 (or past i32::MAX - 2) is no length.
+    reply_err(b"set k 0 0 4294967295\r\n", R::BadFormat);
+    reply_err(b"set k 0 0 2147483648\r\n", R::BadFormat);
     reply_err(b"cas k 0 0 1 x\r\n", R::BadFormat);
     reply_err(b"cas k 0 0 1 -1\r\n", R::BadFormat);
     let long = [b"set ".as_slice(), &[b'k'; 251], b" 0 0 1\r\n"].concat();

@@ -191,6 +191,61 @@ fn errors_and_swallowing() {
     c3.check(&req, b"VALUE ok 0 2\r\nhi\r\nEND\r\n");
 }
 
+/// memcached 1.6.18 reads flags with `safe_strtoul` and exptimes, lengths and meta TTLs with
+/// `safe_strtol`: 64-bit `strtoul`/`strtol` stored into 32 bits, so values past 32 bits are
+/// truncated, not refused. (Every reply here was checked against memcached 1.6.18.)
+#[test]
+fn out_of_range_numbers_truncate_as_memcached() {
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set a 4294967297 0 1\r\na\r\nget a\r\n", b"STORED\r\nVALUE a 1 1\r\na\r\nEND\r\n");
+    c.check(
+        b"set a 18446744073709551615 0 1\r\na\r\nget a\r\n",
+        b"STORED\r\nVALUE a 4294967295 1\r\na\r\nEND\r\n",
+    );
+    c.check(
+        b"set a -18446744073709551615 0 1\r\na\r\nget a\r\n",
+        b"STORED\r\nVALUE a 1 1\r\na\r\nEND\r\n",
+    );
+    c.check(
+        b"set a -1 0 1\r\na\r\n",
+        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    );
+    // exptime 4294967295 is -1 (expired at once), 4294967396 is 100 s, -2147483649 is
+    // i32::MAX (an absolute time in 2038).
+    c.check(b"set b 1 4294967295 1\r\nb\r\nget b\r\n", b"STORED\r\nEND\r\n");
+    c.check(b"set b 1 4294967396 1\r\nb\r\nmg b t\r\n", b"STORED\r\nHD t100\r\n");
+    c.check(b"set b 1 -2147483649 1\r\nb\r\nget b\r\n", b"STORED\r\nVALUE b 1 1\r\nb\r\nEND\r\n");
+    c.check(
+        b"set b 1 9223372036854775808 1\r\nb\r\n",
+        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    );
+    // Lengths: 4294967298 is 2; 4294967295 is -1, an error.
+    c.check(b"set c 1 0 4294967298\r\nab\r\nget c\r\n", b"STORED\r\nVALUE c 1 2\r\nab\r\nEND\r\n");
+    c.check(
+        b"set c 1 0 4294967295\r\nab\r\n",
+        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    );
+    c.check(b"touch c 4294967396\r\nmg c t\r\n", b"TOUCHED\r\nHD t100\r\n");
+    c.check(b"touch c 4294967296\r\nmg c t\r\n", b"TOUCHED\r\nHD t-1\r\n");
+    c.check(b"gat 4294967396 c\r\nmg c t\r\n", b"VALUE c 1 2\r\nab\r\nEND\r\nHD t100\r\n");
+    c.check(b"verbosity 4294967296\r\n", b"OK\r\n");
+    c.check(b"ms d 4294967298 F4294967297 T4294967396\r\nxy\r\nmg d f t v\r\n", b"HD\r\nVA 2 f1 t100\r\nxy\r\n");
+    c.check(b"mg d T4294967296 t\r\n", b"HD t-1\r\n");
+    c.check(
+        b"mg d T-9223372036854775809 t\r\n",
+        b"CLIENT_ERROR bad token in command line format\r\n",
+    );
+    c.check(b"flush_all -4294967296\r\nget d\r\n", b"OK\r\nEND\r\n");
+    // stats cachedump reads its class with safe_strtoul too, and knows 64 class ids.
+    c.check(b"set e 0 0 1\r\ne\r\n", b"STORED\r\n");
+    c.send(b"stats cachedump 4294967297 0\r\n");
+    let dump = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    assert!(dump.starts_with("ITEM e [1 b; "), "{dump:?}");
+    c.check(b"stats cachedump 64 1\r\n", b"CLIENT_ERROR Illegal slab id\r\n");
+    c.check(b"stats cachedump 1 -1\r\n", b"CLIENT_ERROR bad command line format\r\n");
+}
+
 #[test]
 fn counters() {
     let t = start();

@@ -40,8 +40,8 @@ use larder_engine::{
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
-    counter_value, parse, parse_counter, ArithMode, Expiry as McExpiry, Keys, Limits, MetaFlags,
-    MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
+    counter_value, parse, parse_counter, parse_u32, ArithMode, Expiry as McExpiry, Keys, Limits,
+    MetaFlags, MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
 };
 
 use crate::command::ConnState;
@@ -1385,11 +1385,16 @@ impl<'a> Mc<'a> {
                     reply::client_error(self.out, "bad command line");
                     return Ok(());
                 };
-                let (Some(id), Some(limit)) = (parse_plain_u64(id), parse_plain_u64(limit)) else {
+                // safe_strtoul, so 4294967297 is class 1; memcached has 64 class ids.
+                let (Some(id), Some(limit)) = (parse_u32(id), parse_u32(limit)) else {
                     reply::client_error(self.out, "bad command line format");
                     return Ok(());
                 };
-                self.stats_cachedump(id, limit)?;
+                if id >= 64 {
+                    reply::client_error(self.out, "Illegal slab id");
+                    return Ok(());
+                }
+                self.stats_cachedump(u64::from(id), u64::from(limit))?;
             }
             Some(_) => reply::error(self.out),
         }
@@ -1729,10 +1734,6 @@ fn walk_ttl(
         }
     }
     cur
-}
-
-fn parse_plain_u64(b: &[u8]) -> Option<u64> {
-    std::str::from_utf8(b).ok()?.parse().ok()
 }
 
 /// User and system CPU seconds of this process, from /proc (memcached's `rusage_*`).

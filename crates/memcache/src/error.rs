@@ -1,5 +1,7 @@
 //! Parse errors: each one is exactly what memcached would do next.
 
+use crate::meta::MetaKey;
+
 /// An error reply line memcached sends for a malformed request.
 ///
 /// The `&'static str` forms (see [`ErrorReply::as_str`]) are byte-for-byte
@@ -132,6 +134,13 @@ pub enum Error {
         skip: usize,
         /// memcached suppresses the reply (`noreply`).
         silent: bool,
+        /// A key whose item memcached deletes first: a `set` or `ms` too
+        /// large to store unlinks the key's old item, "to avoid stale data
+        /// persisting in cache because we failed alloc" (1.6.18 does this for
+        /// `set`, with or without `noreply`, and for `ms` in every mode; not
+        /// for `add`, `replace`, `append`, `prepend` or `cas`). See
+        /// [`Error::unlink`].
+        unlink: Option<KeyAt>,
     },
     /// No newline within [`Limits::max_unterminated_line`](crate::Limits)
     /// bytes and not a multiget: memcached closes the connection silently.
@@ -139,7 +148,30 @@ pub enum Error {
     Close,
 }
 
+/// Where a request's key sits in the buffer handed to [`parse`](crate::parse)
+/// (and whether it is base64, the meta `b` flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyAt {
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+    pub(crate) base64: bool,
+}
+
 impl Error {
+    /// The key memcached deletes before it replies (see [`Error::Swallow`]),
+    /// read from `buf`, the buffer this error was parsed from.
+    pub fn unlink<'a>(&self, buf: &'a [u8]) -> Option<MetaKey<'a>> {
+        let Error::Swallow { unlink: Some(k), .. } = *self else {
+            return None;
+        };
+        let raw = buf.get(k.start..k.start + k.len)?;
+        if k.base64 {
+            MetaKey::binary(raw)
+        } else {
+            Some(MetaKey::text(raw))
+        }
+    }
+
     /// The bytes to write, including `\r\n`; `None` when memcached stays
     /// silent (noreply, or closing).
     pub fn reply(&self) -> Option<&'static [u8]> {

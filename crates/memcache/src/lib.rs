@@ -57,7 +57,7 @@ mod num;
 mod parse;
 pub mod reply;
 
-pub use error::{Error, ErrorReply};
+pub use error::{Error, ErrorReply, KeyAt};
 pub use meta::{ArithMode, MetaFlags, MetaKey, SetMode};
 pub use num::{counter_value, parse_counter, parse_u32};
 pub use parse::{parse, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens};
@@ -65,10 +65,9 @@ pub use parse::{parse, Keys, Request, RetrieveCommand, Store, StoreCommand, Toke
 /// Parser limits. The defaults are memcached 1.6's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest data block accepted by storage commands (`-I`, default 1 MiB).
-    /// memcached compares the whole item including its ~50 byte header and
-    /// the key against this; we compare only the data length, which is
-    /// simpler to reason about and at most a few dozen bytes more lenient.
+    /// Largest item storage commands may make (`-I`, default 1 MiB), counted
+    /// as memcached counts it: [`item_size`] of the key, flags and value, so
+    /// with a 3-byte key and flags 0 the largest value is 1,048,514 bytes.
     pub item_size_max: usize,
     /// Longest key (`KEY_MAX_LENGTH`, 250). For meta commands with the `b`
     /// flag this applies to the base64 text, as in memcached.
@@ -88,6 +87,38 @@ impl Default for Limits {
             max_unterminated_line: 2048,
         }
     }
+}
+
+/// memcached's item header (`sizeof(item)` on a 64-bit build), which
+/// counts against `item_size_max`.
+pub const ITEM_HEADER: usize = 48;
+
+/// The CAS value memcached stores after the header of every item (all but
+/// `-C` builds; Larder always has CAS values).
+pub const ITEM_CAS: usize = 8;
+
+/// The size memcached 1.6 gives an item, and compares with `item_size_max`
+/// (`-I`) when it allocates one (`do_item_alloc`: `item_make_header` plus the
+/// CAS): the header, the CAS, the key and its NUL, 4 bytes of client flags
+/// unless they are 0, and the value with its `\r\n`. A `set`/`add`/.../`ms`
+/// whose item would be larger is answered `SERVER_ERROR object too large for
+/// cache`; an append or prepend whose result would be is `NOT_STORED`.
+/// (`me`'s `size=` is this number too.)
+///
+/// Checked against memcached 1.6.18 with its defaults (`-I 1m`, CAS on): a
+/// 1-byte key takes values up to 1,048,516 bytes, a 3-byte key 1,048,514,
+/// a 250-byte key 1,048,267, each 4 fewer with nonzero flags; `-I 2m` moves
+/// the boundary by exactly 1 MiB. (Under `-C`, which Larder has no
+/// counterpart of, memcached allows 8 bytes more.)
+///
+/// ```
+/// use larder_memcache::item_size;
+/// assert_eq!(item_size(3, 0, 1_048_514), 1024 * 1024);
+/// assert_eq!(item_size(3, 1, 1_048_510), 1024 * 1024);
+/// ```
+pub const fn item_size(nkey: usize, flags: u32, nbytes: usize) -> usize {
+    let suffix = if flags == 0 { 0 } else { 4 };
+    ITEM_HEADER + ITEM_CAS + nkey + 1 + suffix + nbytes + 2
 }
 
 /// memcached's boundary between relative and absolute expiration times:

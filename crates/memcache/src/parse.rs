@@ -8,10 +8,10 @@
 //! get family looks past the 23rd token (memcached re-tokenizes); we scan
 //! the keys once, lazily, instead.
 
-use crate::error::{Error, ErrorReply};
+use crate::error::{Error, ErrorReply, KeyAt};
 use crate::meta::{preparse, ArithMode, MetaFlags, MetaKey, SetMode};
 use crate::num::{parse_i32, parse_u32, parse_u64};
-use crate::Limits;
+use crate::{item_size, Limits};
 
 /// memcached's `MAX_TOKENS`: 23 tokens plus the terminal one.
 const MAX_TOKENS: usize = 24;
@@ -628,12 +628,15 @@ fn parse_store<'a>(
         return bad(ErrorReply::BadFormat);
     }
     let vlen = vlen as usize;
-    if vlen > limits.item_size_max {
+    // memcached cannot allocate the item (do_item_alloc counts header, CAS, key, flags and
+    // value against -I): it says so, swallows the data and, for set, drops the old value.
+    if item_size(t[1].len(), flags, vlen) > limits.item_size_max {
         return Err(Error::Swallow {
             reply: ErrorReply::TooLarge,
             consumed: line_len,
             skip: vlen + 2,
             silent: noreply,
+            unlink: (command == StoreCommand::Set).then(|| key_at(buf, t[1], false)),
         });
     }
     let Some(data) = data_block(buf, line_len, vlen) else {
@@ -671,6 +674,16 @@ fn data_block(buf: &[u8], line_len: usize, vlen: usize) -> Option<Result<&[u8], 
         return Some(Err(()));
     }
     Some(Ok(&buf[line_len..end]))
+}
+
+/// Where `key` (a subslice of `buf`) sits in `buf`.
+#[inline]
+fn key_at(buf: &[u8], key: &[u8], base64: bool) -> KeyAt {
+    KeyAt {
+        start: offset_in(buf, key),
+        len: key.len(),
+        base64,
+    }
 }
 
 /// Byte offset of `tok` (a subslice of `line`) within `line`.
@@ -781,6 +794,7 @@ fn parse_meta<'a>(
                     consumed: line_len,
                     skip: vlen + 2,
                     silent: false,
+                    unlink: None,
                 })
             };
             let (key, flags) = match preparse(t[1], flag_toks, section) {
@@ -793,8 +807,17 @@ fn parse_meta<'a>(
             if flags.opaque_too_long {
                 return swallow(ErrorReply::OpaqueTooLong);
             }
-            if vlen > limits.item_size_max {
-                return swallow(ErrorReply::TooLarge);
+            // Too large (see parse_store): memcached drops the key's old value whatever the
+            // mode, counting the decoded length of a base64 key.
+            let flags_in_item = flags.client_flags.unwrap_or(0);
+            if item_size(key.bytes().len(), flags_in_item, vlen) > limits.item_size_max {
+                return Err(Error::Swallow {
+                    reply: ErrorReply::TooLarge,
+                    consumed: line_len,
+                    skip: vlen + 2,
+                    silent: false,
+                    unlink: Some(key_at(buf, t[1], flags.base64_key)),
+                });
             }
             let Some(data) = data_block(buf, line_len, vlen) else {
                 return Ok(None);

@@ -243,29 +243,57 @@ fn set_bad_line() {
 
 #[test]
 fn set_too_large_swallows() {
+    // memcached's -I counts the item: 48-byte header, 8-byte CAS, key + NUL, 4 bytes of
+    // flags unless 0, value + \r\n. Key "k", flags 0, -I 1024: values up to 964 bytes.
     let l = Limits {
-        item_size_max: 10,
+        item_size_max: 1024,
         ..lim()
     };
-    let line = b"set k 0 0 11\r\n";
-    // Reported as soon as the line is complete, data not yet buffered.
+    let line = b"set k 0 0 965\r\n";
+    // Reported as soon as the line is complete, data not yet buffered; set drops the
+    // key's old value.
     assert_eq!(
         parse(line, &l),
         Err(Error::Swallow {
             reply: R::TooLarge,
             consumed: line.len(),
-            skip: 13,
-            silent: false
+            skip: 967,
+            silent: false,
+            unlink: Some(KeyAt {
+                start: 4,
+                len: 1,
+                base64: false
+            }),
         })
     );
-    let e = parse(b"set k 0 0 11 noreply\r\n01234567890\r\n", &l).unwrap_err();
-    assert_eq!(e.skip(), 13);
+    let e = parse(line, &l).unwrap_err();
+    assert_eq!(e.unlink(line).map(|k| k.bytes().to_vec()), Some(b"k".to_vec()));
+    let buf = [&b"set k 0 0 965 noreply\r\n"[..], &[b'x'; 965], b"\r\n"].concat();
+    let e = parse(&buf, &l).unwrap_err();
+    assert_eq!(e.skip(), 967);
     assert_eq!(e.reply(), None);
-    // Exactly the limit is fine.
-    assert!(parse(b"set k 0 0 10\r\n0123456789\r\n", &l)
-        .unwrap()
-        .is_some());
-    assert_eq!(err(b"set k 0 0 1048577\r\n").kind(), Some(R::TooLarge));
+    assert!(e.unlink(&buf).is_some(), "even with noreply");
+    // The other storage commands refuse the same way but leave the old value.
+    for line in [
+        &b"add k 0 0 965\r\n"[..],
+        b"replace k 0 0 965\r\n",
+        b"append k 0 0 965\r\n",
+        b"prepend k 0 0 965\r\n",
+        b"cas k 0 0 965 1\r\n",
+    ] {
+        let e = parse(line, &l).unwrap_err();
+        assert_eq!((e.kind(), e.unlink(line)), (Some(R::TooLarge), None));
+    }
+    // Exactly the limit is fine; flags take 4 bytes of it, a longer key its length.
+    let at = |line: &[u8], n: usize| [line, &vec![b'x'; n], b"\r\n"].concat();
+    assert!(parse(&at(b"set k 0 0 964\r\n", 964), &l).unwrap().is_some());
+    assert!(parse(&at(b"set k 1 0 960\r\n", 960), &l).unwrap().is_some());
+    assert_eq!(parse(b"set k 1 0 961\r\n", &l).unwrap_err().kind(), Some(R::TooLarge));
+    assert!(parse(&at(b"set kkk 0 0 962\r\n", 962), &l).unwrap().is_some());
+    assert_eq!(parse(b"set kkk 0 0 963\r\n", &l).unwrap_err().kind(), Some(R::TooLarge));
+    // memcached 1.6.18's defaults (-I 1m): a 3-byte key takes 1,048,514 bytes.
+    assert!(matches!(ok(&at(b"set kkk 0 0 1048514\r\n", 1_048_514)), Request::Store(_)));
+    assert_eq!(err(b"set kkk 0 0 1048515\r\n").kind(), Some(R::TooLarge));
     assert_eq!(
         err(b"set k 0 0 1048577\r\n").reply(),
         Some(&b"SERVER_ERROR object too large for cache\r\n"[..])
@@ -799,7 +827,8 @@ fn swallow(input: &[u8], r: ErrorReply, skip: usize) {
             reply: r,
             consumed: line,
             skip,
-            silent: false
+            silent: false,
+            unlink: None,
         },
         "{:?}",
         String::from_utf8_lossy(input)
@@ -861,8 +890,28 @@ fn meta_set_errors() {
     // Invalid mode is reported in preference to a long opaque.
     let both = [b"ms k 2 MX O".as_slice(), &[b'o'; 32], b"\r\n"].concat();
     swallow(&both, R::InvalidMsMode, 4);
-    // Too large: never silent, even with q.
-    swallow(b"ms k 1048577 q\r\n", R::TooLarge, 1_048_579);
+    // Too large: never silent, even with q; the key's old value goes, whatever the mode.
+    for buf in [&b"ms k 1048577 q\r\n"[..], b"ms k 1048577 ME\r\n", b"ms k 1048577 MA\r\n"] {
+        let e = err(buf);
+        assert_eq!((e.kind(), e.skip(), e.reply().is_some()), (Some(R::TooLarge), 1_048_579, true));
+        assert_eq!(e.unlink(buf).map(|k| k.bytes().to_vec()), Some(b"k".to_vec()));
+    }
+    // The limit counts the item as memcached does: 1 MiB less 48 + 8 + 2 + 2 bytes for a
+    // one-byte key, 4 more with flags; a base64 key counts decoded, and is unlinked decoded.
+    let at = |line: &[u8], n: usize| {
+        let mut v = line.to_vec();
+        v.extend_from_slice(&vec![b'x'; n]);
+        v.extend_from_slice(b"\r\n");
+        v
+    };
+    assert!(matches!(ok(&at(b"ms k 1048516\r\n", 1_048_516)), Request::MetaSet { .. }));
+    assert_eq!(err(b"ms k 1048517\r\n").kind(), Some(R::TooLarge));
+    assert!(matches!(ok(&at(b"ms k 1048512 F1\r\n", 1_048_512)), Request::MetaSet { .. }));
+    assert_eq!(err(b"ms k 1048513 F1\r\n").kind(), Some(R::TooLarge));
+    assert!(matches!(ok(&at(b"ms ZWRnZQ== 1048513 b\r\n", 1_048_513)), Request::MetaSet { .. }));
+    let buf = b"ms ZWRnZQ== 1048514 b\r\n";
+    let e = err(buf);
+    assert_eq!(e.unlink(buf).map(|k| k.bytes().to_vec()), Some(b"edge".to_vec()));
     // Bad chunk: never silent either.
     assert_eq!(
         err(b"ms k 1 q\r\nxyz"),
@@ -958,8 +1007,10 @@ fn error_accessors() {
         consumed: 3,
         skip: 9,
         silent: false,
+        unlink: None,
     };
     assert_eq!((e.consumed(), e.skip(), e.closes()), (3, 9, false));
+    assert!(e.unlink(b"set k").is_none());
     assert_eq!(
         e.to_string(),
         "SERVER_ERROR object too large for cache (swallowing 9 bytes)"

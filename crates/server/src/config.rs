@@ -50,7 +50,8 @@ pub struct Args {
     /// disconnected (Redis `client-output-buffer-limit` for normal clients; 0 = none).
     #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub client_output_buffer_limit: Option<u64>,
-    /// Largest memcached item value, in bytes (memcached `-I`).
+    /// Largest memcached item, in bytes, counted as memcached's `-I` counts one (header,
+    /// CAS, key, flags and value: 1 MiB takes values up to 1,048,514 bytes under a 3-byte key).
     #[arg(long, value_name = "BYTES", value_parser = parse_mem_arg)]
     pub item_size_max: Option<u64>,
     /// Bytes reserved for the arena (sparse; default: half the machine's memory).

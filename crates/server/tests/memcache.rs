@@ -168,14 +168,57 @@ fn errors_and_swallowing() {
     req.extend_from_slice(&data);
     req.extend_from_slice(b"\r\nget ok\r\n");
     c.check(&req, b"VALUE ok 0 2\r\nhi\r\nEND\r\n");
-    // Exactly at the limit is fine.
-    let mut req = b"set edge 0 0 1024\r\n".to_vec();
-    req.extend_from_slice(&[b'e'; 1024]);
-    req.extend_from_slice(b"\r\n");
-    c.check(&req, b"STORED\r\n");
-    // An append that would pass the limit is not stored (as memcached, which cannot
-    // allocate the item).
+    // The limit counts the item as memcached 1.6.18 does: a 48-byte header, the 8-byte CAS,
+    // the key and a NUL, 4 bytes of flags unless they are 0, the value and its \r\n. So
+    // under -I 1024, "edge" with flags 0 takes at most 1024 - 48 - 8 - 5 - 2 = 961 bytes.
+    // `line` with {} standing for the length, then that many bytes of data.
+    let sized = |line: &str, n: usize| {
+        let mut req = line.replace("{}", &n.to_string()).into_bytes();
+        req.extend_from_slice(b"\r\n");
+        req.extend_from_slice(&vec![b'e'; n]);
+        req.extend_from_slice(b"\r\n");
+        req
+    };
+    let too_large = b"SERVER_ERROR object too large for cache\r\n";
+    c.check(&sized("set edge 0 0 {}", 961), b"STORED\r\n");
+    c.check(&sized("set edge2 0 0 {}", 961), too_large);
+    c.check(&sized("set edge 1 0 {}", 957), b"STORED\r\n");
+    c.check(&sized("set edge 1 0 {}", 958), too_large);
+    c.check(&sized("ms edge {}", 961), b"HD\r\n");
+    c.check(&sized("ms edge {}", 962), too_large);
+    c.check(&sized("ms edge {} F1", 958), too_large);
+    // A too-large set or ms also drops the key's old value (memcached unlinks it so stale
+    // data does not outlive a failed overwrite); add, replace, append, prepend and cas
+    // leave it.
+    c.check(&sized("set edge 0 0 {}", 961), b"STORED\r\n");
+    for cmd in ["add", "replace", "append", "prepend"] {
+        c.check(&sized(&format!("{cmd} edge 0 0 {{}}"), 962), too_large);
+    }
+    c.check(&sized("cas edge 0 0 {} 1", 962), too_large);
+    c.check(b"mg edge s\r\n", b"HD s961\r\n");
+    c.check(&sized("set edge 0 0 {}", 962), too_large);
+    c.check(b"mg edge s\r\n", b"EN\r\n");
+    c.check(&sized("set edge 0 0 {}", 961), b"STORED\r\n");
+    c.check(&sized("set edge 0 0 {} noreply", 962), b"");
+    c.check(b"mg edge s\r\n", b"EN\r\n");
+    c.check(&sized("set edge 0 0 {}", 961), b"STORED\r\n");
+    c.check(&sized("ms edge {} MR q", 962), too_large);
+    c.check(b"mg edge s\r\n", b"EN\r\n");
+    // A base64 key counts with its decoded length: "ZWRnZQ==" is "edge".
+    c.check(&sized("ms ZWRnZQ== {} b", 961), b"HD\r\n");
+    c.check(b"mg edge s\r\n", b"HD s961\r\n");
+    c.check(&sized("ms ZWRnZQ== {} b", 962), too_large);
+    c.check(b"mg edge s\r\n", b"EN\r\n");
+    // An append or prepend whose result would pass the limit is not stored (memcached
+    // cannot allocate the new item), counted with the stored item's flags.
+    c.check(&sized("set edge 0 0 {}", 960), b"STORED\r\n");
+    c.check(b"append edge 0 0 1\r\nx\r\n", b"STORED\r\n");
     c.check(b"append edge 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(b"prepend edge 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(&sized("set edge 1 0 {}", 957), b"STORED\r\n");
+    c.check(b"append edge 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.check(b"ms edge 1 MA\r\nx\r\n", b"NS\r\n");
+    c.check(b"mg edge s\r\n", b"HD s957\r\n");
 
     // A line with no newline after 2048 bytes that is not a get: the connection closes.
     let mut c2 = Raw::connect(t.mc);

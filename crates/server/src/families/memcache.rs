@@ -40,7 +40,7 @@ use larder_engine::{
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
-    counter_value, parse, parse_counter, parse_u32, ArithMode, Expiry as McExpiry, Keys, Limits,
+    counter_value, item_size, parse, parse_counter, parse_u32, ArithMode, Expiry as McExpiry, Keys, Limits,
     MetaFlags, MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
 };
 
@@ -57,8 +57,6 @@ const DB: u32 = 0;
 /// Attempts of a read + CAS-guarded write before giving up under contention.
 const CAS_RETRIES: usize = 1000;
 
-/// `stats` item size overhead, as memcached's `ITEM_ntotal` for a 64-bit build with CAS.
-const ITEM_HEADER: u64 = 56;
 
 const NON_NUMERIC: &str = "cannot increment or decrement non-numeric value";
 
@@ -343,6 +341,12 @@ pub fn process(
                 }
                 if e.kind() == Some(larder_memcache::ErrorReply::TooLarge) {
                     mc.count(C::StoreTooLarge);
+                }
+                // A set or ms too large to store drops the key's old value, as memcached does.
+                if let Some(key) = e.unlink(&buf[pos..]) {
+                    if let Err(err) = mc.h.del(DB, &[key.bytes()]) {
+                        tracing::warn!(%err, "memcached: could not drop the value a too-large set replaces");
+                    }
                 }
                 if let Some(r) = e.reply() {
                     mc.out.extend_from_slice(r);
@@ -630,9 +634,10 @@ impl<'a> Mc<'a> {
     }
 
     /// append/prepend: `NotStored` if the key is missing or the result would exceed the item
-    /// size limit (memcached cannot allocate it and says NOT_STORED). With `cas`, only onto
-    /// that version (`Exists` otherwise). Returns the outcome and, if `want_version`, the
-    /// new version.
+    /// size limit, counted as memcached counts it with the stored item's flags
+    /// ([`item_size`]; memcached cannot allocate the new item and says NOT_STORED). With
+    /// `cas`, only onto that version (`Exists` otherwise). Returns the outcome and, if
+    /// `want_version`, the new version.
     fn op_concat(
         &mut self,
         key: &[u8],
@@ -644,8 +649,11 @@ impl<'a> Mc<'a> {
         if cas.is_none() && !want_version {
             // The size check and the write are two steps; a racing append can make the
             // item exceed the limit by one data block, never more.
-            if self.h.strlen(DB, key)? as usize + data.len() > self.item_max {
-                return Ok((StoreResult::NotStored, 0));
+            if let Some(m) = self.h.meta(DB, key)? {
+                let len = self.h.strlen(DB, key)? as usize + data.len();
+                if item_size(key.len(), m.flags, len) > self.item_max {
+                    return Ok((StoreResult::NotStored, 0));
+                }
             }
             return Ok(match self.h.concat(DB, key, data, prepend, false)? {
                 Some(_) => {
@@ -665,7 +673,7 @@ impl<'a> Mc<'a> {
             if cas.is_some_and(|c| c != m.version) {
                 return Ok((StoreResult::Exists, 0));
             }
-            if self.scratch.len() + data.len() > self.item_max {
+            if item_size(key.len(), m.flags, self.scratch.len() + data.len()) > self.item_max {
                 return Ok((StoreResult::NotStored, 0));
             }
             let value = if prepend {
@@ -825,12 +833,7 @@ impl<'a> Mc<'a> {
         } else {
             -ttl_secs(m.expire_at, now_ms())
         };
-        let size = ITEM_HEADER
-            + k.len() as u64
-            + 1
-            + self.scratch.len() as u64
-            + 2
-            + if m.flags != 0 { 4 } else { 0 };
+        let size = item_size(k.len(), m.flags, self.scratch.len()) as u64;
         let info = DebugInfo {
             exp,
             la: 0,

@@ -558,3 +558,67 @@ def test_memcache_same_replies(name):
     theirs = run_mc_case(int(REF_MC), MC_CASES[name], ns)
     diffs = [f"{s[:100]!r}: larder {a!r} memcached {b!r}" for (s, a), (_, b) in zip(ours, theirs) if a != b]
     assert not diffs, "\n".join(diffs)
+
+
+def mc_filler(ns, name, upto):
+    """A noreply set of {ns}{name} whose bytes end exactly at offset `upto`."""
+    head = f"set {ns}{name} 0 0 ".encode()
+    for n in range(upto):
+        line = head + str(n).encode() + b" noreply\r\n"
+        if len(line) + n + 2 == upto:
+            return line + b"f" * n + b"\r\n"
+    raise AssertionError("no filler fits")
+
+
+def mc_long_line_cases(ns):
+    """Long lines, each sent in one write on a connection of its own. memcached reads into a
+    16 KiB buffer and closes a connection whose buffer holds more than 2 KiB of a line
+    without its newline, unless the line is a get/gets (try_read_command_ascii): so a line
+    over 16 KiB closes it, a shorter one is answered unless it straddles the end of a full
+    buffer with more than 2 KiB of it inside."""
+    k = ns.encode()
+    keys = b" ".join(k + b"key%d" % i for i in range(1500))
+    missing = b" ".join(k + b"nokey%d" % i for i in range(1500))
+    return {
+        "3k-junk": b"x" * 3000 + b"\r\nmn\r\n",
+        "16k-junk": b"x" * 16382 + b"\r\nmn\r\n",
+        "16k+1-junk": b"x" * 16383 + b"\r\nmn\r\n",
+        "20k-key-get": b"get " + b"k" * 20000 + b"\r\nmn\r\n",
+        "20k-key-set": b"set " + b"k" * 20000 + b" 0 0 1\r\na\r\nmn\r\n",
+        "20k-multiget": b"set " + k + b"key7 0 0 1\r\n7\r\nget " + keys + b"\r\nmn\r\n",
+        "20k-multigets": b"gets " + missing + b"\r\nmn\r\n",
+        "100-spaces-get": b" " * 100 + b"get " + keys + b"\r\nmn\r\n",
+        "101-spaces-get": b" " * 101 + b"get " + keys + b"\r\nmn\r\n",
+        "20k-gat": b"gat 0 " + keys + b"\r\nmn\r\n",
+        "20k-get-tab": b"get\t" + keys + b"\r\nmn\r\n",
+        # A 3 KB line that starts 2.5 KB before the end of the first 16 KiB read: closed.
+        "straddle": mc_filler(ns, "f1", 16384 - 2500) + b"y" * 3000 + b"\r\nmn\r\n",
+        # Starting 1 KB before it: memcached moves it to the front, reads on, answers.
+        "straddle-short": mc_filler(ns, "f2", 16384 - 1000) + b"y" * 3000 + b"\r\nmn\r\n",
+        # A data block read past the buffer: the next read starts after it.
+        "past-data": b"set " + k + b"d 0 0 20000\r\n" + b"d" * 20000 + b"\r\n" + b"y" * 3000 + b"\r\nmn\r\n",
+        "then": b"mg " + k + b"f1 s\r\nmg " + k + b"f2 s\r\nmg " + k + b"d s\r\n",
+    }
+
+
+def run_mc_long_lines(port, ns):
+    out = {}
+    for name, data in mc_long_line_cases(ns).items():
+        c = Conn(port)
+        try:
+            got = c.until_idle(data)
+            if not got.endswith(b"<closed>") and c.closed():
+                got += b"<closed>"
+            out[name] = got
+        finally:
+            c.close()
+    return out
+
+
+@need_ref_mc
+def test_memcache_long_lines_as_memcached():
+    ns = f"ref:{uuid.uuid4().hex[:8]}:"
+    ours = run_mc_long_lines(_port("LARDER_MC_PORT"), ns)
+    theirs = run_mc_long_lines(int(REF_MC), ns)
+    diffs = [f"{name}: larder {ours[name][:200]!r} memcached {theirs[name][:200]!r}" for name in ours if ours[name] != theirs[name]]
+    assert not diffs, "\n".join(diffs)

@@ -142,8 +142,11 @@ pub enum Error {
         /// [`Error::unlink`].
         unlink: Option<KeyAt>,
     },
-    /// No newline within [`Limits::max_unterminated_line`](crate::Limits)
-    /// bytes and not a multiget: memcached closes the connection silently.
+    /// No newline among more than
+    /// [`Limits::max_unterminated_line`](crate::Limits) buffered bytes of a
+    /// line that is not a multiget (buffered: in memcached's read buffer, see
+    /// [`parse_window`](crate::parse_window)): memcached closes the connection
+    /// silently.
     #[error("command line too long; closing connection")]
     Close,
 }

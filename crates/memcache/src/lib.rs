@@ -46,9 +46,12 @@
 //! assert!(parse(b"set k 5 0 2\r\nh", &limits).unwrap().is_none());
 //! ```
 //!
-//! On `Err(e)` the connection writes [`Error::reply`] (if any), drops
-//! [`Error::consumed`] bytes, then discards [`Error::skip`] further bytes as
-//! they arrive, or closes if [`Error::closes`].
+//! On `Err(e)` the connection deletes [`Error::unlink`]'s key (if any), writes
+//! [`Error::reply`] (if any), drops [`Error::consumed`] bytes, then discards
+//! [`Error::skip`] further bytes as they arrive, or closes if
+//! [`Error::closes`]. A server that wants memcached's verdict on long lines
+//! parses through [`parse_window`], which sees the bytes through memcached's
+//! 16 KiB read buffer.
 
 mod base64;
 mod error;
@@ -60,7 +63,9 @@ pub mod reply;
 pub use error::{Error, ErrorReply, KeyAt};
 pub use meta::{ArithMode, MetaFlags, MetaKey, SetMode};
 pub use num::{counter_value, parse_counter, parse_u32};
-pub use parse::{parse, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens};
+pub use parse::{
+    advance_window, parse, parse_window, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens,
+};
 
 /// Parser limits. The defaults are memcached 1.6's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,11 +77,15 @@ pub struct Limits {
     /// Longest key (`KEY_MAX_LENGTH`, 250). For meta commands with the `b`
     /// flag this applies to the base64 text, as in memcached.
     pub max_key_len: usize,
-    /// If this many bytes are buffered without a `\n`, memcached closes the
-    /// connection unless the buffer starts (after at most 100 spaces) with
-    /// `get ` or `gets `: multigets may be arbitrarily long. memcached uses
-    /// 2048 here.
+    /// If more than this many bytes are buffered without a `\n`, memcached
+    /// closes the connection unless the buffer starts (after at most 100
+    /// spaces) with `get ` or `gets `: multigets may be arbitrarily long.
+    /// memcached uses 2048 here.
     pub max_unterminated_line: usize,
+    /// memcached's read buffer (`READ_BUFFER_SIZE`, 16384): how much of a
+    /// connection's input it holds at once, which decides when a long line
+    /// closes the connection; see [`parse_window`].
+    pub read_buffer_size: usize,
 }
 
 impl Default for Limits {
@@ -85,6 +94,7 @@ impl Default for Limits {
             item_size_max: 1024 * 1024,
             max_key_len: 250,
             max_unterminated_line: 2048,
+            read_buffer_size: 16384,
         }
     }
 }

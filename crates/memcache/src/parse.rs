@@ -324,17 +324,80 @@ fn scan_line(buf: &[u8]) -> (Option<usize>, Option<usize>) {
     (None, nul)
 }
 
-/// Parses one request from the front of `buf`.
+/// Parses one request from the front of `buf`, all of which counts as read
+/// (see [`parse_window`] for memcached's 16 KiB read buffer).
 ///
 /// * `Ok(None)`: more bytes are needed (no line yet, or a storage command
 ///   whose data block is not fully buffered). Nothing is allocated.
 /// * `Ok(Some((request, consumed)))`: `consumed` bytes form the request.
 /// * `Err(e)`: what memcached would reply and skip; see [`Error`].
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Request<'a>, usize)>, Error> {
-    let (nl, nul) = scan_line(buf);
-    let Some(nl) = nl else {
-        return unterminated(buf, limits);
-    };
+    let mut window = usize::MAX;
+    parse_window(buf, &mut window, limits)
+}
+
+/// [`parse`], seeing `buf` as memcached sees a connection's bytes: through
+/// its read buffer of [`Limits::read_buffer_size`] (16 KiB).
+///
+/// memcached (`try_read_network`, `try_read_command_ascii`) reads into that
+/// buffer, runs every complete line in it, then moves an unfinished line to
+/// the front and reads again; a storage command's data block that runs past
+/// the buffer is read straight into the item, and the next read starts after
+/// it. Whenever it finds no `\n` among more than
+/// [`Limits::max_unterminated_line`] (2 KiB) buffered bytes of a line that is
+/// not a multiget, it closes the connection. So a long line's fate depends on
+/// where the buffer ends: a 3 KB line sent alone is answered (`ERROR` if it
+/// is junk), but the same line with more than 2 KiB of it at the end of a
+/// full buffer closes the connection, and any line over 16 KiB (the buffer
+/// holds 16382 bytes and `\r\n`) closes it unless it is a `get`/`gets`, for
+/// which memcached switches to a buffer that grows as needed.
+///
+/// `window` is how many bytes at the front of `buf` memcached's buffer holds
+/// (beyond `buf.len()`: bytes still to come fit in it too): start a batch of
+/// freshly read bytes at `limits.read_buffer_size`, and after each request
+/// (or error) pass the window through [`advance_window`]. This call changes
+/// it when memcached would read again: to a fresh buffer starting at `buf`
+/// when the line runs past the old one, or to `usize::MAX` when a multiget
+/// outgrew it (modelled as a buffer that holds everything until the batch
+/// ends; memcached's grows by doubling, up to 4 times a read).
+pub fn parse_window<'a>(
+    buf: &'a [u8],
+    window: &mut usize,
+    limits: &Limits,
+) -> Result<Option<(Request<'a>, usize)>, Error> {
+    loop {
+        let seen = buf.len().min(*window);
+        let (nl, nul) = scan_line(&buf[..seen]);
+        if let Some(nl) = nl {
+            return parse_found(buf, nl, nul, limits);
+        }
+        match unterminated(buf, seen, window, limits) {
+            Some(r) => return r,
+            None => continue,
+        }
+    }
+}
+
+/// The window memcached's buffer leaves after `n` more bytes were consumed
+/// (a request, or an error's [`Error::consumed`] plus [`Error::skip`]): the
+/// rest of the buffer, or a fresh buffer if those bytes ran past it.
+#[inline]
+pub fn advance_window(window: usize, n: usize, limits: &Limits) -> usize {
+    if n <= window {
+        window - n
+    } else {
+        limits.read_buffer_size
+    }
+}
+
+/// A line found: parse it.
+#[inline]
+fn parse_found<'a>(
+    buf: &'a [u8],
+    nl: usize,
+    nul: Option<usize>,
+    limits: &Limits,
+) -> Result<Option<(Request<'a>, usize)>, Error> {
     let line_len = nl + 1;
     // memcached strips a `\r` only when at least two bytes precede `\n`.
     let mut end = nl;
@@ -348,19 +411,40 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Request<'a>, 
     parse_line(buf, &buf[..end], line_len, limits)
 }
 
-/// No `\n` buffered: wait, unless memcached would give up on this client.
+/// No `\n` among the `seen` bytes memcached holds: wait, give up on this
+/// client, or (`None`) look again through the `window` changed to what
+/// memcached would hold after reading more.
 #[cold]
-fn unterminated<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Request<'a>, usize)>, Error> {
-    if buf.len() <= limits.max_unterminated_line {
-        return Ok(None);
+fn unterminated<'a>(
+    buf: &'a [u8],
+    seen: usize,
+    window: &mut usize,
+    limits: &Limits,
+) -> Option<Result<Option<(Request<'a>, usize)>, Error>> {
+    if seen > limits.max_unterminated_line {
+        let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+        let rest = &buf[spaces..];
+        if spaces > MAX_LEADING_SPACES || !(rest.starts_with(b"get ") || rest.starts_with(b"gets ")) {
+            return Some(Err(Error::Close));
+        }
+        // A large multiget: memcached grows its buffer without bound.
+        if seen == buf.len() {
+            return Some(Ok(None));
+        }
+        *window = usize::MAX;
+        return None;
     }
-    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
-    let rest = &buf[spaces..];
-    if spaces > MAX_LEADING_SPACES || !(rest.starts_with(b"get ") || rest.starts_with(b"gets ")) {
-        return Err(Error::Close);
+    if seen == buf.len() {
+        // The rest of the line is still to come, and fits.
+        return Some(Ok(None));
     }
-    // A large multiget: memcached grows its buffer without bound.
-    Ok(None)
+    // The buffer ends inside the line: memcached moves the line to the front
+    // and reads on. (A buffer no larger than the unterminated-line limit would
+    // never be given up on; keep the loop finite all the same.)
+    *window = limits
+        .read_buffer_size
+        .max(limits.max_unterminated_line + 1);
+    None
 }
 
 #[inline]

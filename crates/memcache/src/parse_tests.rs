@@ -643,6 +643,111 @@ fn long_lines() {
     assert_eq!(parse(&line, &lim()), Ok(Some((Request::Version, 5002))));
 }
 
+/// Drives `stream` the way a connection does, through memcached's read buffer; returns
+/// what happened to each request, and `"close"` if the connection closes.
+fn windowed(stream: &[u8]) -> Vec<String> {
+    let l = lim();
+    let mut window = l.read_buffer_size;
+    let mut off = 0;
+    let mut seen = Vec::new();
+    while off < stream.len() {
+        match parse_window(&stream[off..], &mut window, &l) {
+            Ok(Some((req, n))) => {
+                seen.push(match req {
+                    Request::Store(s) => format!("store {}", s.data.len()),
+                    Request::Get { keys, .. } => format!("get {}", keys.len()),
+                    Request::MetaNoop => "mn".into(),
+                    r => format!("{r:?}"),
+                });
+                off += n;
+                window = advance_window(window, n, &l);
+            }
+            Ok(None) => break,
+            Err(Error::Close) => {
+                seen.push("close".into());
+                break;
+            }
+            Err(e) => {
+                seen.push(e.kind().unwrap().as_str().to_string());
+                let n = e.consumed() + e.skip();
+                off += n;
+                window = advance_window(window, n, &l);
+            }
+        }
+    }
+    seen
+}
+
+/// memcached 1.6.18 reads into a 16 KiB buffer and closes a connection when more than
+/// 2 KiB of a line sit in it without their newline, unless the line is a get/gets. So what
+/// happens to a long line depends on where the buffer ends (each case checked against
+/// 1.6.18, the stream sent in one write).
+#[test]
+fn long_lines_through_the_read_buffer() {
+    let junk = |n: usize| [vec![b'x'; n], b"\r\nmn\r\n".to_vec()].concat();
+    assert_eq!(windowed(&junk(3000)), ["ERROR", "mn"]);
+    // The buffer holds a line of 16382 bytes and its \r\n, not one byte more.
+    assert_eq!(windowed(&junk(16382)), ["ERROR", "mn"]);
+    assert_eq!(windowed(&junk(16383)), ["close"]);
+    // Unwindowed, only the buffered bytes count (a prefix is incomplete, as before).
+    assert_eq!(parse(&junk(16383), &lim()), Err(reply(R::Error, 16385, false)));
+    // A 3000-byte line 2500 bytes before the end of the first read: 2500 bytes of it sit in
+    // the buffer without a newline. 1000 bytes before: memcached moves those to the front
+    // and reads on.
+    let filler = |upto: usize| {
+        let n = upto - b"set f 0 0 00000\r\n".len() - 2;
+        [format!("set f 0 0 {n:05}\r\n").into_bytes(), vec![b'f'; n], b"\r\n".to_vec()].concat()
+    };
+    assert_eq!(filler(100).len(), 100);
+    let straddle = |before: usize| [filler(16384 - before), junk(3000)].concat();
+    assert_eq!(windowed(&straddle(2500)), ["store 13865", "close"]);
+    assert_eq!(windowed(&straddle(2048)), ["store 14317", "ERROR", "mn"]);
+    assert_eq!(windowed(&straddle(1000)), ["store 15365", "ERROR", "mn"]);
+    // A data block that runs past the buffer is read on its own; the next read starts
+    // after it.
+    let past = [b"set d 0 0 20000\r\n".to_vec(), vec![b'd'; 20000], b"\r\n".to_vec(), junk(3000)].concat();
+    assert_eq!(windowed(&past), ["store 20000", "ERROR", "mn"]);
+    // So does a swallowed one.
+    let big = [b"set d 0 0 2000000\r\n".to_vec(), vec![b'd'; 2_000_000], b"\r\n".to_vec(), junk(3000)].concat();
+    assert_eq!(windowed(&big), ["SERVER_ERROR object too large for cache", "ERROR", "mn"]);
+    // Lines over 16 KiB: only get and gets (after at most 100 spaces) survive, in full.
+    let keys: Vec<u8> = (0..3000).flat_map(|i| format!(" k{i}").into_bytes()).collect();
+    let with = |head: &[u8]| [head, &keys, b"\r\nmn\r\n"].concat();
+    assert_eq!(windowed(&with(b"get")), ["get 3000", "mn"]);
+    assert_eq!(windowed(&with(b"gets")), ["get 3000", "mn"]);
+    assert_eq!(windowed(&[&[b' '; 100][..], &with(b"get")].concat()), ["get 3000", "mn"]);
+    assert_eq!(windowed(&[&[b' '; 101][..], &with(b"get")].concat()), ["close"]);
+    assert_eq!(windowed(&with(b"gat 0")), ["close"]);
+    assert_eq!(windowed(&with(b"bget")), ["close"]);
+    let set = [b"set ".to_vec(), vec![b'k'; 20000], b" 0 0 1\r\na\r\nmn\r\n".to_vec()].concat();
+    assert_eq!(windowed(&set), ["close"]);
+    let get = [b"get ".to_vec(), vec![b'k'; 20000], b"\r\nmn\r\n".to_vec()].concat();
+    assert_eq!(windowed(&get), ["CLIENT_ERROR bad command line format", "mn"]);
+    // A multiget leaves memcached's buffer grown: a long line after it is answered.
+    assert_eq!(windowed(&[with(b"get"), junk(3000)].concat()), ["get 3000", "mn", "ERROR", "mn"]);
+    // Short pipelined requests never notice the buffer.
+    let many: Vec<u8> = (0..10_000).flat_map(|_| b"mn\r\n".to_vec()).collect();
+    assert_eq!(windowed(&many).len(), 10_000);
+}
+
+#[test]
+fn windows_advance() {
+    let l = lim();
+    assert_eq!(advance_window(16384, 100, &l), 16284);
+    assert_eq!(advance_window(16384, 16384, &l), 0);
+    // Past the buffer (a data block read straight into the item): a fresh read.
+    assert_eq!(advance_window(16384, 20000, &l), 16384);
+    assert_eq!(advance_window(usize::MAX, 20000, &l), usize::MAX - 20000);
+    // An exhausted window is renewed at the next line.
+    let mut w = 0;
+    assert_eq!(parse_window(b"mn\r\n", &mut w, &l), Ok(Some((Request::MetaNoop, 4))));
+    assert_eq!(w, 16384);
+    // Waiting for the rest of a line inside the buffer leaves the window alone.
+    let mut w = 100;
+    assert_eq!(parse_window(b"set k 0", &mut w, &l), Ok(None));
+    assert_eq!(w, 100);
+}
+
 #[test]
 fn pipelined() {
     let stream: &[u8] = b"set a 1 0 1\r\nA\r\nget a b\r\nincr n 1 noreply\r\nmg a v\r\nms b 2 T0\r\nBB\r\nmn\r\ndelete a\r\nquit\r\n";

@@ -54,6 +54,7 @@ fn replay_corpus() {
             item_size_max: item_size(4, 0, 8),
             max_key_len: 4,
             max_unterminated_line: 16,
+            read_buffer_size: 64,
         },
     ];
     for f in &files {

@@ -1,7 +1,7 @@
 //! Property tests: the parser never panics, never claims more bytes than it
 //! was given, and treats every prefix of valid input as incomplete.
 
-use larder_memcache::{item_size, parse, Error, Limits, Request};
+use larder_memcache::{advance_window, item_size, parse, parse_window, Error, Limits, Request};
 use proptest::prelude::*;
 
 /// Runs the parser over `buf` as a connection would, checking invariants.
@@ -28,6 +28,34 @@ fn drive(buf: &[u8], limits: &Limits) -> usize {
                 let used = e.consumed();
                 assert!(used > 0 && used <= rest.len(), "{e:?} of {}", rest.len());
                 off += (used + e.skip()).min(rest.len());
+            }
+        }
+    }
+}
+
+/// As [`drive`], through memcached's read buffer ([`parse_window`]): the same invariants,
+/// and the window never makes the parser claim bytes past `buf`. Returns the requests
+/// parsed.
+fn drive_windowed(buf: &[u8], limits: &Limits) -> usize {
+    let mut off = 0;
+    let mut n = 0;
+    let mut window = limits.read_buffer_size;
+    loop {
+        let rest = &buf[off..];
+        match parse_window(rest, &mut window, limits) {
+            Ok(None) | Err(Error::Close) => return n,
+            Ok(Some((req, used))) => {
+                assert!(used > 0 && used <= rest.len(), "used {used} of {}", rest.len());
+                touch(&req);
+                off += used;
+                n += 1;
+                window = advance_window(window, used, limits);
+            }
+            Err(e) => {
+                let used = e.consumed();
+                assert!(used > 0 && used <= rest.len(), "{e:?} of {}", rest.len());
+                off += (used + e.skip()).min(rest.len());
+                window = advance_window(window, used + e.skip(), limits);
             }
         }
     }
@@ -239,6 +267,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(buf in prop::collection::vec(any::<u8>(), 0..3000)) {
         drive(&buf, &Limits::default());
+        drive_windowed(&buf, &Limits { read_buffer_size: 2100, ..Limits::default() });
     }
 
     #[test]
@@ -246,7 +275,10 @@ proptest! {
         let buf: Vec<u8> = lines.concat();
         drive(&buf, &Limits::default());
         // Room for 4 bytes of value under the longest key (the limit counts the whole item).
-        drive(&buf, &Limits { item_size_max: item_size(2, 0, 4), max_key_len: 2, max_unterminated_line: 8 });
+        let small = Limits { item_size_max: item_size(2, 0, 4), max_key_len: 2, max_unterminated_line: 8, read_buffer_size: 32 };
+        drive(&buf, &small);
+        drive_windowed(&buf, &Limits::default());
+        drive_windowed(&buf, &small);
     }
 
     #[test]

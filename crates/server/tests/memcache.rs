@@ -289,6 +289,66 @@ fn out_of_range_numbers_truncate_as_memcached() {
     c.check(b"stats cachedump 1 -1\r\n", b"CLIENT_ERROR bad command line format\r\n");
 }
 
+/// Whether the server closed the connection (EOF or a reset within a second).
+fn gone(c: &mut Raw) -> bool {
+    c.s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut b = [0u8; 1];
+    match c.s.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// memcached 1.6.18 reads into a 16 KiB buffer and closes the connection when more than
+/// 2 KiB of a line sit there without a newline, unless it is a get/gets: so a line over
+/// 16 KiB sent in one write closes it, a shorter one is answered, and one that straddles
+/// the end of a full buffer with more than 2 KiB inside closes it. (Each checked against
+/// 1.6.18, the request sent in one write.)
+#[test]
+fn long_lines_close_as_in_memcached() {
+    let t = start();
+    let send = |req: &[u8]| {
+        let mut c = Raw::connect(t.mc);
+        c.send(req);
+        c
+    };
+    let junk = |n: usize| [vec![b'x'; n], b"\r\nmn\r\n".to_vec()].concat();
+    let mut c = send(&junk(3000));
+    c.check(b"", b"ERROR\r\nMN\r\n");
+    let mut c = send(&junk(16382));
+    c.check(b"", b"ERROR\r\nMN\r\n");
+    assert!(gone(&mut send(&junk(16383))), "a 16385-byte line closes");
+    let set = [b"set ".to_vec(), vec![b'k'; 20000], b" 0 0 1\r\na\r\nmn\r\n".to_vec()].concat();
+    assert!(gone(&mut send(&set)), "a set with a 20000-byte key closes");
+    let get = [b"get ".to_vec(), vec![b'k'; 20000], b"\r\nmn\r\n".to_vec()].concat();
+    send(&get).check(b"", b"CLIENT_ERROR bad command line format\r\nMN\r\n");
+    // Long multigets are read in full (after at most 100 spaces); nothing else is.
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set k7 0 0 1\r\n7\r\n", b"STORED\r\n");
+    let keys: Vec<u8> = (0..3000).flat_map(|i| format!(" k{i}").into_bytes()).collect();
+    let with = |head: &[u8]| [head, &keys, b"\r\nmn\r\n"].concat();
+    send(&with(b"get")).check(b"", b"VALUE k7 0 1\r\n7\r\nEND\r\nMN\r\n");
+    send(&[&[b' '; 100][..], &with(b"get")].concat()).check(b"", b"VALUE k7 0 1\r\n7\r\nEND\r\nMN\r\n");
+    assert!(gone(&mut send(&[&[b' '; 101][..], &with(b"get")].concat())));
+    assert!(gone(&mut send(&with(b"gat 0"))));
+    assert!(gone(&mut send(&with(b"get\t"))));
+    // A 3000-byte line starting 2049 bytes before the end of the first 16 KiB closes the
+    // connection, after what came before it ran; 2048 bytes before, it is answered.
+    let straddle = |key: &str, before: usize| {
+        let head = format!("set {key} 0 0 00000 noreply\r\n").len();
+        let n = 16384 - before - head - 2;
+        let filler = format!("set {key} 0 0 {n:05} noreply\r\n").into_bytes();
+        [filler, vec![b'f'; n], b"\r\n".to_vec(), junk(3000)].concat()
+    };
+    assert!(gone(&mut send(&straddle("s1", 2049))));
+    send(&straddle("s2", 2048)).check(b"", b"ERROR\r\nMN\r\n");
+    c.check(b"mg s1 s\r\nmg s2 s\r\n", b"HD s14307\r\nHD s14308\r\n");
+    // After a data block read past the buffer, the next read starts afresh.
+    let past = [b"set d 0 0 20000\r\n".to_vec(), vec![b'd'; 20000], b"\r\n".to_vec(), junk(3000)].concat();
+    send(&past).check(b"", b"STORED\r\nERROR\r\nMN\r\n");
+}
+
 #[test]
 fn counters() {
     let t = start();

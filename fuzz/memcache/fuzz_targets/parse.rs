@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
             item_size_max: item_size(8, 0, 16),
             max_key_len: 8,
             max_unterminated_line: 64,
+            read_buffer_size: 256,
         },
     );
 });

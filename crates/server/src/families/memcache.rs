@@ -40,8 +40,9 @@ use larder_engine::{
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
-    counter_value, item_size, parse, parse_counter, parse_u32, ArithMode, Expiry as McExpiry, Keys, Limits,
-    MetaFlags, MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
+    advance_window, counter_value, item_size, parse_counter, parse_u32, parse_window, ArithMode,
+    Expiry as McExpiry, Keys, Limits, MetaFlags, MetaKey, Request, RetrieveCommand, SetMode,
+    Store as StoreReq, StoreCommand, Tokens,
 };
 
 use crate::command::ConnState;
@@ -325,12 +326,16 @@ pub fn process(
         item_max: limits.item_size_max,
     };
     let ws = shared.stats.worker(worker);
+    // memcached's read buffer over these bytes (see `parse_window`): what is left over from
+    // the last batch, or what follows a swallowed block, starts a fresh read.
+    let mut window = limits.read_buffer_size;
     while pos < buf.len() && !mc.conn.close {
-        match parse(&buf[pos..], &limits) {
+        match parse_window(&buf[pos..], &mut window, &limits) {
             Ok(Some((req, n))) => {
                 ws.commands.incr();
                 mc.execute(req);
                 pos += n;
+                window = advance_window(window, n, &limits);
             }
             Ok(None) => break,
             Err(e) => {
@@ -356,6 +361,7 @@ pub fn process(
                 let now = skip.min((buf.len() - pos) as u64);
                 pos += now as usize;
                 mc.conn.mc_swallow = skip - now;
+                window = advance_window(window, e.consumed() + e.skip(), &limits);
                 if mc.conn.mc_swallow > 0 {
                     break;
                 }

@@ -741,6 +741,28 @@ mod tests {
     }
 
     #[test]
+    fn rewrite_keeps_ttl_and_flags_and_refuses_cleanly() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        assert_eq!(h.rewrite(0, b"n", |_| Some((b"1".to_vec(), 1))).unwrap(), None);
+        let opts = SetOptions { flags: 7, expiry: Expiry::At(crate::now_ms() + 100_000), ..Default::default() };
+        h.set(0, b"n", b"10", &opts).unwrap();
+        let r = h.rewrite(0, b"n", |v| {
+            assert_eq!(v, b"10");
+            Some((b"9 ".to_vec(), 9u64))
+        });
+        assert_eq!(r.unwrap(), Some(9));
+        assert_eq!(h.get(0, b"n").unwrap().as_deref(), Some(&b"9 "[..]));
+        let m = h.meta(0, b"n").unwrap().unwrap();
+        assert_eq!(m.flags, 7);
+        assert!(matches!(h.pttl(0, b"n").unwrap(), Ttl::Ms(ms) if ms > 90_000));
+        // None: not a number; the item stays as it was.
+        assert!(matches!(h.rewrite(0, b"n", |_| None::<(Vec<u8>, ())>), Err(Error::NotInteger)));
+        assert_eq!(h.get(0, b"n").unwrap().as_deref(), Some(&b"9 "[..]));
+        assert_eq!(h.meta(0, b"n").unwrap().unwrap().version, m.version);
+    }
+
+    #[test]
     fn ttl_changes_leave_a_large_value_in_place() {
         let store = Store::open(StoreConfig::small_for_tests()).unwrap();
         let mut h = store.handle().unwrap();

@@ -134,7 +134,8 @@ def test_incr_decr(mc, k):
     with pytest.raises(MemcacheClientError, match="cannot increment or decrement non-numeric value"):
         mc.incr(k("s"), 1)
     assert mc.incr(k("n"), 1, noreply=True) is None
-    # decr may leave the old length space-padded, incr never; the number is what counts.
+    # A result shorter than the old value (decr, or an incr that wraps) is space-padded to
+    # its length, as memcached leaves it; the number is what counts.
     assert mc.get(k("n")).strip() == b"11"
 
 

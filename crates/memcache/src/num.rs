@@ -122,35 +122,12 @@ pub(crate) fn parse_i32(tok: &[u8]) -> Option<i32> {
 /// assert_eq!(parse_counter(b"12abc"), None);
 /// ```
 pub fn parse_counter(v: &[u8]) -> Option<u64> {
+    // The same rules as a command's number, on the C string the data is.
     let s = match v.iter().position(|&b| b == 0) {
         Some(z) => &v[..z],
         None => v,
     };
-    let mut i = 0;
-    while i < s.len() && is_c_space(s[i]) {
-        i += 1;
-    }
-    let mut neg = false;
-    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
-        neg = s[i] == b'-';
-        i += 1;
-    }
-    let start = i;
-    let mut n: u64 = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        n = n.checked_mul(10)?.checked_add(u64::from(s[i] - b'0'))?;
-        i += 1;
-    }
-    if i == start || (i < s.len() && !is_c_space(s[i])) {
-        return None;
-    }
-    if neg {
-        n = n.wrapping_neg();
-    }
-    if (n as i64) < 0 && s.contains(&b'-') {
-        return None;
-    }
-    Some(n)
+    parse_u64(s)
 }
 
 /// The bytes memcached's incr/decr leaves in an item whose value was `old_len` bytes long

@@ -655,9 +655,11 @@ impl<'a> Mc<'a> {
         if cas.is_none() && !want_version {
             // The size check and the write are two steps; a racing append can make the
             // item exceed the limit by one data block, never more.
-            if let Some(m) = self.h.meta(DB, key)? {
-                let len = self.h.strlen(DB, key)? as usize + data.len();
-                if item_size(key.len(), m.flags, len) > self.item_max {
+            // Nonzero flags count 4 bytes more: they are read only when those 4 decide.
+            let len = self.h.strlen(DB, key)? as usize + data.len();
+            if item_size(key.len(), 1, len) > self.item_max {
+                let flags = self.h.meta(DB, key)?.map_or(0, |m| m.flags);
+                if item_size(key.len(), flags, len) > self.item_max {
                     return Ok((StoreResult::NotStored, 0));
                 }
             }

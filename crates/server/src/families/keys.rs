@@ -250,14 +250,14 @@ fn cmd_persist(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 // ---- KEYS SCAN RANDOMKEY ----
 
-/// Op: every live key of `db` matching `pattern` (all keys for `*`).
+/// Op: every live key of `db` matching `pattern` (all keys for `*`, which the engine's scan
+/// doesn't match at all, as Redis doesn't).
 fn op_keys(h: &Handle, db: u32, pattern: &[u8]) -> Result<Vec<Vec<u8>>, CmdError> {
-    let pattern = (pattern != b"*").then_some(pattern);
     let mut keys = Vec::new();
     let mut cursor = 0;
     loop {
         // A SCAN cursor is a hash position, so one pass visits every key exactly once.
-        cursor = h.scan(db, cursor, 1024, pattern, None, &mut keys)?;
+        cursor = h.scan(db, cursor, 1024, Some(pattern), None, &mut keys)?;
         if cursor == 0 {
             return Ok(keys);
         }
@@ -359,8 +359,8 @@ fn cmd_scan(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 }
                 count = n.min(i32::MAX as i64) as usize;
             }
-            // "*" matches everything: skip the matching altogether, as Redis does.
-            b"match" => pattern = Some(ctx.arg(i + 1)).filter(|p| *p != b"*"),
+            // (The engine's scan skips matching for "*", as Redis does.)
+            b"match" => pattern = Some(ctx.arg(i + 1)),
             b"type" => {
                 let name = ctx.arg(i + 1);
                 ty = [Type::String, Type::Hash, Type::List, Type::Set, Type::ZSet]

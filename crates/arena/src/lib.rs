@@ -65,7 +65,7 @@ use map::Mapping;
 /// `b"LARDER\0\x01"`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"LARDER\x00\x01");
 /// Bumped whenever any shared layout changes; attaching to another version is refused.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 /// Granularity of stored offsets: offsets are `u32` counts of 8-byte units.
 pub const UNIT: u64 = 8;
 /// The largest arena a `u32` unit offset can address.

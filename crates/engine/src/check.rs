@@ -124,7 +124,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                         }
                     };
                     it.key(a, &mut key)?;
-                    let h = index::hash(a.seed(), &key);
+                    let h = index::key_hash(a.seed(), &key);
                     if depth > 0 && (h >> (64 - depth)) != prefix {
                         r.problems.push(format!("db {db}: key {:?} is in a segment of another prefix", String::from_utf8_lossy(&key)));
                     }

@@ -10,20 +10,26 @@
 //!   bucket:    one cache line: 12 one-byte tags, a lock word, 12 u32 item offsets
 //! ```
 //!
-//! A key's 64-bit hash picks everything: its top `g` bits the directory entry, the 8 bits
-//! after the segment's `l` prefix bits its *home* bucket `b`, its low byte the tag. A key
-//! lives in bucket `b` or `b + 1` (mod 256), so a lookup reads two adjacent cache lines.
+//! A key's position is its 64-bit hash bent by [`spiral`]; the position picks everything:
+//! its top `g` bits the directory entry, the 8 bits after the segment's `l` prefix bits its
+//! *home* bucket `b`, its low byte the tag. A key lives in its home bucket or, displaced when
+//! that is full, in one of the next `WINDOW - 1` (mod 256). A one-byte count per home says
+//! how many of its keys are displaced, so a lookup reads the home's cache line, and the lines
+//! after it only if that count is not zero.
 //!
 //! - **Readers** take no lock: load the directory entry, compare tags, follow the offset,
 //!   compare the whole key (a tag is only a hint), copy the value out, inside an epoch.
-//! - **Writers** lock `b` and `b + 1` (lower index first; multi-key writers sort all their
-//!   buckets by address), re-check that the segment is not retired, then publish with one
-//!   atomic store of a slot.
-//! - **Growth**: when both buckets are full, the segment splits: the splitter locks all 256
-//!   buckets, copies the slots into two new segments of depth `l + 1` (the items themselves
-//!   are shared, not copied), then under the directory lock points the segment's directory
-//!   range at them (doubling the directory first if `l == g`) and marks it retired. Only
-//!   writers of that one segment wait; readers keep reading the old, frozen copy.
+//! - **Writers** lock the home bucket, re-check that the segment is not retired, then
+//!   publish with one atomic store of a slot. A displaced slot is claimed by *trying* its
+//!   bucket's lock as well; multi-key writers sort all their home buckets by address.
+//! - **Growth**: when a key's whole window is full, the segment splits: the splitter locks
+//!   all 256 buckets, copies the slots into two new segments of depth `l + 1` (the items
+//!   themselves are shared, not copied; each is read once to rehash its key), then under the
+//!   directory lock points the segment's directory range at them (doubling the directory
+//!   first if `l == g`) and marks it retired. Only writers of that one segment wait; readers
+//!   keep reading the old, frozen copy. Because positions are bent, segments fill at rates
+//!   that fall along the hash space and split one after another at a steady pace, not all
+//!   at once when the key count doubles (see [`spiral`]).
 //! - **Shrink**: two buddy segments that are both nearly empty merge into one the same way.
 //! - **Crash safety**: the directory stores of a split or merge are recorded as an intent
 //!   before the first one; a reaper that finds the splitter dead redoes them.
@@ -31,7 +37,7 @@
 //! Home buckets cover contiguous hash ranges, so a SCAN cursor is simply the next hash value
 //! to visit: splits and merges never make it skip a key.
 
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use larder_arena::{Arena, Participant, ROOT_OFF, ROOT_SIZE};
 
@@ -40,8 +46,10 @@ use crate::Error;
 
 pub(crate) const NB: u64 = 256;
 pub(crate) const SLOTS: u64 = 12;
-/// A key lives in its home bucket or, displaced, in one of the next `WINDOW - 1`.
-pub(crate) const WINDOW: u64 = 4;
+/// A key lives in its home bucket or, displaced, in one of the next `WINDOW - 1`. Eight
+/// let a segment fill to about 82% before its first window overflows (four: 73%), which
+/// pays for the lower average fill that [`spiral`]'s steady splits leave.
+pub(crate) const WINDOW: u64 = 8;
 /// Segment header, then one overflow byte per bucket (keys homed there but displaced).
 const G_OVERFLOW: u64 = 64;
 const SEG_HDR: u64 = 64 + NB;
@@ -96,6 +104,51 @@ fn failpoint(name: &str) {
 #[inline]
 pub(crate) fn hash(seed: u64, key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(key, seed)
+}
+
+/// Where a key lives in the index: its [`hash`] bent by [`spiral`].
+#[inline]
+pub(crate) fn key_hash(seed: u64, key: &[u8]) -> u64 {
+    spiral(hash(seed, key))
+}
+
+/// Pieces of the curve [`spiral`] follows; each is a straight line.
+const CURVE_PIECES: u32 = 64;
+/// `CURVE[i]` = (2^(i/64) − 1) · 2^64, in integers only, so that every process and machine
+/// that attaches to a segment computes the very same positions.
+const CURVE: [u64; CURVE_PIECES as usize + 1] = curve();
+
+const fn curve() -> [u64; CURVE_PIECES as usize + 1] {
+    // 2^(1/64) with 62 fraction bits.
+    const STEP: u128 = 0x40b2_68f9_de01_83b9;
+    let mut t = [0u64; CURVE_PIECES as usize + 1];
+    let mut p: u128 = 1 << 62;
+    let mut i = 0;
+    while i <= CURVE_PIECES as usize {
+        t[i] = ((p - (1 << 62)) << 2) as u64;
+        p = (p * STEP) >> 62;
+        i += 1;
+    }
+    t
+}
+
+/// Maps a uniform hash `c` (a fraction of 2^64) to the position 2^c − 1 (piecewise linear,
+/// increasing), so that keys are twice as dense at the start of the hash space as at its end.
+///
+/// This is spiral storage (Martin, 1979) on top of extendible hashing. With uniform
+/// positions every segment of one depth fills at the same rate, so they all split within a
+/// short span of inserts: a wave that halves insert throughput once per doubling. Bent
+/// positions make a segment's fill rate fall along the space, so segments split one after
+/// another, in order, at a steady rate per insert (about 1.44 keys moved per key inserted)
+/// from any size to any size. The price is the spread of fill: segments hold between half
+/// and all of what makes them split, about ln 2 of it on average at every size, where
+/// uniform positions swing between a half and all of it once per doubling.
+#[inline]
+pub(crate) fn spiral(c: u64) -> u64 {
+    let i = (c >> (64 - CURVE_PIECES.trailing_zeros())) as usize;
+    let r = c << CURVE_PIECES.trailing_zeros();
+    let (lo, hi) = (CURVE[i], CURVE[i + 1]);
+    lo + (((hi - lo) as u128 * r as u128) >> 64) as u64
 }
 
 #[inline]
@@ -160,8 +213,10 @@ pub(crate) fn init(p: &Participant, ndb: u32) -> Result<(), Error> {
 
 /// Number of databases of an initialised arena, or None if the engine has not set it up.
 pub(crate) fn ndb(a: &Arena) -> Result<Option<u32>, Error> {
-    if a.u32(E_MAGIC)?.load(Ordering::Acquire) != ENGINE_MAGIC {
-        return Ok(None);
+    match a.u32(E_MAGIC)?.load(Ordering::Acquire) {
+        ENGINE_MAGIC => {}
+        0 => return Ok(None),
+        _ => return Err(Error::Corrupt("engine root has a foreign magic")),
     }
     let n = a.u32(E_NDB)?.load(Ordering::Acquire);
     if n == 0 || n > MAX_DBS {
@@ -560,7 +615,7 @@ fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
                 let item = ItemView::read(a, Arena::from_units(units))?;
                 expires += (item.expire_at(a)? != 0) as u32;
                 item.key(a, &mut key)?;
-                let home = bucket_of(hash(a.seed(), &key), depth);
+                let home = bucket_of(key_hash(a.seed(), &key), depth);
                 if home != b {
                     over[home as usize] = over[home as usize].saturating_add(1);
                 }
@@ -761,7 +816,7 @@ fn copy_slots(a: &Arena, from: &[u64], to: &mut [Build], pick: impl Fn(u64) -> u
         }
         let item = ItemView::read(a, Arena::from_units(units))?;
         item.key(a, &mut key)?;
-        let h = hash(a.seed(), &key);
+        let h = key_hash(a.seed(), &key);
         let target = to.get_mut(pick(h)).ok_or(Error::Corrupt("split target out of range"))?;
         if !target.place(h, units, item.expire_at(a)? != 0) {
             return Ok(false);
@@ -769,6 +824,15 @@ fn copy_slots(a: &Arena, from: &[u64], to: &mut [Build], pick: impl Fn(u64) -> u
     }
     Ok(true)
 }
+
+/// Splits this process has made, and the keys they moved: `(splits, keys)`. A benchmark
+/// reads them to show how evenly growth spreads its work over inserts.
+pub fn split_totals() -> (u64, u64) {
+    (SPLITS.load(Ordering::Relaxed), SPLIT_KEYS.load(Ordering::Relaxed))
+}
+
+static SPLITS: AtomicU64 = AtomicU64::new(0);
+static SPLIT_KEYS: AtomicU64 = AtomicU64::new(0);
 
 /// Splits the segment of `loc` in two. Returns Ok even if another writer split it first.
 pub(crate) fn split(p: &Participant, db: u32, loc: &Loc) -> Result<(), Error> {
@@ -812,7 +876,7 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
     // One pass: each item is read (a cache miss) and hashed once, for whichever half takes it.
     let mut halves = [Build::new(l + 1), Build::new(l + 1)];
     if !copy_slots(a, &[seg], &mut halves, |h| bit(h) as usize)? {
-        // Every key of the segment landed in one overfull bucket pair of a half: a flood of
+        // Every key of the segment landed in one overfull window of a half: a flood of
         // colliding hashes. Refuse the write rather than corrupt anything.
         p.free(s0)?;
         p.free(s1)?;
@@ -820,6 +884,8 @@ fn split_locked(p: &Participant, db: u32, seg: u64) -> Result<Option<(Option<u64
     }
     halves[0].write(a, s0)?;
     halves[1].write(a, s1)?;
+    SPLITS.fetch_add(1, Ordering::Relaxed);
+    SPLIT_KEYS.fetch_add((halves[0].count + halves[1].count) as u64, Ordering::Relaxed);
     let root = db_root(db);
     let dir_lock = a.u32(root + R_LOCK)?;
     p.lock(dir_lock);
@@ -1123,7 +1189,7 @@ fn redo_mset(a: &Arena, intent: u64) -> Result<(), Error> {
         if fresh {
             let view = ItemView::read(a, item)?;
             view.key(a, &mut key)?;
-            place(a, &loc, bucket, slot_i, hash(a.seed(), &key), item, None)?;
+            place(a, &loc, bucket, slot_i, key_hash(a.seed(), &key), item, None)?;
         } else {
             let before = cur != 0 && ItemView::read(a, Arena::from_units(cur))?.expire_at(a)? != 0;
             replace(a, bucket, slot_i, item)?;
@@ -1432,6 +1498,68 @@ fn redo_swap(a: &Arena, intent: u64) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The curve is 2^c − 1 to within rounding at every joint, and the bent positions keep
+    /// their order (a SCAN cursor is a position) and never wrap.
+    #[test]
+    fn spiral_follows_two_to_the_c_and_keeps_order() {
+        assert_eq!(CURVE[0], 0);
+        for (i, &t) in CURVE.iter().enumerate() {
+            let exact = (2f64.powf(i as f64 / CURVE_PIECES as f64) - 1.0) * 2f64.powi(64);
+            assert!((t as f64 - exact).abs() < 1e6, "joint {i}: {t:#x} vs {exact}");
+            if i < CURVE_PIECES as usize {
+                assert_eq!(spiral((i as u64) << 58), t);
+            }
+        }
+        assert!(CURVE.windows(2).all(|w| w[0] < w[1]));
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut prev = (0u64, 0u64);
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for c in [x, x.wrapping_add(1), x | 0x03ff_ffff_ffff_ffff, x & !0x03ff_ffff_ffff_ffff] {
+                let (a, b) = (prev.0.min(c), prev.0.max(c));
+                assert!(spiral(a) <= spiral(b), "{a:#x} -> {:#x}, {b:#x} -> {:#x}", spiral(a), spiral(b));
+                assert!(spiral(c) <= CURVE[64]);
+                prev = (c, spiral(c));
+            }
+        }
+        assert!(spiral(u64::MAX) > CURVE[63] && spiral(u64::MAX) <= CURVE[64]);
+    }
+
+    /// Keys are twice as dense at the start of the space as at its end: the share of uniform
+    /// hashes that land below position y is log2(1 + y).
+    #[test]
+    fn spiral_density_falls_by_half_across_the_space() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let n = 400_000;
+        let mut below = [0u32; 4];
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let y = spiral(x);
+            for (q, b) in below.iter_mut().enumerate() {
+                *b += (y < ((q as u64 + 1) << 62).wrapping_sub((q == 3) as u64)) as u32;
+            }
+        }
+        for (q, &b) in below.iter().enumerate() {
+            let want = (1.0 + (q + 1) as f64 / 4.0).log2();
+            let got = b as f64 / n as f64;
+            assert!((got - want).abs() < 0.005, "below {}/4: {got} vs {want}", q + 1);
+        }
+        // The tag byte stays uniform: no value much more than 1/256 of keys.
+        let mut tags = [0u32; 256];
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            tags[tag_of(spiral(x)) as usize] += 1;
+        }
+        let most = *tags.iter().max().unwrap() as f64 / n as f64;
+        assert!(most < 1.25 / 256.0, "most common tag takes {most}");
+    }
 
     /// The SWAR tag comparison agrees with comparing the twelve bytes one at a time, whatever
     /// the lock word (byte 12..16) holds.

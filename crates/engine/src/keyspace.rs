@@ -2,7 +2,7 @@
 //! EXPIRE/TTL/PERSIST, RENAME, COPY, SCAN, RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, and active
 //! expiry.
 //!
-//! Every write goes through [`Handle::write`]: lock the key's bucket pair, drop the key if it
+//! Every write goes through [`Handle::write`]: lock the key's home bucket, drop the key if it
 //! has expired (lazy expiry), let the operation decide (keep, put a new item, delete), then
 //! publish, journal and retire the old item.
 
@@ -115,7 +115,7 @@ impl Handle {
 
     #[inline]
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        index::hash(self.arena().seed(), key)
+        index::key_hash(self.arena().seed(), key)
     }
 
     pub(crate) fn random(&mut self) -> u64 {
@@ -208,7 +208,7 @@ impl Handle {
         item::retire_view(&self.p, &f.item)
     }
 
-    /// The write path. `f` sees the key's live item (or None) with the bucket pair locked
+    /// The write path. `f` sees the key's live item (or None) with its home bucket locked
     /// and returns what to do and a result.
     pub(crate) fn write<R>(
         &mut self,

@@ -1499,6 +1499,20 @@ fn redo_swap(a: &Arena, intent: u64) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    /// An engine root written by another engine layout (or garbage) is refused, not
+    /// initialised over: the keys there would be lost and their memory leaked.
+    #[test]
+    fn foreign_engine_magic_is_an_error() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let arena = store.arena().clone();
+        assert_eq!(ndb(&arena).unwrap(), Some(16));
+        arena.u32(E_MAGIC).unwrap().store(u32::from_le_bytes(*b"LKS0"), Ordering::Release);
+        assert!(matches!(ndb(&arena), Err(Error::Corrupt(_))));
+        let again = crate::Store::from_arena(arena.clone(), 16, std::sync::Arc::new(crate::NoJournal));
+        assert!(matches!(again, Err(Error::Corrupt(_))));
+        assert_eq!(arena.u32(E_MAGIC).unwrap().load(Ordering::Relaxed), u32::from_le_bytes(*b"LKS0"));
+    }
+
     /// The curve is 2^c − 1 to within rounding at every joint, and the bent positions keep
     /// their order (a SCAN cursor is a position) and never wrap.
     #[test]

@@ -57,7 +57,8 @@ pub struct Args {
     /// Also write every figure to this file as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Print the growth run's insert rate of every 100 ms window.
+    /// Print the growth run's figures of every 100 ms window: inserts, keys moved by splits
+    /// per insert, and the steady run's overwrites.
     #[arg(long)]
     pub print_windows: bool,
     /// Don't pin the processes to cores with `taskset`.
@@ -816,6 +817,11 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let opt = SetOptions::default();
     let window = Duration::from_millis(100);
     let mut rates: Vec<f64> = Vec::new();
+    // Keys that splits moved, per key inserted, in each window: the growth work itself,
+    // free of the machine's timing noise.
+    let mut moved: Vec<f64> = Vec::new();
+    let moved_start = larder_engine::split_totals().1;
+    let mut moved_before = moved_start;
     let mut buf = [0u8; 32];
     let start = Instant::now();
     let mut w_start = start;
@@ -830,6 +836,9 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
             let el = now - w_start;
             if el >= window {
                 rates.push(w_count as f64 / el.as_secs_f64());
+                let m = larder_engine::split_totals().1;
+                moved.push((m - moved_before) as f64 / w_count as f64);
+                moved_before = m;
                 w_start = now;
                 w_count = 0;
                 if now - last_progress >= Duration::from_secs(2) {
@@ -844,10 +853,33 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
         }
     }
     let total = start.elapsed();
+    let moved_total = (larder_engine::split_totals().1 - moved_start) as f64;
+    // The same sets with no growth, as long again, while the reader still runs: overwrites
+    // of random keys of the grown table. Its windows show how much this machine's timing
+    // varies without any split, the floor the growth windows are judged against.
+    let mut steady: Vec<f64> = Vec::new();
+    let mut rng = Rng::new(0x5eed);
+    let (mut w_start, mut w_count) = (Instant::now(), 0u64);
+    while steady.len() < rates.len() {
+        let len = fmt_key(b"key:", 1 + rng.below(n), &mut buf);
+        h.set(0, &buf[..len], VALUE32, &opt).map_err(err("steady set"))?;
+        w_count += 1;
+        if w_count & 255 == 0 {
+            let now = Instant::now();
+            if now - w_start >= window {
+                steady.push(w_count as f64 / (now - w_start).as_secs_f64());
+                (w_start, w_count) = (now, 0);
+            }
+        }
+    }
     h.set(0, b"bench:stop", b"1", &opt).map_err(err("set stop"))?;
     if args.print_windows {
         let w: Vec<String> = rates.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
         println!("  windows (M inserts/s): {}", w.join(" "));
+        let w: Vec<String> = moved.iter().map(|r| format!("{r:.2}")).collect();
+        println!("  windows (keys moved by splits per insert): {}", w.join(" "));
+        let w: Vec<String> = steady.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
+        println!("  steady windows (M overwrites/s): {}", w.join(" "));
     }
     let r = child.result()?;
     let dbsize = h.dbsize(0).map_err(err("dbsize"))?;
@@ -861,6 +893,16 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let dip = (med - min) / med * 100.0;
     let below10 = rates.iter().filter(|&&x| x < 0.9 * med).count();
     let deepest_at = rates.iter().position(|&x| x == min).unwrap_or(0);
+    let dips = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let med = percentile(&s, 0.5);
+        let min = s.first().copied().unwrap_or(f64::NAN);
+        ((med - min) / med * 100.0, v.iter().filter(|&&x| x < 0.9 * med).count(), med)
+    };
+    let (steady_dip, steady_below10, steady_med) = dips(&steady);
+    let mut moved_sorted = moved.clone();
+    moved_sorted.sort_by(f64::total_cmp);
     let g = |k: &str| r.get(k).copied().unwrap_or(f64::NAN);
 
     println!(
@@ -877,6 +919,20 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
         deepest_at as f64 * 0.1,
         dip,
         below10
+    );
+    println!(
+        "  keys moved by splits per insert, per window: median {:.2}, 90th percentile {:.2}, max {:.2} ({:.2} over the run)",
+        percentile(&moved_sorted, 0.5),
+        percentile(&moved_sorted, 0.9),
+        moved_sorted.last().copied().unwrap_or(f64::NAN),
+        moved_total / inserted as f64
+    );
+    println!(
+        "  steady (random overwrites of the grown table, no splits, {} windows): median {:.2}M/s, deepest dip {:.1}% below median, {} windows >10% below",
+        steady.len(),
+        steady_med / 1e6,
+        steady_dip,
+        steady_below10
     );
     println!(
         "  reader (other process, {:.2}M gets, 10% misses, each timed): p50 {:.0} ns, p99 {:.0} ns, p99.9 {:.0} ns, p99.99 {:.0} ns, max {:.0} ns; {} over 10 µs, {} over 100 µs, {} lost keys; reader descheduled {} times (+{} voluntary)",
@@ -906,6 +962,12 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     out.num("grow.window_deepest_dip_pct", dip);
     out.num("grow.windows", rates.len() as f64);
     out.num("grow.windows_over_10pct_below", below10 as f64);
+    out.num("grow.moved_per_insert_median", percentile(&moved_sorted, 0.5));
+    out.num("grow.moved_per_insert_p90", percentile(&moved_sorted, 0.9));
+    out.num("grow.moved_per_insert_max", moved_sorted.last().copied().unwrap_or(f64::NAN));
+    out.num("grow.steady_window_median_per_sec", steady_med);
+    out.num("grow.steady_deepest_dip_pct", steady_dip);
+    out.num("grow.steady_windows_over_10pct_below", steady_below10 as f64);
     out.num("grow.resident_bytes", resident as f64);
     for (k, v) in &r {
         out.num(&format!("grow.reader.{k}"), *v);

@@ -333,7 +333,7 @@ fn overflow(a: &Arena, seg: u64, b: u64) -> Result<&AtomicU8, Error> {
     Ok(a.u8(seg + G_OVERFLOW + b % NB)?)
 }
 
-/// Overflow count of a bucket (for the checker).
+/// Overflow count of a home bucket: keys homed there but displaced (the checker, SCAN).
 pub(crate) fn overflow_of(a: &Arena, seg: u64, b: u64) -> Result<u8, Error> {
     Ok(overflow(a, seg, b)?.load(Ordering::Acquire))
 }

@@ -832,7 +832,11 @@ impl Handle {
         let mut seen = 0usize;
         loop {
             let loc = index::locate(a, db, cur)?;
-            for b in (0..index::WINDOW).map(|d| loc.b + d) {
+            // The buckets after the home only if keys of this home were displaced there: the
+            // count is raised before such a key is published and lowered after it is gone,
+            // so a key present for the whole scan is never missed.
+            let reach = if index::overflow_of(a, loc.seg, loc.b)? == 0 { 1 } else { index::WINDOW };
+            for b in (0..reach).map(|d| loc.b + d) {
                 let bucket = index::bucket_off(loc.seg, b);
                 for i in 0..index::SLOTS {
                     let u = index::slot(a, bucket, i)?.load(std::sync::atomic::Ordering::Acquire);

@@ -1,0 +1,41 @@
+//! Growth spreads its work evenly: split work per insert stays level at every size, where
+//! uniform hash positions made every segment of one depth split in the same short span (a
+//! wave once per doubling, with nothing in between). Its own test binary: the split counter
+//! is per process, and no other test may split meanwhile.
+
+use larder_engine::{split_totals, ArenaConfig, Backing, SetOptions, Store, StoreConfig};
+
+#[test]
+fn splits_move_a_steady_share_of_keys_per_insert() {
+    let store = Store::open(StoreConfig {
+        backing: Backing::Anonymous,
+        arena: ArenaConfig { capacity: 256 << 20, max_participants: 4 },
+        databases: 1,
+    })
+    .unwrap();
+    let mut h = store.handle().unwrap();
+    let opt = SetOptions::default();
+    let (chunk, chunks, warm) = (40_000u64, 16u64, 160_000u64);
+    for i in 0..warm {
+        h.set(0, format!("key:{i:07}").as_bytes(), b"v", &opt).unwrap();
+    }
+    // Keys moved by splits per key inserted, in each chunk of inserts (160k to 800k keys:
+    // more than two doublings).
+    let mut ratios = Vec::new();
+    for c in 0..chunks {
+        let before = split_totals().1;
+        for i in warm + c * chunk..warm + (c + 1) * chunk {
+            h.set(0, format!("key:{i:07}").as_bytes(), b"v", &opt).unwrap();
+        }
+        ratios.push((split_totals().1 - before) as f64 / chunk as f64);
+    }
+    // Spiral positions move 1/ln 2 = 1.44 keys per insert on average; a wave would show as
+    // chunks with almost none and chunks with several times that.
+    for (c, r) in ratios.iter().enumerate() {
+        assert!((0.9..=2.2).contains(r), "chunk {c}: {r:.2} keys moved per insert; all: {ratios:.2?}");
+    }
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!((1.2..=1.7).contains(&mean), "mean {mean:.2} keys moved per insert; all: {ratios:.2?}");
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+}

@@ -29,13 +29,18 @@ fn splits_move_a_steady_share_of_keys_per_insert() {
         }
         ratios.push((split_totals().1 - before) as f64 / chunk as f64);
     }
-    // Spiral positions move 1/ln 2 = 1.44 keys per insert on average; a wave would show as
-    // chunks with almost none and chunks with several times that.
-    for (c, r) in ratios.iter().enumerate() {
-        assert!((0.9..=2.2).contains(r), "chunk {c}: {r:.2} keys moved per insert; all: {ratios:.2?}");
-    }
+    eprintln!("keys moved per insert, per chunk: {ratios:.2?}");
+    // Spiral positions move 1/ln 2 = 1.44 keys per insert on average, and chunks differ by
+    // chance only (coefficient of variation 0.09-0.21 over 40 seeds; the arena's hash seed
+    // is random). Uniform positions give waves: chunks of 0.00 between chunks of up to 7.31,
+    // a coefficient of variation of 1.37.
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-    assert!((1.2..=1.7).contains(&mean), "mean {mean:.2} keys moved per insert; all: {ratios:.2?}");
+    let sd = (ratios.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / ratios.len() as f64).sqrt();
+    assert!(sd / mean < 0.4, "split work varies by {:.2} of its mean across chunks: {ratios:.2?}", sd / mean);
+    for (c, r) in ratios.iter().enumerate() {
+        assert!((0.3..=3.5).contains(r), "chunk {c}: {r:.2} keys moved per insert; all: {ratios:.2?}");
+    }
+    assert!((1.3..=1.6).contains(&mean), "mean {mean:.2} keys moved per insert; all: {ratios:.2?}");
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", r.problems);
 }

@@ -1103,13 +1103,20 @@ pub(crate) fn unlock_many(p: &Participant, locked: &[u64]) -> Result<(), Error> 
 /// so far is released and (k, room) returned.
 pub(crate) fn reserve_many(p: &Participant, places: &mut [Placement], held: &[u64]) -> Result<Option<(usize, Room)>, Error> {
     let mut taken: Vec<(u64, u64)> = Vec::new();
+    // The home locks, and the displaced buckets earlier keys locked: a later key whose
+    // window passes one of those may use its free slots (trying its lock again would fail
+    // against our own hold, and report Busy on every retry).
+    let mut held: Vec<u64> = held.to_vec();
     for k in 0..places.len() {
         if places[k].found.is_some() {
             continue;
         }
-        match reserve_slot(p, &places[k].loc, &taken, held)? {
+        match reserve_slot(p, &places[k].loc, &taken, &held)? {
             Room::Slot(r) => {
                 taken.push((r.bucket, r.slot));
+                if let Some(b) = r.locked {
+                    held.push(bucket_off(places[k].loc.seg, b) + B_LOCK);
+                }
                 places[k].free = Some(r);
             }
             other => {
@@ -1498,6 +1505,45 @@ fn redo_swap(a: &Arena, intent: u64) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An MSET of two new keys whose home is full, where the one bucket of the window with
+    /// room has two free slots: the first key locks that bucket for its displaced slot, and
+    /// the second must use the lock it holds, not try it again (which failed as Busy on every
+    /// retry, and the MSET ended with "index is full").
+    #[test]
+    fn mset_keys_displaced_into_one_bucket_share_its_lock() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let seed = store.arena().seed();
+        let mut h = store.handle().unwrap();
+        assert_eq!(segments(store.arena(), 0).unwrap().len(), 1, "one segment of depth 0");
+        // Keys by home bucket (depth 0: the position's top 8 bits).
+        let mut by_home: Vec<Vec<Vec<u8>>> = vec![Vec::new(); NB as usize];
+        let mut i = 0u64;
+        while (10..18).any(|b| by_home[b].len() < 14) {
+            let k = format!("k{i}").into_bytes();
+            by_home[bucket_of(key_hash(seed, &k), 0) as usize].push(k);
+            i += 1;
+        }
+        let d = crate::SetOptions::default();
+        let fill = |h: &mut crate::Handle, b: usize, n: usize| {
+            for k in &by_home[b][..n] {
+                h.set(0, k, b"v", &d).unwrap();
+            }
+        };
+        fill(&mut h, 10, 12);
+        fill(&mut h, 11, 10);
+        for b in 12..17 + 1 {
+            fill(&mut h, b, 12);
+        }
+        let (a, b) = (&by_home[10][12], &by_home[10][13]);
+        assert!(h.mset(0, &[(a.as_slice(), b"A".as_slice()), (b.as_slice(), b"B".as_slice())], false).unwrap());
+        assert_eq!(h.get(0, a).unwrap().as_deref(), Some(&b"A"[..]));
+        assert_eq!(h.get(0, b).unwrap().as_deref(), Some(&b"B"[..]));
+        assert_eq!(segments(store.arena(), 0).unwrap().len(), 1, "no split was needed");
+        let r = store.check().unwrap();
+        assert!(r.ok(), "{:?}", r.problems);
+        assert_eq!(r.held_locks, 0);
+    }
 
     /// An engine root written by another engine layout (or garbage) is refused, not
     /// initialised over: the keys there would be lost and their memory leaked.

@@ -34,8 +34,8 @@
 //! - **Crash safety**: the directory stores of a split or merge are recorded as an intent
 //!   before the first one; a reaper that finds the splitter dead redoes them.
 //!
-//! Home buckets cover contiguous hash ranges, so a SCAN cursor is simply the next hash value
-//! to visit: splits and merges never make it skip a key.
+//! Home buckets cover contiguous ranges of positions, so a SCAN cursor is simply the next
+//! position to visit: splits and merges never make it skip a key.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 

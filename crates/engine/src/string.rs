@@ -47,6 +47,10 @@ pub struct SetOptions {
     pub flags: u32,
     /// memcached `cas`: store only if the item's version is this.
     pub cas: Option<u64>,
+    /// Store the bytes as a string even if they read as a canonical integer (which `set`
+    /// otherwise stores as an integer item, for INCR in place). Redis's INCRBYFLOAT makes a
+    /// string of "3" too: OBJECT ENCODING says `embstr`, not `int`.
+    pub raw: bool,
 }
 
 /// What a conditional store did (memcached's replies map one to one).
@@ -221,7 +225,8 @@ impl Handle {
                 },
             };
             let version = p.next_version()?;
-            let off = item::build(p, &NewItem { key, value: Value::of(value), expire_at, cflags: opt.flags, version })?;
+            let value = if opt.raw { Value::Raw(value) } else { Value::of(value) };
+            let off = item::build(p, &NewItem { key, value, expire_at, cflags: opt.flags, version })?;
             Ok((Action::Put(off), SetReply { outcome: Outcome::Stored, old: old_val, version }))
         })
     }

@@ -389,9 +389,17 @@ fn incrbyfloat_like_long_double() {
     ck(&mut c, "INCRBYFLOAT f 2.0e2", "$4\r\n5200\r\n");
     ck(&mut c, "GET f", "$4\r\n5200\r\n");
     ck(&mut c, "INCRBYFLOAT f 0x10", "$4\r\n5216\r\n");
+    // The result is a string even when it reads as an integer, as Redis stores it; INCR
+    // then makes an integer of it (replies recorded from redis-server 7.0.15).
+    ck(&mut c, "OBJECT ENCODING f", "$6\r\nembstr\r\n");
+    ck(&mut c, "OBJECT REFCOUNT f", ":1\r\n");
     ck(&mut c, "INCRBYFLOAT i 3", "$1\r\n3\r\n");
+    ck(&mut c, "OBJECT ENCODING i", "$6\r\nembstr\r\n");
     ck(&mut c, "INCR i", ":4\r\n");
+    ck(&mut c, "OBJECT ENCODING i", "$3\r\nint\r\n");
+    ck(&mut c, "OBJECT REFCOUNT i", ":2147483647\r\n");
     ck(&mut c, "INCRBYFLOAT i -0", "$1\r\n4\r\n");
+    ck(&mut c, "OBJECT ENCODING i", "$6\r\nembstr\r\n");
     ck(&mut c, "SET n -9223372036854775807", "+OK\r\n");
     ck(&mut c, "INCRBYFLOAT n 1.5", "$22\r\n-9223372036854775805.5\r\n");
     ck(&mut c, "INCRBYFLOAT tiny 1e-20", "$1\r\n0\r\n");

@@ -453,8 +453,8 @@ fn op_incrbyfloat(h: &mut Handle, db: u32, key: &[u8], incr: &[u8]) -> Result<Ve
             _ => return Err(Error::NanOrInfinity.into()),
         };
         let opt = match &meta {
-            None => SetOptions { cond: Cond::Nx, ..Default::default() },
-            Some(m) => SetOptions { cas: Some(m.version), expiry: Expiry::Keep, flags: m.flags, ..Default::default() },
+            None => SetOptions { cond: Cond::Nx, raw: true, ..Default::default() },
+            Some(m) => SetOptions { cas: Some(m.version), expiry: Expiry::Keep, flags: m.flags, raw: true, ..Default::default() },
         };
         if h.set(db, key, &text, &opt)?.outcome == Outcome::Stored {
             return Ok(text);

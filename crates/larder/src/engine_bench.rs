@@ -336,6 +336,16 @@ fn hist() -> Histogram<u64> {
     Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds")
 }
 
+/// Per-window rates: (median, minimum, deepest dip in % below the median, windows more
+/// than 10% below it).
+fn window_dips(rates: &[f64]) -> (f64, f64, f64, usize) {
+    let mut sorted = rates.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let med = percentile(&sorted, 0.5);
+    let min = sorted.first().copied().unwrap_or(f64::NAN);
+    (med, min, (med - min) / med * 100.0, rates.iter().filter(|&&x| x < 0.9 * med).count())
+}
+
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -886,21 +896,9 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let resident = seg.resident_bytes()?;
 
     let inserted = n - GROW_READ_KEYS;
-    let mut sorted = rates.clone();
-    sorted.sort_by(f64::total_cmp);
-    let med = percentile(&sorted, 0.5);
-    let min = sorted.first().copied().unwrap_or(f64::NAN);
-    let dip = (med - min) / med * 100.0;
-    let below10 = rates.iter().filter(|&&x| x < 0.9 * med).count();
+    let (med, min, dip, below10) = window_dips(&rates);
     let deepest_at = rates.iter().position(|&x| x == min).unwrap_or(0);
-    let dips = |v: &[f64]| {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        let med = percentile(&s, 0.5);
-        let min = s.first().copied().unwrap_or(f64::NAN);
-        ((med - min) / med * 100.0, v.iter().filter(|&&x| x < 0.9 * med).count(), med)
-    };
-    let (steady_dip, steady_below10, steady_med) = dips(&steady);
+    let (steady_med, _, steady_dip, steady_below10) = window_dips(&steady);
     let mut moved_sorted = moved.clone();
     moved_sorted.sort_by(f64::total_cmp);
     let g = |k: &str| r.get(k).copied().unwrap_or(f64::NAN);

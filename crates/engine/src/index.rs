@@ -825,17 +825,41 @@ fn copy_slots(a: &Arena, from: &[u64], to: &mut [Build], pick: impl Fn(u64) -> u
     Ok(true)
 }
 
-/// Splits this process has made, and the keys they moved: `(splits, keys)`. A benchmark
-/// reads them to show how evenly growth spreads its work over inserts.
-pub fn split_totals() -> (u64, u64) {
-    (SPLITS.load(Ordering::Relaxed), SPLIT_KEYS.load(Ordering::Relaxed))
+/// What the splits this process has made cost so far. A benchmark reads the totals before
+/// and after each stretch of inserts to show how evenly growth spreads its work over them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitTotals {
+    /// Segments split.
+    pub splits: u64,
+    /// Keys those splits moved into new segments.
+    pub keys: u64,
+    /// Wall time spent inside them, locking the segment to publishing its halves (ns).
+    pub nanos: u64,
+}
+
+/// Totals of the splits this process has made (every thread of it).
+pub fn split_totals() -> SplitTotals {
+    SplitTotals {
+        splits: SPLITS.load(Ordering::Relaxed),
+        keys: SPLIT_KEYS.load(Ordering::Relaxed),
+        nanos: SPLIT_NANOS.load(Ordering::Relaxed),
+    }
 }
 
 static SPLITS: AtomicU64 = AtomicU64::new(0);
 static SPLIT_KEYS: AtomicU64 = AtomicU64::new(0);
+static SPLIT_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// Splits the segment of `loc` in two. Returns Ok even if another writer split it first.
 pub(crate) fn split(p: &Participant, db: u32, loc: &Loc) -> Result<(), Error> {
+    // Two clock reads per split of a few thousand keys: nothing next to the split itself.
+    let t0 = std::time::Instant::now();
+    let r = split_timed(p, db, loc);
+    SPLIT_NANOS.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    r
+}
+
+fn split_timed(p: &Participant, db: u32, loc: &Loc) -> Result<(), Error> {
     let seg = loc.seg;
     lock_segment(p, seg)?;
     let r = split_locked(p, db, seg);

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 pub use check::Report;
 pub use coll::{Coll, Kind, Limits};
-pub use index::{split_totals, MAX_DBS};
+pub use index::{split_totals, SplitTotals, MAX_DBS};
 pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{ExpireCond, ExpireRound, Handle, Hint, Ttl};
 pub use larder_arena::{Arena, Backing, Config as ArenaConfig};

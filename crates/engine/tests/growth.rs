@@ -23,11 +23,11 @@ fn splits_move_a_steady_share_of_keys_per_insert() {
     // more than two doublings).
     let mut ratios = Vec::new();
     for c in 0..chunks {
-        let before = split_totals().1;
+        let before = split_totals().keys;
         for i in warm + c * chunk..warm + (c + 1) * chunk {
             h.set(0, format!("key:{i:07}").as_bytes(), b"v", &opt).unwrap();
         }
-        ratios.push((split_totals().1 - before) as f64 / chunk as f64);
+        ratios.push((split_totals().keys - before) as f64 / chunk as f64);
     }
     eprintln!("keys moved per insert, per chunk: {ratios:.2?}");
     // Spiral positions move 1/ln 2 = 1.44 keys per insert on average, and chunks differ by

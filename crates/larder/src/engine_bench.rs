@@ -830,8 +830,13 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     // Keys that splits moved, per key inserted, in each window: the growth work itself,
     // free of the machine's timing noise.
     let mut moved: Vec<f64> = Vec::new();
-    let moved_start = larder_engine::split_totals().1;
-    let mut moved_before = moved_start;
+    // The share of each window spent inside splits, and the window's rate with that time
+    // taken out: if growth came in waves, the share would jump in the windows that dip;
+    // if the rate without splits dips as deep, the dip is not growth's doing.
+    let mut split_share: Vec<f64> = Vec::new();
+    let mut rates_ex: Vec<f64> = Vec::new();
+    let splits_start = larder_engine::split_totals();
+    let mut splits_before = splits_start;
     let mut buf = [0u8; 32];
     let start = Instant::now();
     let mut w_start = start;
@@ -846,9 +851,12 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
             let el = now - w_start;
             if el >= window {
                 rates.push(w_count as f64 / el.as_secs_f64());
-                let m = larder_engine::split_totals().1;
-                moved.push((m - moved_before) as f64 / w_count as f64);
-                moved_before = m;
+                let t = larder_engine::split_totals();
+                moved.push((t.keys - splits_before.keys) as f64 / w_count as f64);
+                let in_splits = (t.nanos - splits_before.nanos) as f64 / 1e9;
+                split_share.push(in_splits / el.as_secs_f64());
+                rates_ex.push(w_count as f64 / (el.as_secs_f64() - in_splits).max(1e-9));
+                splits_before = t;
                 w_start = now;
                 w_count = 0;
                 if now - last_progress >= Duration::from_secs(2) {
@@ -863,7 +871,9 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
         }
     }
     let total = start.elapsed();
-    let moved_total = (larder_engine::split_totals().1 - moved_start) as f64;
+    let splits_total = larder_engine::split_totals();
+    let moved_total = (splits_total.keys - splits_start.keys) as f64;
+    let split_secs_total = (splits_total.nanos - splits_start.nanos) as f64 / 1e9;
     // The same sets with no growth, as long again, while the reader still runs: overwrites
     // of random keys of the grown table. Its windows show how much this machine's timing
     // varies without any split, the floor the growth windows are judged against.
@@ -888,6 +898,10 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
         println!("  windows (M inserts/s): {}", w.join(" "));
         let w: Vec<String> = moved.iter().map(|r| format!("{r:.2}")).collect();
         println!("  windows (keys moved by splits per insert): {}", w.join(" "));
+        let w: Vec<String> = split_share.iter().map(|r| format!("{:.1}", r * 100.0)).collect();
+        println!("  windows (% of time in splits): {}", w.join(" "));
+        let w: Vec<String> = rates_ex.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
+        println!("  windows (M inserts/s, split time taken out): {}", w.join(" "));
         let w: Vec<String> = steady.iter().map(|r| format!("{:.2}", r / 1e6)).collect();
         println!("  steady windows (M overwrites/s): {}", w.join(" "));
     }
@@ -901,6 +915,9 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let (steady_med, _, steady_dip, steady_below10) = window_dips(&steady);
     let mut moved_sorted = moved.clone();
     moved_sorted.sort_by(f64::total_cmp);
+    let mut share_sorted = split_share.clone();
+    share_sorted.sort_by(f64::total_cmp);
+    let (ex_med, _, ex_dip, ex_below10) = window_dips(&rates_ex);
     let g = |k: &str| r.get(k).copied().unwrap_or(f64::NAN);
 
     println!(
@@ -924,6 +941,19 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
         percentile(&moved_sorted, 0.9),
         moved_sorted.last().copied().unwrap_or(f64::NAN),
         moved_total / inserted as f64
+    );
+    println!(
+        "  time in splits, per window: median {:.1}%, 90th percentile {:.1}%, max {:.1}% ({:.1}% over the run)",
+        percentile(&share_sorted, 0.5) * 100.0,
+        percentile(&share_sorted, 0.9) * 100.0,
+        share_sorted.last().copied().unwrap_or(f64::NAN) * 100.0,
+        split_secs_total / total.as_secs_f64() * 100.0
+    );
+    println!(
+        "  windows with their split time taken out: median {:.2}M/s, deepest dip {:.1}% below median, {} windows >10% below",
+        ex_med / 1e6,
+        ex_dip,
+        ex_below10
     );
     println!(
         "  steady (random overwrites of the grown table, no splits, {} windows): median {:.2}M/s, deepest dip {:.1}% below median, {} windows >10% below",
@@ -963,6 +993,12 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     out.num("grow.moved_per_insert_median", percentile(&moved_sorted, 0.5));
     out.num("grow.moved_per_insert_p90", percentile(&moved_sorted, 0.9));
     out.num("grow.moved_per_insert_max", moved_sorted.last().copied().unwrap_or(f64::NAN));
+    out.num("grow.split_share_median", percentile(&share_sorted, 0.5));
+    out.num("grow.split_share_max", share_sorted.last().copied().unwrap_or(f64::NAN));
+    out.num("grow.split_share_overall", split_secs_total / total.as_secs_f64());
+    out.num("grow.no_split_window_median_per_sec", ex_med);
+    out.num("grow.no_split_deepest_dip_pct", ex_dip);
+    out.num("grow.no_split_windows_over_10pct_below", ex_below10 as f64);
     out.num("grow.steady_window_median_per_sec", steady_med);
     out.num("grow.steady_deepest_dip_pct", steady_dip);
     out.num("grow.steady_windows_over_10pct_below", steady_below10 as f64);

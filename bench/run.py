@@ -361,6 +361,15 @@ def deepest_dip(series):
     return 1 - min(s) / med if med else 0.0
 
 
+def windows_below(series, frac):
+    """Intervals more than `frac` below the median interval, first and last left out as in deepest_dip."""
+    s = series[1:-1] if len(series) > 3 else series
+    if not s:
+        return 0
+    med = statistics.median(s)
+    return sum(1 for x in s if x < (1 - frac) * med)
+
+
 def sc_scaling(c):
     keys = 100_000
     threads_list = [1, 2] if c.quick else [1, 2, 4]
@@ -455,24 +464,31 @@ def sc_memory(c):
 
 
 def sc_expansion(c):
-    n = 200_000 if c.quick else 5_000_000
+    # BENCHMARKS.md: insert from 0 to 10M keys and report the deepest dip. Issue 2's measure
+    # is finer: 100 ms windows, none more than 10% below the median.
+    n = 200_000 if c.quick else 10_000_000
     interval = 50 if c.quick else 100
-    params = dict(keys=n, threads=1, clients=4, pipeline=16, data_size=32, interval_ms=interval, targets=FOUR)
+    params = dict(keys=n, threads=1, clients=50, pipeline=16, data_size=32, interval_ms=interval, targets=FOUR)
     rows = []
     for r in range(c.runs):
         for t in rotate(FOUR, r):
             kind, proto = TARGETS[t]
             with Server(kind) as s:
-                j = bench(s, proto, threads=1, clients=4, pipeline=16, ratio="1:0", key_pattern="P", requests=n,
+                j = bench(s, proto, threads=1, clients=50, pipeline=16, ratio="1:0", key_pattern="P", requests=n,
                           key_max=n - 1, interval_ms=interval)
                 f = figures(j, keep_timeline=True)
-                f["dip"] = deepest_dip([b[1] for b in f["timeline"]])
+                series = [b[1] for b in f["timeline"]]
+                f["dip"] = deepest_dip(series)
+                f["below10"] = windows_below(series, 0.10)
                 f["rss_after"] = s.rss()
                 rows.append(dict(target=t, run=r, **f))
-                c.say(f"expansion run {r} {t:12} {j['ops_per_sec']:10.0f} inserts/s, deepest dip {f['dip']:.0%}")
+                c.say(f"expansion run {r} {t:12} {j['ops_per_sec']:10.0f} inserts/s, deepest dip {f['dip']:.0%}, "
+                      f"{f['below10']} windows >10% below the median")
     return dict(params=params, rows=rows, notes=[
-        f"Scaled down: 0 to {n:,} keys (not 10M), pipelined (16 per connection, 4 connections) so each run takes "
-        f"seconds; {interval} ms buckets instead of 1 s. Dip = 1 - lowest bucket / median bucket."])
+        f"0 to {n:,} keys, pipelined (16 per connection, 50 connections, one client thread) so each run takes "
+        f"seconds; {interval} ms buckets instead of 1 s. Dip = 1 - lowest bucket / median bucket; "
+        "'windows >10% below' counts the buckets more than 10% below the median (issue 2's measure); "
+        "the first and the last (partial) bucket are left out of both."])
 
 
 def sc_value_size(c):
@@ -820,7 +836,7 @@ EXTRA = {
                 ("cpu_us_per_op", "server CPU µs/op")],
     "throughput": [("cpu_us_per_op", "server CPU µs/op"), ("lat_all.p99", "p99 µs"), ("dip", "deepest dip")],
     "scaling": [("lat_all.mean", "mean latency µs")],
-    "expansion": [("dip", "deepest dip")],
+    "expansion": [("dip", "deepest dip"), ("below10", "windows >10% below median")],
     "persistence": [("lat_all.mean", "mean latency µs")],
     "ems-kv": [("lat_all.min", "min latency µs")],
     "clients": [("cpu_us_per_op", "server CPU µs/op")],
@@ -835,6 +851,8 @@ def fmt(v, metric=""):
         return "-"
     if metric in ("dip", "client_busy"):
         return f"{v:.0%}"
+    if metric == "below10":
+        return f"{v:.0f}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     if abs(v) >= 10:

@@ -415,6 +415,16 @@ impl Handle {
     // ---- keyspace commands ----
 
     /// Deletes the keys; returns how many existed.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// h.set(0, b"b", b"2", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.del(0, &[b"a", b"b", b"c"]).unwrap(), 2);
+    /// assert_eq!(h.dbsize(0).unwrap(), 0);
+    /// ```
     pub fn del(&mut self, db: u32, keys: &[&[u8]]) -> Result<u64, Error> {
         let mut n = 0;
         for k in keys {
@@ -425,6 +435,14 @@ impl Handle {
     }
 
     /// How many of the keys exist (a key named twice counts twice, as in Redis).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.exists(0, &[b"a", b"a", b"nope"]).unwrap(), 2);
+    /// ```
     pub fn exists(&self, db: u32, keys: &[&[u8]]) -> Result<u64, Error> {
         let mut n = 0;
         for k in keys {
@@ -435,6 +453,18 @@ impl Handle {
         Ok(n)
     }
 
+
+    /// TYPE: the key's type, or None if it does not exist.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"s", b"1", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.type_of(0, b"s").unwrap(), Some(Type::String));
+    /// assert_eq!(h.type_of(0, b"s").unwrap().map(Type::name), Some("string"));
+    /// assert_eq!(h.type_of(0, b"nope").unwrap(), None);
+    /// ```
     pub fn type_of(&self, db: u32, key: &[u8]) -> Result<Option<Type>, Error> {
         self.read(db, key, |_, it| Ok(it.type_()))
     }
@@ -548,6 +578,19 @@ impl Handle {
 
     /// Renames `src` to `dst` (overwriting it unless `nx`). Returns false if `nx` and `dst`
     /// exists; [`Error::NoSuchKey`] if `src` does not exist. The new key keeps the TTL.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"old", b"v", &SetOptions { expiry: Expiry::At(now_ms() + 60_000), ..Default::default() }).unwrap();
+    /// assert!(h.rename(0, b"old", b"new", false).unwrap());
+    /// assert_eq!(h.get(0, b"old").unwrap(), None);
+    /// assert!(matches!(h.pttl(0, b"new").unwrap(), Ttl::Ms(_)));
+    /// h.set(0, b"taken", b"t", &SetOptions::default()).unwrap();
+    /// assert!(!h.rename(0, b"new", b"taken", true).unwrap()); // RENAMENX
+    /// assert!(matches!(h.rename(0, b"old", b"x", false), Err(Error::NoSuchKey)));
+    /// ```
     pub fn rename(&mut self, db: u32, src: &[u8], dst: &[u8], nx: bool) -> Result<bool, Error> {
         self.check_db(db)?;
         if src == dst {
@@ -561,6 +604,17 @@ impl Handle {
 
     /// Copies `src` (in `db`) to `dst` in `dst_db`. Returns false if `dst` exists and not
     /// `replace`, or if `src` does not exist.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"src", b"v", &SetOptions::default()).unwrap();
+    /// assert!(h.copy(0, b"src", 5, b"dst", false).unwrap());
+    /// assert_eq!(h.get(5, b"dst").unwrap().as_deref(), Some(&b"v"[..]));
+    /// assert!(!h.copy(0, b"src", 5, b"dst", false).unwrap()); // exists, no REPLACE
+    /// assert!(h.copy(0, b"src", 5, b"dst", true).unwrap());
+    /// ```
     pub fn copy(&mut self, db: u32, src: &[u8], dst_db: u32, dst: &[u8], replace: bool) -> Result<bool, Error> {
         self.check_db(db)?;
         self.check_db(dst_db)?;
@@ -721,6 +775,18 @@ impl Handle {
     }
 
     /// Number of keys in the database (including expired keys not yet reclaimed, as Redis).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// for k in [&b"a"[..], b"b", b"c"] {
+    ///     h.set(3, k, b"v", &SetOptions::default()).unwrap();
+    /// }
+    /// assert_eq!(h.dbsize(3).unwrap(), 3);
+    /// assert_eq!(h.dbsize(0).unwrap(), 0);
+    /// assert!(matches!(h.dbsize(16), Err(Error::BadDb)));
+    /// ```
     pub fn dbsize(&self, db: u32) -> Result<u64, Error> {
         self.check_db(db)?;
         let a = self.arena();
@@ -758,6 +824,16 @@ impl Handle {
 
     /// Empties one database. O(keys), like Redis's synchronous FLUSHDB; readers and writers
     /// of other databases are not stopped.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// h.set(1, b"b", b"2", &SetOptions::default()).unwrap();
+    /// h.flushdb(0).unwrap();
+    /// assert_eq!((h.dbsize(0).unwrap(), h.dbsize(1).unwrap()), (0, 1));
+    /// ```
     pub fn flushdb(&mut self, db: u32) -> Result<(), Error> {
         self.check_db(db)?;
         self.empty(db)?;
@@ -781,6 +857,16 @@ impl Handle {
     }
 
     /// Empties every database.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// h.set(1, b"b", b"2", &SetOptions::default()).unwrap();
+    /// h.flushall().unwrap();
+    /// assert_eq!((h.dbsize(0).unwrap(), h.dbsize(1).unwrap()), (0, 0));
+    /// ```
     pub fn flushall(&mut self) -> Result<(), Error> {
         for db in 0..self.store.databases() {
             self.empty(db)?;
@@ -928,6 +1014,22 @@ impl Handle {
     /// Active expiry: visits the next `samples` buckets of `db` and deletes the expired keys
     /// found there. Returns what it saw: call again while the share deleted is high (Redis
     /// repeats while more than 25% of the sample had expired).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 1), ..Default::default() };
+    /// for i in 0..10 {
+    ///     h.set(0, format!("k{i}").as_bytes(), b"v", &soon).unwrap();
+    /// }
+    /// h.set(0, b"stays", b"v", &SetOptions::default()).unwrap();
+    /// std::thread::sleep(std::time::Duration::from_millis(5));
+    /// // Nobody reads the expired keys (which would delete them lazily): the cycle finds them.
+    /// let deleted: usize = (0..4).map(|_| h.expire_cycle(0, 256).unwrap().deleted).sum();
+    /// assert_eq!(deleted, 10);
+    /// assert_eq!(h.dbsize(0).unwrap(), 1);
+    /// ```
     pub fn expire_cycle(&mut self, db: u32, samples: usize) -> Result<ExpireRound, Error> {
         self.check_db(db)?;
         let now = now_ms();

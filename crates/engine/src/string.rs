@@ -106,6 +106,17 @@ pub(crate) fn fmt_float(v: f64) -> String {
 
 impl Handle {
     /// The value of `key`, or None.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// assert_eq!(h.get(0, b"greeting").unwrap(), None);
+    /// h.set(0, b"greeting", b"hello", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.get(0, b"greeting").unwrap().as_deref(), Some(&b"hello"[..]));
+    /// // Each database is a keyspace of its own (Redis SELECT).
+    /// assert_eq!(h.get(1, b"greeting").unwrap(), None);
+    /// ```
     pub fn get(&self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.read(db, key, |a, it| {
             let mut v = Vec::with_capacity(it.vlen as usize);
@@ -184,6 +195,10 @@ impl Handle {
     /// let cas = SetOptions { cas: Some(version), ..Default::default() };
     /// assert_eq!(h.set(0, b"lock", b"us", &cas).unwrap().outcome, Outcome::Stored);
     /// assert_eq!(h.set(0, b"lock", b"them", &cas).unwrap().outcome, Outcome::Exists);
+    /// // XX: only replace an existing key (memcached replace).
+    /// let xx = SetOptions { cond: Cond::Xx, ..Default::default() };
+    /// assert_eq!(h.set(0, b"nobody", b"x", &xx).unwrap().outcome, Outcome::NotStored);
+    /// assert_eq!(h.set(0, b"lock", b"x", &xx).unwrap().outcome, Outcome::Stored);
     /// ```
     pub fn set(&mut self, db: u32, key: &[u8], value: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
         check_len(value.len())?;
@@ -292,6 +307,18 @@ impl Handle {
 
     /// INCRBY / DECRBY (and memcached incr/decr through [`Handle::incr_by`] with checks of
     /// their own). A missing key counts as 0.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"hits", b"41", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.incr_by(0, b"hits", 1).unwrap(), 42);
+    /// assert_eq!(h.incr_by(0, b"fresh", -5).unwrap(), -5);
+    /// assert!(matches!(h.incr_by(0, b"hits", i64::MAX), Err(Error::Overflow)));
+    /// h.set(0, b"name", b"larder", &SetOptions::default()).unwrap();
+    /// assert!(matches!(h.incr_by(0, b"name", 1), Err(Error::NotInteger)));
+    /// ```
     pub fn incr_by(&mut self, db: u32, key: &[u8], delta: i64) -> Result<i64, Error> {
         self.write(db, key, |p, old| {
             let a = p.arena();
@@ -343,6 +370,19 @@ impl Handle {
     }
 
     /// INCRBYFLOAT; returns the new value as Redis prints it.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"price", b"10.5", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.incr_by_float(0, b"price", 0.25).unwrap(), b"10.75");
+    /// // A whole result prints without a fraction, as Redis prints it.
+    /// assert_eq!(h.incr_by_float(0, b"price", -5.75).unwrap(), b"5");
+    /// assert_eq!(h.get(0, b"price").unwrap().as_deref(), Some(&b"5"[..]));
+    /// assert_eq!(h.encoding(0, b"price").unwrap(), Some("embstr")); // a string, as in Redis
+    /// assert!(matches!(h.incr_by_float(0, b"price", f64::NAN), Err(Error::NanOrInfinity)));
+    /// ```
     pub fn incr_by_float(&mut self, db: u32, key: &[u8], delta: f64) -> Result<Vec<u8>, Error> {
         if !delta.is_finite() {
             return Err(Error::NanOrInfinity);
@@ -368,7 +408,9 @@ impl Handle {
                 return Err(Error::NanOrInfinity);
             }
             let text = fmt_float(new);
-            let value = Value::of(text.as_bytes());
+            // A string even when it reads as an integer ("5"), as Redis stores it (OBJECT
+            // ENCODING embstr): the next INCR converts it, as it would any string.
+            let value = Value::Raw(text.as_bytes());
             let off = match old {
                 None => item::build(p, &NewItem { key, value, expire_at: 0, cflags: 0, version: p.next_version()? })?,
                 Some(o) => rebuild_value(p, o, value)?,
@@ -378,6 +420,15 @@ impl Handle {
     }
 
     /// APPEND: returns the new length. Creates the key if missing.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// assert_eq!(h.append(0, b"log", b"a;").unwrap(), 2);
+    /// assert_eq!(h.append(0, b"log", b"b;").unwrap(), 4);
+    /// assert_eq!(h.get(0, b"log").unwrap().as_deref(), Some(&b"a;b;"[..]));
+    /// ```
     pub fn append(&mut self, db: u32, key: &[u8], data: &[u8]) -> Result<u64, Error> {
         Ok(self.concat(db, key, data, false, true)?.unwrap_or(0))
     }
@@ -430,15 +481,44 @@ impl Handle {
     }
 
     /// STRLEN.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"hello", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.strlen(0, b"k").unwrap(), 5);
+    /// assert_eq!(h.strlen(0, b"missing").unwrap(), 0);
+    /// ```
     pub fn strlen(&self, db: u32, key: &[u8]) -> Result<u64, Error> {
         Ok(self.read(db, key, |a, it| it.strlen(a))?.unwrap_or(0))
     }
 
     /// GETRANGE with Redis's index rules (negative from the end, clamped, inclusive).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"This is a string", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.getrange(0, b"k", 0, 3).unwrap(), b"This");
+    /// assert_eq!(h.getrange(0, b"k", -3, -1).unwrap(), b"ing");
+    /// assert_eq!(h.getrange(0, b"k", 10, 100).unwrap(), b"string");
+    /// assert_eq!(h.getrange(0, b"missing", 0, -1).unwrap(), b"");
+    /// ```
     pub fn getrange(&self, db: u32, key: &[u8], start: i64, end: i64) -> Result<Vec<u8>, Error> {
         Ok(self
             .read(db, key, |a, it| {
-                let len = it.strlen(a)? as i64;
+                // An integer changes in place under lock-free readers (INCR from another
+                // process), so format it once and take the range of that copy: a length
+                // read before could be longer than the digits read after.
+                let mut digits = Vec::new();
+                let len = if it.is_int() {
+                    it.value(a, &mut digits)?;
+                    digits.len() as i64
+                } else {
+                    it.strlen(a)? as i64
+                };
                 let (mut s, mut e) = (start, end);
                 if s < 0 && e < 0 && s > e {
                     return Ok(Vec::new());
@@ -458,9 +538,7 @@ impl Handle {
                     return Ok(Vec::new());
                 }
                 if it.is_int() {
-                    let mut v = Vec::new();
-                    it.value(a, &mut v)?;
-                    return Ok(v[s as usize..=e as usize].to_vec());
+                    return Ok(digits[s as usize..=e as usize].to_vec());
                 }
                 let mut v = Vec::with_capacity((e - s + 1) as usize);
                 a.read_append(it.val_off() + s as u64, (e - s + 1) as usize, &mut v)?;
@@ -529,6 +607,20 @@ impl Handle {
 
     /// SETRANGE: overwrites from `offset` (zero-padding), returns the new length. An empty
     /// `data` never creates the key.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"Hello World", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.setrange(0, b"k", 6, b"Redis").unwrap(), 11);
+    /// assert_eq!(h.get(0, b"k").unwrap().as_deref(), Some(&b"Hello Redis"[..]));
+    /// // Past the end: the gap fills with zero bytes.
+    /// assert_eq!(h.setrange(0, b"pad", 2, b"x").unwrap(), 3);
+    /// assert_eq!(h.get(0, b"pad").unwrap().as_deref(), Some(&b"\0\0x"[..]));
+    /// // Values stop at 512 MB, as in Redis.
+    /// assert!(matches!(h.setrange(0, b"pad", MAX_VALUE as u64, b"x"), Err(Error::TooLarge)));
+    /// ```
     pub fn setrange(&mut self, db: u32, key: &[u8], offset: u64, data: &[u8]) -> Result<u64, Error> {
         if data.is_empty() {
             return self.strlen(db, key);

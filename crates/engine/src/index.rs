@@ -1070,6 +1070,9 @@ fn redo_merge(a: &Arena, intent: u64) -> Result<(), Error> {
     let start = prefix << (g - (l - 1));
     for i in start..start + span {
         a.u64(dir + i * 8)?.store(make_entry(m, l - 1), Ordering::Release);
+        if i == start + span / 2 {
+            failpoint("merge-publish");
+        }
     }
     a.u32(s0 + G_RETIRED)?.store(1, Ordering::Release);
     a.u32(s1 + G_RETIRED)?.store(1, Ordering::Release);

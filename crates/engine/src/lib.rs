@@ -176,6 +176,14 @@ impl Store {
         Self::from_arena(arena, 16, Arc::new(NoJournal))
     }
 
+    /// Attaches to an existing segment file (it must exist), such as one a store made with
+    /// [`Backing::File`] before a restart: its keys are all there, and the participants of
+    /// processes that died holding it are reaped as they are found.
+    pub fn attach_file(path: &std::path::Path) -> Result<Store, Error> {
+        let arena = Arena::open(Backing::File(path.to_path_buf()))?;
+        Self::from_arena(arena, 16, Arc::new(NoJournal))
+    }
+
     /// Uses an already attached arena; initialises the engine's root if nobody has.
     pub fn from_arena(arena: Arc<Arena>, databases: u32, journal: Arc<dyn Journal>) -> Result<Store, Error> {
         arena.set_recovery(Box::new(index::recover));

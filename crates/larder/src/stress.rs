@@ -13,9 +13,12 @@ use larder_engine::{Expiry, Kind, SetOptions, Store};
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Named segment to attach to.
+    #[arg(long, required_unless_present = "file", conflicts_with = "file")]
+    shm: Option<String>,
+    /// Or a segment file (a store that keeps its data across restarts).
     #[arg(long)]
-    shm: String,
-    /// writer | reader | grow | mset | coll-writer | coll-reader
+    file: Option<PathBuf>,
+    /// writer | reader | grow | shrink | mset | coll-writer | coll-reader
     #[arg(long)]
     mode: String,
     /// Writer identity (its keys are `w{id}:...`).
@@ -173,7 +176,12 @@ pub fn check_colls(h: &larder_engine::Handle, id: u32) -> Result<(), String> {
 }
 
 pub fn run(args: &Args) -> Result<(), String> {
-    let store = Store::attach(&args.shm).map_err(|e| e.to_string())?;
+    let store = match (&args.shm, &args.file) {
+        (Some(name), _) => Store::attach(name),
+        (None, Some(path)) => Store::attach_file(path),
+        (None, None) => return Err("--shm or --file is needed".into()),
+    }
+    .map_err(|e| e.to_string())?;
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(args.seconds);
     let mut ack = match &args.ack {
@@ -220,6 +228,18 @@ pub fn run(args: &Args) -> Result<(), String> {
             while std::time::Instant::now() < deadline {
                 let k = format!("w{}:g{s}", args.id);
                 h.set(0, k.as_bytes(), &value(args.id, s), &set_options(s)).map_err(e)?;
+                acknowledge(s)?;
+                s += 1;
+            }
+            Ok(())
+        }
+        "shrink" => {
+            // Deletes the keys a grow run made, in order, acknowledged one by one (the
+            // merge-crash test: the index shrinks as they go).
+            let mut s = args.start;
+            while std::time::Instant::now() < deadline {
+                let k = format!("w{}:g{s}", args.id);
+                h.del(0, &[k.as_bytes()]).map_err(e)?;
                 acknowledge(s)?;
                 s += 1;
             }

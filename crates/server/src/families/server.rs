@@ -220,15 +220,15 @@ fn requested_sections(args: &[&[u8]]) -> Vec<&'static str> {
 
 /// CPU seconds (user, system) of the process or of the calling thread, from getrusage.
 fn cpu_times(thread: bool) -> (f64, f64) {
-    let who = if thread { libc::RUSAGE_THREAD } else { libc::RUSAGE_SELF };
-    // SAFETY: getrusage only writes the struct we pass, which is plain data.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable rusage.
-    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
-        return (0.0, 0.0);
+    use nix::sys::resource::{getrusage, UsageWho};
+    let who = if thread { UsageWho::RUSAGE_THREAD } else { UsageWho::RUSAGE_SELF };
+    match getrusage(who) {
+        Ok(ru) => {
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            (secs(ru.user_time()), secs(ru.system_time()))
+        }
+        Err(_) => (0.0, 0.0),
     }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
 /// Resident memory of the process, in bytes (/proc/self/statm).

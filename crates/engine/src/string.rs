@@ -755,24 +755,59 @@ impl Handle {
     /// across touch and gat: a client's `gets`, `touch`, `cas` still succeeds. (So a Redis
     /// client's WATCH does not see a memcached touch.)
     pub fn touch(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
-        self.touch_versioned(db, key, expire_at, false)
+        let expiry = if expire_at == 0 { Expiry::Clear } else { Expiry::At(expire_at) };
+        Ok(self.touch_versioned(db, key, expiry, false, None)?.outcome == Outcome::Stored)
     }
 
-    /// [`Handle::touch`] that also gives the item a new version, so that CAS writes based
-    /// on the old one fail (memcached `md <key> I`: mark the item stale).
-    pub fn touch_and_invalidate(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
-        self.touch_versioned(db, key, expire_at, true)
+    /// memcached `md <key> I`, marking the item stale: gives it a new version, so that CAS
+    /// writes based on the old one fail, and sets its expiry (`Expiry::Keep` leaves it); with
+    /// `cas`, only if the item's version is that. Returns the outcome (`NotFound` for a
+    /// missing key, `Exists` for another version) and the new version (0 if nothing was
+    /// stored, or an expiry in the past deleted the key).
+    ///
+    /// All in one step under the key's lock, because the caller builds on what it did: an
+    /// expiry or a version read in a lookup before could be a replaced item's (its TTL would
+    /// land on the newer item), and a version read back after could be a later write's
+    /// (whose fresh value would then be marked stale).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let at = now_ms() + 60_000;
+    /// h.set(0, b"k", b"v", &SetOptions { expiry: Expiry::At(at), ..Default::default() }).unwrap();
+    /// let before = h.meta(0, b"k").unwrap().unwrap();
+    /// let r = h.touch_and_invalidate(0, b"k", Expiry::Keep, Some(before.version)).unwrap();
+    /// assert_eq!(r.outcome, Outcome::Stored);
+    /// let after = h.meta(0, b"k").unwrap().unwrap();
+    /// assert_eq!((after.version, after.expire_at), (r.version, at));
+    /// // The old version no longer matches; a missing key is NotFound.
+    /// let again = h.touch_and_invalidate(0, b"k", Expiry::Keep, Some(before.version)).unwrap();
+    /// assert_eq!(again.outcome, Outcome::Exists);
+    /// assert_eq!(h.touch_and_invalidate(0, b"nope", Expiry::Clear, None).unwrap().outcome, Outcome::NotFound);
+    /// ```
+    pub fn touch_and_invalidate(&mut self, db: u32, key: &[u8], expiry: Expiry, cas: Option<u64>) -> Result<SetReply, Error> {
+        self.touch_versioned(db, key, expiry, true, cas)
     }
 
-    fn touch_versioned(&mut self, db: u32, key: &[u8], expire_at: u64, new_version: bool) -> Result<bool, Error> {
+    fn touch_versioned(&mut self, db: u32, key: &[u8], expiry: Expiry, new_version: bool, cas: Option<u64>) -> Result<SetReply, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
-            let Some(o) = old else { return Ok((Action::Keep, false)) };
-            if expire_at != 0 && expire_at <= now {
-                return Ok((Action::Delete, true));
+            let reply = |outcome, version| SetReply { outcome, old: None, version };
+            let Some(o) = old else { return Ok((Action::Keep, reply(Outcome::NotFound, 0))) };
+            if cas.is_some_and(|c| o.version() != c & item::VERSION_MASK) {
+                return Ok((Action::Keep, reply(Outcome::Exists, 0)));
+            }
+            let at = match expiry {
+                Expiry::Keep => o.expire_at(p.arena())?,
+                Expiry::Clear => 0,
+                Expiry::At(t) => t,
+            };
+            if at != 0 && at <= now {
+                return Ok((Action::Delete, reply(Outcome::Stored, 0)));
             }
             let version = if new_version { p.next_version()? } else { o.version() };
-            Ok((set_expiry(p, o, expire_at, version)?, true))
+            Ok((set_expiry(p, o, at, version)?, reply(Outcome::Stored, version)))
         })
     }
 }
@@ -898,9 +933,11 @@ mod tests {
             assert!(h.touch(0, k, at).unwrap());
             assert!(h.touch(0, k, 0).unwrap());
             assert_eq!(version(&h, k), v0, "touch changed the version of {k:?}");
-            assert!(h.touch_and_invalidate(0, k, at).unwrap());
+            let r = h.touch_and_invalidate(0, k, Expiry::At(at), None).unwrap();
+            assert_eq!(r.outcome, Outcome::Stored);
             let v1 = version(&h, k);
             assert_ne!(v1, v0);
+            assert_eq!(r.version, v1, "touch_and_invalidate returns the version it made");
             assert!(h.expire_at(0, k, at + 1000, Default::default()).unwrap());
             assert_ne!(version(&h, k), v1, "EXPIRE must change the version (WATCH sees it)");
             assert_eq!(h.get(0, k).unwrap().unwrap(), v);

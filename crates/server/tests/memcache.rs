@@ -1095,3 +1095,67 @@ fn get_frames_values_of_every_length() {
     ck(&mut r, "INCR n", ":-12344\r\n");
     c.check(b"get n\r\n", b"VALUE n 0 6\r\n-12344\r\nEND\r\n");
 }
+
+#[test]
+fn md_invalidate_is_one_step_under_concurrent_writes() {
+    // `md k I` used to read the item's expiry, give the key a new version with that
+    // expiry, then read the version back to mark it stale: three steps. A write landing
+    // between them lost its TTL to the expiry read before it, or had its own fresh version
+    // marked stale (mg then answered X and handed out a win token for a value nobody
+    // invalidated). A thread marks `k` stale over and over while this one writes it
+    // (alternately with and without a TTL) and reads it back.
+    use larder_engine::{now_ms, Expiry, SetOptions};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let t = start();
+    let store = t.server.as_ref().unwrap().shared.store.clone();
+    let mut h = store.handle().unwrap();
+    h.set(0, b"k", b"x", &SetOptions::default()).unwrap();
+    struct StopOnDrop(std::sync::Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = StopOnDrop(Default::default());
+    let invalidator = {
+        let (port, stop) = (t.mc, stop.0.clone());
+        std::thread::spawn(move || {
+            let mut c = Raw::connect(port);
+            let batch = b"md k I\r\n".repeat(32);
+            while !stop.load(Ordering::Relaxed) {
+                c.send(&batch);
+                let mut got = 0;
+                while got < 32 {
+                    let r = read_until(&mut c, b"\r\n");
+                    if r.is_empty() {
+                        return; // the server stopped: the reading thread failed
+                    }
+                    got += r.windows(2).filter(|w| w == b"\r\n").count();
+                }
+            }
+        })
+    };
+    let mut c = Raw::connect(t.mc);
+    // (reads of the fresh version, reads after an md had already moved it on)
+    let mut seen = [0u32; 2];
+    for i in 0..20_000 {
+        let ttl = i % 2 == 1;
+        let expiry = if ttl { Expiry::At(now_ms() + 1_000_000) } else { Expiry::Clear };
+        let v = h.set(0, b"k", b"x", &SetOptions { expiry, ..Default::default() }).unwrap().version;
+        let r = line(&mut c, b"mg k c t\r\n");
+        let flags: Vec<&str> = r.trim_end().split(' ').collect();
+        assert_eq!(flags[0], "HD", "{r:?}");
+        let cas: u64 = flags.iter().find_map(|f| f.strip_prefix('c')).unwrap().parse().unwrap();
+        let ttl_left: i64 = flags.iter().find_map(|f| f.strip_prefix('t')).unwrap().parse().unwrap();
+        // md without T leaves the TTL alone: whatever this thread's write set.
+        assert_eq!(ttl_left == -1, !ttl, "write {i} (ttl {ttl}) read back {r:?}");
+        if cas == v {
+            assert!(!flags.contains(&"X") && !flags.contains(&"W"), "write {i}: a fresh version marked stale: {r:?}");
+        }
+        seen[(cas != v) as usize] += 1;
+    }
+    drop(stop);
+    invalidator.join().unwrap();
+    // Both orders came up, or the two never overlapped and this proved nothing.
+    assert!(seen[0] > 0 && seen[1] > 0, "fresh {} times, invalidated first {} times", seen[0], seen[1]);
+}

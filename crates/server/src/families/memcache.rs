@@ -1163,56 +1163,53 @@ impl<'a> Mc<'a> {
     }
 
     /// `md` with `x` and/or `I`: the key stays.
+    ///
+    /// Each is one engine step with the CAS check inside it. A version or an expiry read in
+    /// a lookup before the step may be an item a concurrent write has since replaced (whose
+    /// TTL would be overwritten, or which would pass a CAS meant for the old one), and a
+    /// version read back after may be a later write's (whose fresh value would be marked
+    /// stale): the mark goes on the version the step itself made.
     fn op_md_keep(
         &mut self,
         k: &[u8],
         f: &MetaFlags<'_>,
         now: u64,
     ) -> Result<StoreResult, EngineError> {
-        let Some(mut m) = self.h.meta(DB, k)? else {
-            return Ok(StoreResult::NotFound);
-        };
-        if f.compare_cas.is_some_and(|c| c != m.version) {
-            return Ok(StoreResult::Exists);
-        }
         let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
-        if f.remove_value {
-            // A tombstone: empty value, the given client flags and TTL (none by default).
-            let at = t_at.unwrap_or(0);
+        let (outcome, version) = if f.remove_value {
+            // A tombstone: empty value, the given client flags and TTL (none by default),
+            // under a new version (with `I`, the stale one).
             let opts = SetOptions {
-                cas: Some(m.version),
+                cond: Cond::Xx,
+                cas: f.compare_cas,
                 flags: f.client_flags.unwrap_or(0),
-                expiry: engine_expiry(at),
+                expiry: engine_expiry(t_at.unwrap_or(0)),
                 ..Default::default()
             };
             match self.op_set(k, b"", &opts)? {
-                (StoreResult::Stored, v) => {
-                    m.version = v;
-                    m.expire_at = at;
-                }
-                (StoreResult::NotFound, _) => return Ok(StoreResult::NotFound),
-                _ => return Ok(StoreResult::Exists),
+                (StoreResult::NotStored, _) => (StoreResult::NotFound, 0),
+                r => r,
             }
+        } else {
+            // `I` alone: a new version (so CAS writes based on the old value fail), and the
+            // TTL only if `T` gives one.
+            let expiry = t_at.map_or(Expiry::Keep, engine_expiry);
+            let r = self.h.touch_and_invalidate(DB, k, expiry, f.compare_cas)?;
+            (r.outcome.into(), r.version)
+        };
+        // Stale, with a fresh chance for one client to win the recache token. (Version 0:
+        // a TTL in the past deleted the key.)
+        if outcome == StoreResult::Stored && f.invalidate && version != 0 {
+            self.st.set_mark(
+                k,
+                Mark {
+                    version,
+                    stale: true,
+                    token_sent: false,
+                },
+            );
         }
-        if f.invalidate {
-            // Stale: a new version (so CAS writes based on the old value fail), a fresh
-            // chance for one client to win the recache token.
-            let at = t_at.unwrap_or(m.expire_at);
-            if !self.h.touch_and_invalidate(DB, k, at)? {
-                return Ok(StoreResult::NotFound);
-            }
-            if let Some(after) = self.h.meta(DB, k)? {
-                self.st.set_mark(
-                    k,
-                    Mark {
-                        version: after.version,
-                        stale: true,
-                        token_sent: false,
-                    },
-                );
-            }
-        }
-        Ok(StoreResult::Stored)
+        Ok(outcome)
     }
 
     /// # Format

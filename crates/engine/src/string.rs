@@ -494,6 +494,32 @@ impl Handle {
         Ok(self.read(db, key, |a, it| it.strlen(a))?.unwrap_or(0))
     }
 
+    /// The key's metadata and, for a string, its length as STRLEN counts it (None for a
+    /// collection), from one look at the item; None if the key does not exist.
+    ///
+    /// One look, so the two belong together: in a second lookup the key could be another
+    /// item altogether (another type, and STRLEN an error), and an integer's digits or a
+    /// string's length can change in place (INCR, APPEND) between two.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"hello", &SetOptions { flags: 7, ..Default::default() }).unwrap();
+    /// let (meta, len) = h.meta_and_len(0, b"k").unwrap().unwrap();
+    /// assert_eq!((meta.ty, meta.flags, len), (Type::String, 7, Some(5)));
+    /// h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"x")).unwrap();
+    /// assert_eq!(h.meta_and_len(0, b"l").unwrap().map(|(m, len)| (m.ty, len)), Some((Type::List, None)));
+    /// assert_eq!(h.meta_and_len(0, b"missing").unwrap(), None);
+    /// ```
+    pub fn meta_and_len(&self, db: u32, key: &[u8]) -> Result<Option<(Meta, Option<u64>)>, Error> {
+        self.read(db, key, |a, it| {
+            let meta = it.meta(a)?;
+            let len = if it.is_string() { Some(it.strlen(a)?) } else { None };
+            Ok((meta, len))
+        })
+    }
+
     /// GETRANGE with Redis's index rules (negative from the end, clamped, inclusive).
     ///
     /// ```

@@ -1159,3 +1159,59 @@ fn md_invalidate_is_one_step_under_concurrent_writes() {
     // Both orders came up, or the two never overlapped and this proved nothing.
     assert!(seen[0] > 0 && seen[1] > 0, "fresh {} times, invalidated first {} times", seen[0], seen[1]);
 }
+
+#[test]
+fn cachedump_lists_strings_while_a_key_changes_type() {
+    // `stats cachedump` looked each key up twice: its metadata, then its length. A key of
+    // another Redis type (a list: memcached has no word for it) failed the second lookup
+    // with WRONGTYPE, and the reply ended in SERVER_ERROR after half the ITEM lines, with
+    // no END: the client waits for an END that never comes. Keep one list in database 0 and
+    // turn `k` from a string into a list and back while dumping.
+    use larder_engine::{Kind, SetOptions};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct StopOnDrop(std::sync::Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let t = start();
+    let store = t.server.as_ref().unwrap().shared.store.clone();
+    let mut h = store.handle().unwrap();
+    h.set(0, b"s", b"abc", &SetOptions::default()).unwrap();
+    h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"x")).unwrap();
+    let stop = StopOnDrop(Default::default());
+    let flipper = {
+        let (store, stop) = (store.clone(), stop.0.clone());
+        std::thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
+                h.del(0, &[b"k"]).unwrap();
+                h.coll_write(0, b"k", Kind::List, true, |c| c.insert_at(0, b"x")).unwrap();
+                h.del(0, &[b"k"]).unwrap();
+            }
+        })
+    };
+    let mut c = Raw::connect(t.mc);
+    // (dumps without `k`, dumps with it)
+    let mut seen = [0u32; 2];
+    for _ in 0..3000 {
+        c.send(b"stats cachedump 1 0\r\n");
+        let r = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+        let lines: Vec<&str> = r.strip_suffix("END\r\n").unwrap_or_else(|| panic!("no END: {r:?}")).lines().collect();
+        assert!(lines.iter().all(|l| l.starts_with("ITEM ")), "{r:?}");
+        assert!(lines.contains(&"ITEM s [3 b; 0 s]"), "{r:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("ITEM l ")), "a list listed: {r:?}");
+        match lines.iter().find(|l| l.starts_with("ITEM k ")) {
+            Some(l) => {
+                assert_eq!(*l, "ITEM k [1 b; 0 s]", "{r:?}");
+                seen[1] += 1;
+            }
+            None => seen[0] += 1,
+        }
+    }
+    drop(stop);
+    flipper.join().unwrap();
+    assert!(seen[0] > 0 && seen[1] > 0, "without k {} times, with it {} times", seen[0], seen[1]);
+}

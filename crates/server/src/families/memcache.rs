@@ -654,12 +654,11 @@ impl<'a> Mc<'a> {
     ) -> Result<(StoreResult, u64), EngineError> {
         if cas.is_none() && !want_version {
             // The size check and the write are two steps; a racing append can make the
-            // item exceed the limit by one data block, never more.
-            // Nonzero flags count 4 bytes more: they are read only when those 4 decide.
-            let len = self.h.strlen(DB, key)? as usize + data.len();
-            if item_size(key.len(), 1, len) > self.item_max {
-                let flags = self.h.meta(DB, key)?.map_or(0, |m| m.flags);
-                if item_size(key.len(), flags, len) > self.item_max {
+            // item exceed the limit by one data block, never more. The length and the
+            // flags come from one lookup, so they are the same item's. (A missing key, or
+            // one of another type, is for `concat` to refuse.)
+            if let Some((m, Some(n))) = self.h.meta_and_len(DB, key)? {
+                if item_size(key.len(), m.flags, n as usize + data.len()) > self.item_max {
                     return Ok((StoreResult::NotStored, 0));
                 }
             }
@@ -1693,10 +1692,12 @@ impl<'a> Mc<'a> {
             }
             keys.truncate(want);
             for k in keys {
-                let Some(m) = self.h.meta(DB, &k)? else {
+                // One lookup for both: in a second the key may hold another type (STRLEN
+                // then fails, after half the lines are out) or have changed in place.
+                // Other types are no memcached items: left out, as `get` misses them.
+                let Some((m, Some(len))) = self.h.meta_and_len(DB, &k)? else {
                     continue;
                 };
-                let len = self.h.strlen(DB, &k)?;
                 self.out.extend_from_slice(b"ITEM ");
                 self.out.extend_from_slice(&k);
                 self.out.extend_from_slice(

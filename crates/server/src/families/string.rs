@@ -481,11 +481,11 @@ fn cmd_append(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // own 512 MB ceiling): a check of its own only when the configured limit is lower.
     let max = ctx.shared.config.proto_max_bulk_len.load(Ordering::Relaxed);
     if max < larder_engine::MAX_VALUE {
-        if let Some(m) = ctx.h.meta(db, key)? {
-            if m.ty != Type::String {
-                return Err(Error::WrongType.into());
-            }
-            check_length(ctx, ctx.h.strlen(db, key)?, data.len() as u64)?;
+        // Type and length from one lookup: the key may change between two.
+        match ctx.h.meta_and_len(db, key)? {
+            Some((_, None)) => return Err(Error::WrongType.into()),
+            Some((_, Some(len))) => check_length(ctx, len, data.len() as u64)?,
+            None => {}
         }
     }
     let n = ctx.h.append(db, key, data)?;

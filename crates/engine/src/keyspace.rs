@@ -1019,12 +1019,15 @@ impl Handle {
     /// # use larder_engine::*;
     /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
     /// # let mut h = store.handle().unwrap();
-    /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 1), ..Default::default() };
     /// for i in 0..10 {
+    ///     // Each expiry well ahead of its SET, however slow the machine (a SET of a time
+    ///     // already past deletes the key at once).
+    ///     let soon = SetOptions { expiry: Expiry::At(now_ms() + 100), ..Default::default() };
     ///     h.set(0, format!("k{i}").as_bytes(), b"v", &soon).unwrap();
     /// }
     /// h.set(0, b"stays", b"v", &SetOptions::default()).unwrap();
-    /// std::thread::sleep(std::time::Duration::from_millis(5));
+    /// assert_eq!(h.dbsize(0).unwrap(), 11);
+    /// std::thread::sleep(std::time::Duration::from_millis(150));
     /// // Nobody reads the expired keys (which would delete them lazily): the cycle finds them.
     /// let deleted: usize = (0..4).map(|_| h.expire_cycle(0, 256).unwrap().deleted).sum();
     /// assert_eq!(deleted, 10);

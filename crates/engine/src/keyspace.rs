@@ -561,8 +561,27 @@ impl Handle {
     /// integer item, `embstr` for raw bytes up to 44 long (Redis's embedded-string limit),
     /// `raw` above that.
     pub fn encoding(&self, db: u32, key: &[u8]) -> Result<Option<&'static str>, Error> {
-        self.read(db, key, |_, it| {
-            Ok(match it.type_() {
+        Ok(self.encoding_and_int(db, key)?.map(|(e, _)| e))
+    }
+
+    /// [`Handle::encoding`] and, for an integer item, its value, from one lookup (OBJECT
+    /// REFCOUNT: Redis shares the small integers). Two lookups could see two items, an
+    /// integer and then a hash put in its place.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"n", b"42", &SetOptions::default()).unwrap();
+    /// h.set(0, b"s", b"forty-two", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.encoding_and_int(0, b"n").unwrap(), Some(("int", Some(42))));
+    /// assert_eq!(h.encoding_and_int(0, b"s").unwrap(), Some(("embstr", None)));
+    /// assert_eq!(h.encoding_and_int(0, b"nope").unwrap(), None);
+    /// ```
+    pub fn encoding_and_int(&self, db: u32, key: &[u8]) -> Result<Option<(&'static str, Option<i64>)>, Error> {
+        self.read(db, key, |a, it| {
+            let int = if it.is_int() { Some(it.int(a)?) } else { None };
+            let encoding = match it.type_() {
                 Type::String if it.is_int() => "int",
                 Type::String if it.vlen <= 44 => "embstr",
                 Type::String => "raw",
@@ -572,7 +591,8 @@ impl Handle {
                 Type::Set if it.ty() % 2 == 0 => "intset",
                 Type::Set => "hashtable",
                 Type::List => "quicklist",
-            })
+            };
+            Ok((encoding, int))
         })
     }
 

@@ -587,7 +587,7 @@ fn cmd_object_encoding(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `OBJECT REFCOUNT key` → 1, or 2147483647 for the integers Redis shares; null if missing.
 fn cmd_object_refcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.conn.db, ctx.arg(2));
-    let Some(encoding) = op_encoding(ctx.h, db, key)? else {
+    let Some((_, int)) = ctx.h.encoding_and_int(db, key)? else {
         ctx.out.null();
         return Ok(());
     };
@@ -596,8 +596,7 @@ fn cmd_object_refcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (lru, lfu) = policy_flags(ctx);
     let maxmemory = passive_config(ctx, "maxmemory").is_some_and(|v| !v.trim().is_empty() && v.trim() != "0");
     let shared = !(maxmemory && (lru || lfu))
-        && encoding == "int"
-        && ctx.h.get(db, key)?.and_then(|v| larder_engine::parse_canonical_i64(&v)).is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
+        && int.is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
     ctx.out.integer(if shared { SHARED_REFCOUNT } else { 1 });
     Ok(())
 }

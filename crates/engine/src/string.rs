@@ -775,6 +775,52 @@ impl Handle {
         Err(Error::IndexFull)
     }
 
+    /// memcached `gat`: sets (or with 0 clears) a string key's expiry and appends its value,
+    /// after `header(out, meta, len)` as in [`Handle::get_framed`], in one step under the
+    /// key's lock. A touch and then a read could return a newer item than the one touched,
+    /// with its own TTL, which no order of the two writes explains. The version stays, as
+    /// with [`Handle::touch`]. An expiry already past deletes the key once its value is
+    /// copied: memcached returns it that one time. A key of another type is left alone
+    /// ([`Error::WrongType`], with nothing appended).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
+    /// let at = now_ms() + 60_000;
+    /// let mut out = Vec::new();
+    /// let meta = h.touch_get_framed(0, b"k", at, &mut out, |out, _, len| out.push(b'0' + len as u8)).unwrap();
+    /// assert_eq!((out.as_slice(), meta.unwrap().expire_at), (&b"1v"[..], at));
+    /// assert_eq!(h.meta(0, b"k").unwrap().unwrap().expire_at, at);
+    /// // A past time: the value comes back once, and the key is gone.
+    /// out.clear();
+    /// assert!(h.touch_get_framed(0, b"k", 1, &mut out, |_, _, _| {}).unwrap().is_some());
+    /// assert_eq!((out.as_slice(), h.get(0, b"k").unwrap()), (&b"v"[..], None));
+    /// assert!(h.touch_get_framed(0, b"k", at, &mut out, |_, _, _| {}).unwrap().is_none());
+    /// ```
+    pub fn touch_get_framed(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        expire_at: u64,
+        out: &mut Vec<u8>,
+        header: impl FnOnce(&mut Vec<u8>, &Meta, usize),
+    ) -> Result<Option<Meta>, Error> {
+        let now = now_ms();
+        self.write(db, key, |p, old| {
+            let Some(o) = old else { return Ok((Action::Keep, None)) };
+            let a = p.arena();
+            let meta = Meta { expire_at, ..o.meta(a)? };
+            // value_framed refuses another type before it appends anything.
+            o.value_framed(a, out, |out, len| header(out, &meta, len))?;
+            if expire_at != 0 && expire_at <= now {
+                return Ok((Action::Delete, Some(meta)));
+            }
+            Ok((set_expiry(p, o, expire_at, o.version())?, Some(meta)))
+        })
+    }
+
     /// memcached touch: sets (or with 0 clears) the expiry. Returns whether the key exists.
     ///
     /// Unlike EXPIRE, the item keeps its version, as memcached keeps an item's CAS value
@@ -783,6 +829,29 @@ impl Handle {
     pub fn touch(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
         let expiry = if expire_at == 0 { Expiry::Clear } else { Expiry::At(expire_at) };
         Ok(self.touch_versioned(db, key, expiry, false, None)?.outcome == Outcome::Stored)
+    }
+
+    /// [`Handle::touch`] only while the key's version is `version`: for a caller that read
+    /// the item and now sets the TTL it computed from it (memcached `mg … T`). If a write
+    /// replaced the item in between, the touch is skipped, as if it had come just before
+    /// that write; touching the newer item would give it a TTL nobody set on it. Returns
+    /// whether it touched.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
+    /// let read = h.meta(0, b"k").unwrap().unwrap().version;
+    /// let at = now_ms() + 60_000;
+    /// assert!(h.touch_if_version(0, b"k", at, read).unwrap());
+    /// h.set(0, b"k", b"newer", &SetOptions::default()).unwrap();
+    /// assert!(!h.touch_if_version(0, b"k", at, read).unwrap());
+    /// assert_eq!(h.meta(0, b"k").unwrap().unwrap().expire_at, 0);
+    /// ```
+    pub fn touch_if_version(&mut self, db: u32, key: &[u8], expire_at: u64, version: u64) -> Result<bool, Error> {
+        let expiry = if expire_at == 0 { Expiry::Clear } else { Expiry::At(expire_at) };
+        Ok(self.touch_versioned(db, key, expiry, false, Some(version))?.outcome == Outcome::Stored)
     }
 
     /// memcached `md <key> I`, marking the item stale: gives it a new version, so that CAS

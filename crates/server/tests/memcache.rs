@@ -1215,3 +1215,117 @@ fn cachedump_lists_strings_while_a_key_changes_type() {
     flipper.join().unwrap();
     assert!(seen[0] > 0 && seen[1] > 0, "without k {} times, with it {} times", seen[0], seen[1]);
 }
+
+/// A thread that writes `k` over and over, alternately with no TTL and with a very long
+/// one, pausing between writes (so that a check right after a request often still sees the
+/// item the request saw). Stops when the returned guard drops.
+fn flip_ttls(store: &larder_engine::Store) -> impl Drop {
+    use larder_engine::{Expiry, SetOptions};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    struct Stop(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+            if let Some(t) = self.1.take() {
+                t.join().unwrap();
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            let far = SetOptions { expiry: Expiry::At(larder_engine::now_ms() + 10_000_000), ..Default::default() };
+            let pause = || {
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            };
+            while !stop.load(Ordering::Relaxed) {
+                h.set(0, b"k", b"a", &SetOptions::default()).unwrap();
+                pause();
+                h.set(0, b"k", b"b", &far).unwrap();
+                pause();
+            }
+        })
+    };
+    Stop(stop, Some(writer))
+}
+
+/// Whether an expiry is the one a TTL of 1000 s set just now.
+fn ttl_1000s(expire_at: u64) -> bool {
+    let now = larder_engine::now_ms();
+    expire_at > now + 990_000 && expire_at <= now + 1_001_000
+}
+
+#[test]
+fn gat_touches_the_item_it_returns() {
+    // gat touched the key, then read it: a SET in between was returned, version and all,
+    // with its own TTL, as if the gat had come after it but not touched it. Now one step:
+    // while the version gats returned is still the key's, its TTL is the one gats set.
+    let t = start();
+    let store = t.server.as_ref().unwrap().shared.store.clone();
+    let h = store.handle().unwrap();
+    let writer = flip_ttls(&store);
+    let mut c = Raw::connect(t.mc);
+    let (mut checked, mut replaced) = (0u32, 0u32);
+    for _ in 0..20_000 {
+        c.send(b"gats 1000 k\r\n");
+        let r = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+        let Some(line) = r.lines().next().filter(|l| l.starts_with("VALUE ")) else { continue };
+        let cas: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        match h.meta(0, b"k").unwrap() {
+            Some(m) if m.version == cas => {
+                assert!(ttl_1000s(m.expire_at), "{line:?} came back, but without the TTL gats set");
+                checked += 1;
+            }
+            _ => replaced += 1,
+        }
+    }
+    drop(writer);
+    assert!(checked > 10 && replaced > 10, "checked {checked}, replaced before the check {replaced}");
+}
+
+#[test]
+fn gat_leaves_a_key_of_another_type_alone() {
+    // memcached sees a Redis list as no item: gat misses it, and must not touch it either.
+    let t = start();
+    let mut r = Raw::connect(t.resp);
+    r.check(&cmd(&[b"RPUSH", b"l", b"x"]), b":1\r\n");
+    let mut c = Raw::connect(t.mc);
+    c.check(b"gat 100 l\r\n", b"END\r\n");
+    r.check(&cmd(&[b"TTL", b"l"]), b":-1\r\n");
+}
+
+#[test]
+fn mg_touches_only_the_item_it_read() {
+    // `mg k T<ttl>` read the item, then touched the key: a SET in between got the TTL
+    // instead, an item this mg never returned. The writer sets no TTL or a very long one,
+    // so an item with mg's TTL whose version mg did not return is that bug.
+    let t = start();
+    let store = t.server.as_ref().unwrap().shared.store.clone();
+    let h = store.handle().unwrap();
+    let writer = flip_ttls(&store);
+    let mut c = Raw::connect(t.mc);
+    let (mut touched, mut others) = (0u32, 0u32);
+    for _ in 0..20_000 {
+        c.send(b"mg k T1000 c\r\n");
+        let r = String::from_utf8(read_until(&mut c, b"\r\n")).unwrap();
+        let Some(cas) = r.strip_prefix("HD c").map(|v| v.trim_end().parse::<u64>().unwrap()) else {
+            assert_eq!(r, "EN\r\n");
+            continue;
+        };
+        let m = h.meta(0, b"k").unwrap().unwrap();
+        if m.version == cas {
+            touched += 1;
+        } else {
+            assert!(!ttl_1000s(m.expire_at), "mg returned version {cas}, but version {} got its TTL", m.version);
+            others += 1;
+        }
+    }
+    drop(writer);
+    assert!(touched > 10 && others > 10, "still the item mg read {touched} times, replaced {others}");
+}

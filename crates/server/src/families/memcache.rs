@@ -541,28 +541,24 @@ impl<'a> Mc<'a> {
         } else {
             0
         };
-        let expires_now = touch && at != 0 && at <= now;
         for key in keys {
             self.count(if touch { C::CmdTouch } else { C::CmdGet });
-            // Touch first, then read (a touch keeps the item's version, as memcached keeps
-            // its CAS value). An exptime in the past would delete the item before we read
-            // it; memcached still returns it that once.
-            if touch && !expires_now && !self.h.touch(DB, key, at)? {
-                self.count(C::TouchMisses);
-                continue;
-            }
-            // The VALUE line goes out first, then the value straight from the arena.
+            // The VALUE line goes out first, then the value straight from the arena. gat
+            // touches and reads in one step (the version stays, as memcached keeps its CAS
+            // value; an exptime in the past returns the item that once, then deletes it).
             let start = self.out.len();
             let header = |out: &mut Vec<u8>, m: &Meta, len: usize| {
                 reply::value_header(out, key, m.flags, len, with_cas.then_some(m.version));
             };
-            match self.h.get_framed(DB, key, self.out, header) {
+            let found = if touch {
+                self.h.touch_get_framed(DB, key, at, self.out, header)
+            } else {
+                self.h.get_framed(DB, key, self.out, header)
+            };
+            match found {
                 Ok(Some(_)) => {
                     self.out.extend_from_slice(b"\r\n");
                     self.count(if touch { C::TouchHits } else { C::GetHits });
-                    if expires_now {
-                        self.h.touch(DB, key, at)?;
-                    }
                 }
                 // A key of another type is a miss to memcached.
                 Ok(None) | Err(EngineError::WrongType) => {
@@ -902,9 +898,10 @@ impl<'a> Mc<'a> {
         if !created && f.ttl.is_some() {
             let at = walk_ttl(f, start_ttl, false, t_at, n_at);
             if at != m.expire_at {
-                // (A touch keeps the item's version: `c` stays what a `cas` needs.)
+                // (A touch keeps the item's version: `c` stays what a `cas` needs.) Only the
+                // item read above: a newer one was written after this read.
                 self.count(C::CmdTouch);
-                if self.h.touch(DB, k, at)? {
+                if self.h.touch_if_version(DB, k, at, m.version)? {
                     self.count(C::TouchHits);
                 }
             }

@@ -36,6 +36,18 @@ pub enum Expiry {
     At(u64),
 }
 
+impl Expiry {
+    /// An absolute expiry in Unix milliseconds, 0 meaning none (memcached's and the
+    /// journal's form).
+    pub fn at_or_clear(at: u64) -> Expiry {
+        if at == 0 {
+            Expiry::Clear
+        } else {
+            Expiry::At(at)
+        }
+    }
+}
+
 /// Options of [`Handle::set`]: Redis SET's flags and memcached's flags and CAS.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SetOptions {
@@ -223,7 +235,9 @@ impl Handle {
             if let Some(cas) = opt.cas {
                 match old {
                     None => return refuse(Outcome::NotFound),
-                    Some(o) if o.meta(a)?.version != cas & item::VERSION_MASK => return refuse(Outcome::Exists),
+                    // Versions fit in 40 bits: a larger CAS matches none (memcached compares
+                    // all 64).
+                    Some(o) if o.meta(a)?.version != cas => return refuse(Outcome::Exists),
                     _ => {}
                 }
             }
@@ -281,8 +295,9 @@ impl Handle {
         Ok(r)
     }
 
-    /// GETEX (and memcached gat): returns the value and changes the expiry
-    /// (`Expiry::Keep` leaves it).
+    /// GETEX: returns the value and changes the expiry (`Expiry::Keep` leaves it). A change
+    /// gives the item a new version, so that WATCH sees it. (memcached gat, which keeps the
+    /// version, is [`Handle::touch_get_framed`].)
     pub fn getex(&mut self, db: u32, key: &[u8], expiry: Expiry) -> Result<Option<Vec<u8>>, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
@@ -290,18 +305,9 @@ impl Handle {
             let a = p.arena();
             let mut v = Vec::new();
             o.value(a, &mut v)?;
-            let at = match expiry {
-                Expiry::Keep => return Ok((Action::Keep, Some(v))),
-                Expiry::Clear => 0,
-                Expiry::At(t) => t,
-            };
-            if at != 0 && at <= now {
-                return Ok((Action::Delete, Some(v)));
-            }
-            if o.expire_at(a)? == at {
-                return Ok((Action::Keep, Some(v)));
-            }
-            Ok((set_expiry(p, o, at, p.next_version()?)?, Some(v)))
+            let at = deadline(expiry, o, a)?;
+            let version = if at == o.expire_at(a)? { o.version() } else { p.next_version()? };
+            Ok((expiry_action(p, o, at, now, version)?, Some(v)))
         })
     }
 
@@ -369,7 +375,10 @@ impl Handle {
         })
     }
 
-    /// INCRBYFLOAT; returns the new value as Redis prints it.
+    /// INCRBYFLOAT in f64, printed as the shortest decimal that reads back as the same
+    /// f64, without an exponent. Redis adds in 80-bit long double and prints that (0.1 + 0.2 gives `0.3`
+    /// there, `0.30000000000000004` here): the server's INCRBYFLOAT does the same as Redis
+    /// and stores through [`Handle::set`]; this is the plain-f64 version for local callers.
     ///
     /// ```
     /// # use larder_engine::*;
@@ -781,7 +790,8 @@ impl Handle {
     /// with its own TTL, which no order of the two writes explains. The version stays, as
     /// with [`Handle::touch`]. An expiry already past deletes the key once its value is
     /// copied: memcached returns it that one time. A key of another type is left alone
-    /// ([`Error::WrongType`], with nothing appended).
+    /// ([`Error::WrongType`], with nothing appended); on any other error `out` may hold the
+    /// header and value already, for the caller to truncate.
     ///
     /// ```
     /// # use larder_engine::*;
@@ -814,10 +824,7 @@ impl Handle {
             let meta = Meta { expire_at, ..o.meta(a)? };
             // value_framed refuses another type before it appends anything.
             o.value_framed(a, out, |out, len| header(out, &meta, len))?;
-            if expire_at != 0 && expire_at <= now {
-                return Ok((Action::Delete, Some(meta)));
-            }
-            Ok((set_expiry(p, o, expire_at, o.version())?, Some(meta)))
+            Ok((expiry_action(p, o, expire_at, now, o.version())?, Some(meta)))
         })
     }
 
@@ -827,8 +834,7 @@ impl Handle {
     /// across touch and gat: a client's `gets`, `touch`, `cas` still succeeds. (So a Redis
     /// client's WATCH does not see a memcached touch.)
     pub fn touch(&mut self, db: u32, key: &[u8], expire_at: u64) -> Result<bool, Error> {
-        let expiry = if expire_at == 0 { Expiry::Clear } else { Expiry::At(expire_at) };
-        Ok(self.touch_versioned(db, key, expiry, false, None)?.outcome == Outcome::Stored)
+        Ok(self.touch_versioned(db, key, Expiry::at_or_clear(expire_at), false, None)?.outcome == Outcome::Stored)
     }
 
     /// [`Handle::touch`] only while the key's version is `version`: for a caller that read
@@ -850,8 +856,7 @@ impl Handle {
     /// assert_eq!(h.meta(0, b"k").unwrap().unwrap().expire_at, 0);
     /// ```
     pub fn touch_if_version(&mut self, db: u32, key: &[u8], expire_at: u64, version: u64) -> Result<bool, Error> {
-        let expiry = if expire_at == 0 { Expiry::Clear } else { Expiry::At(expire_at) };
-        Ok(self.touch_versioned(db, key, expiry, false, Some(version))?.outcome == Outcome::Stored)
+        Ok(self.touch_versioned(db, key, Expiry::at_or_clear(expire_at), false, Some(version))?.outcome == Outcome::Stored)
     }
 
     /// memcached `md <key> I`, marking the item stale: gives it a new version, so that CAS
@@ -885,26 +890,47 @@ impl Handle {
         self.touch_versioned(db, key, expiry, true, cas)
     }
 
+    /// The memcached touches: a string key's expiry, and a new version if `new_version`, with
+    /// `cas` only on that version. A key of another type is no memcached item: `NotFound`,
+    /// and it is left alone.
     fn touch_versioned(&mut self, db: u32, key: &[u8], expiry: Expiry, new_version: bool, cas: Option<u64>) -> Result<SetReply, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
             let reply = |outcome, version| SetReply { outcome, old: None, version };
-            let Some(o) = old else { return Ok((Action::Keep, reply(Outcome::NotFound, 0))) };
-            if cas.is_some_and(|c| o.version() != c & item::VERSION_MASK) {
+            let Some(o) = old.filter(|o| o.is_string()) else { return Ok((Action::Keep, reply(Outcome::NotFound, 0))) };
+            // Versions fit in 40 bits: a larger CAS matches none (as memcached's 64-bit compare).
+            if cas.is_some_and(|c| o.version() != c) {
                 return Ok((Action::Keep, reply(Outcome::Exists, 0)));
             }
-            let at = match expiry {
-                Expiry::Keep => o.expire_at(p.arena())?,
-                Expiry::Clear => 0,
-                Expiry::At(t) => t,
-            };
-            if at != 0 && at <= now {
-                return Ok((Action::Delete, reply(Outcome::Stored, 0)));
-            }
+            let at = deadline(expiry, o, p.arena())?;
             let version = if new_version { p.next_version()? } else { o.version() };
-            Ok((set_expiry(p, o, at, version)?, reply(Outcome::Stored, version)))
+            let action = expiry_action(p, o, at, now, version)?;
+            let version = if matches!(action, Action::Delete) { 0 } else { version };
+            Ok((action, reply(Outcome::Stored, version)))
         })
     }
+}
+
+/// The absolute expiry `expiry` asks of the item `o` (0: none).
+fn deadline(expiry: Expiry, o: &ItemView, a: &larder_arena::Arena) -> Result<u64, Error> {
+    Ok(match expiry {
+        Expiry::Keep => o.expire_at(a)?,
+        Expiry::Clear => 0,
+        Expiry::At(t) => t,
+    })
+}
+
+/// What giving the item `o` the expiry `at` (0: none) and `version` (its own, to keep it)
+/// comes to, under its key's lock: a deletion if `at` has passed, nothing if neither
+/// changes (no rebuilt item, no journal record), else [`set_expiry`].
+fn expiry_action(p: &Participant, o: &ItemView, at: u64, now: u64, version: u64) -> Result<Action, Error> {
+    if at != 0 && at <= now {
+        return Ok(Action::Delete);
+    }
+    if version == o.version() && at == o.expire_at(p.arena())? {
+        return Ok(Action::Keep);
+    }
+    set_expiry(p, o, at, version)
 }
 
 /// Changes an item's expiry, and gives it `version` (a new one, or its own to keep it): in

@@ -36,6 +36,13 @@ enum Op {
     Cas(u8, Vec<u8>, bool),
     /// FLUSHDB (`true`, one time in twenty) or DBSIZE.
     FlushDb(bool),
+    /// memcached gat: a far expiry, or 0 (none).
+    Gat(u8, bool),
+    /// memcached `mg T`: touch (far expiry or none) only the version just read (`true`) or
+    /// a stale one.
+    TouchIfVersion(u8, bool, bool),
+    /// memcached `md I`: a new version, the expiry kept (`true`) or cleared.
+    Invalidate(u8, bool),
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -77,6 +84,9 @@ fn op() -> impl Strategy<Value = Op> {
         proptest::collection::vec(k.clone(), 1..6).prop_map(Op::MGet),
         (k.clone(), -400i32..400).prop_map(|(k, q)| Op::IncrFloat(k, q)),
         (k.clone(), value(), any::<bool>()).prop_map(|(k, v, fresh)| Op::Cas(k, v, fresh)),
+        (k.clone(), any::<bool>()).prop_map(|(k, t)| Op::Gat(k, t)),
+        (k.clone(), any::<bool>(), any::<bool>()).prop_map(|(k, t, fresh)| Op::TouchIfVersion(k, t, fresh)),
+        (k.clone(), any::<bool>()).prop_map(|(k, keep)| Op::Invalidate(k, keep)),
         // Flushes are rare: most sequences should build up some state.
         (0u8..20).prop_map(|x| Op::FlushDb(x == 0)),
     ]
@@ -300,7 +310,8 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
                 Some(ver) => ver.wrapping_add(1),
                 None => 1,
             };
-            let r = h.set(0, &k, v, &SetOptions { cas: Some(cas), ..Default::default() }).unwrap();
+            // Client flags too, so that the journal replay sees them.
+            let r = h.set(0, &k, v, &SetOptions { cas: Some(cas), flags: 0xC0FFEE, ..Default::default() }).unwrap();
             let want = match version {
                 None => Outcome::NotFound,
                 Some(_) if *fresh => Outcome::Stored,
@@ -309,6 +320,49 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
             assert_eq!(r.outcome, want);
             if want == Outcome::Stored {
                 m.insert(k, (v.clone(), false));
+            }
+        }
+        Op::Gat(k, ttl) => {
+            let k = key(*k);
+            let mut out = Vec::new();
+            let at = if *ttl { far } else { 0 };
+            let got = h.touch_get_framed(0, &k, at, &mut out, |out, _, len| out.extend_from_slice(&(len as u32).to_le_bytes()));
+            match m.get_mut(&k) {
+                Some(e) => {
+                    let meta = got.unwrap().unwrap();
+                    assert_eq!(meta.expire_at, at);
+                    assert_eq!((&out[..4], &out[4..]), (&(e.0.len() as u32).to_le_bytes()[..], &e.0[..]));
+                    e.1 = *ttl;
+                }
+                None => assert!(got.unwrap().is_none() && out.is_empty()),
+            }
+        }
+        Op::TouchIfVersion(k, ttl, fresh) => {
+            let k = key(*k);
+            let version = h.meta(0, &k).unwrap().map(|meta| meta.version);
+            let touched = h
+                .touch_if_version(0, &k, if *ttl { far } else { 0 }, version.map_or(1, |v| v + !*fresh as u64))
+                .unwrap();
+            assert_eq!(touched, version.is_some() && *fresh);
+            if touched {
+                m.get_mut(&k).unwrap().1 = *ttl;
+            }
+            // A touch keeps the version (a memcached client's CAS stays good).
+            assert_eq!(h.meta(0, &k).unwrap().map(|meta| meta.version), version);
+        }
+        Op::Invalidate(k, keep) => {
+            let k = key(*k);
+            let before = h.meta(0, &k).unwrap().map(|meta| meta.version);
+            let expiry = if *keep { Expiry::Keep } else { Expiry::Clear };
+            let r = h.touch_and_invalidate(0, &k, expiry, before).unwrap();
+            match m.get_mut(&k) {
+                Some(e) => {
+                    assert_eq!(r.outcome, Outcome::Stored);
+                    assert_ne!(Some(r.version), before);
+                    assert_eq!(h.meta(0, &k).unwrap().map(|meta| meta.version), Some(r.version));
+                    e.1 &= *keep;
+                }
+                None => assert_eq!(r.outcome, Outcome::NotFound),
             }
         }
         Op::FlushDb(true) => {

@@ -845,28 +845,18 @@ fn object_refcount_of_a_key_changing_type_is_never_an_error() {
     // Redis never answers to OBJECT. Flip `k` between a shared integer and a hash while
     // asking.
     use larder_engine::{Kind, SetOptions};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct StopOnDrop(std::sync::Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
+    use std::sync::atomic::Ordering;
     let t = start();
     let store = t.server.as_ref().unwrap().shared.store.clone();
-    let stop = StopOnDrop(Default::default());
-    let flipper = {
-        let (store, stop) = (store.clone(), stop.0.clone());
-        std::thread::spawn(move || {
-            let mut h = store.handle().unwrap();
-            while !stop.load(Ordering::Relaxed) {
-                h.set(0, b"k", b"5", &SetOptions::default()).unwrap();
-                h.del(0, &[b"k"]).unwrap();
-                h.coll_write(0, b"k", Kind::Hash, true, |c| c.put(b"f", b"v")).unwrap();
-                h.del(0, &[b"k"]).unwrap();
-            }
-        })
-    };
+    let flipper = background(move |stop| {
+        let mut h = store.handle().unwrap();
+        while !stop.load(Ordering::Relaxed) {
+            h.set(0, b"k", b"5", &SetOptions::default()).unwrap();
+            h.del(0, &[b"k"]).unwrap();
+            h.coll_write(0, b"k", Kind::Hash, true, |c| c.put(b"f", b"v")).unwrap();
+            h.del(0, &[b"k"]).unwrap();
+        }
+    });
     let mut c = Raw::connect(t.resp);
     // (missing, a hash or a string not shared, the shared integer)
     let mut seen = [0u32; 3];
@@ -878,7 +868,6 @@ fn object_refcount_of_a_key_changing_type_is_never_an_error() {
             other => panic!("OBJECT REFCOUNT answered {other:?}"),
         }
     }
-    drop(stop);
-    flipper.join().unwrap();
+    drop(flipper);
     assert!(seen.iter().all(|&n| n > 0), "missing / 1 / shared seen {seen:?} times");
 }

@@ -1105,36 +1105,27 @@ fn md_invalidate_is_one_step_under_concurrent_writes() {
     // invalidated). A thread marks `k` stale over and over while this one writes it
     // (alternately with and without a TTL) and reads it back.
     use larder_engine::{now_ms, Expiry, SetOptions};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let t = start();
     let store = t.server.as_ref().unwrap().shared.store.clone();
     let mut h = store.handle().unwrap();
     h.set(0, b"k", b"x", &SetOptions::default()).unwrap();
-    struct StopOnDrop(std::sync::Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let stop = StopOnDrop(Default::default());
-    let invalidator = {
-        let (port, stop) = (t.mc, stop.0.clone());
-        std::thread::spawn(move || {
-            let mut c = Raw::connect(port);
-            let batch = b"md k I\r\n".repeat(32);
-            while !stop.load(Ordering::Relaxed) {
-                c.send(&batch);
-                let mut got = 0;
-                while got < 32 {
-                    let r = read_until(&mut c, b"\r\n");
-                    if r.is_empty() {
-                        return; // the server stopped: the reading thread failed
-                    }
-                    got += r.windows(2).filter(|w| w == b"\r\n").count();
+    let port = t.mc;
+    let invalidator = background(move |stop| {
+        let mut c = Raw::connect(port);
+        let batch = b"md k I\r\n".repeat(32);
+        while !stop.load(Ordering::Relaxed) {
+            c.send(&batch);
+            let mut got = 0;
+            while got < 32 {
+                let r = read_until(&mut c, b"\r\n");
+                if r.is_empty() {
+                    return; // the server stopped: the reading thread failed
                 }
+                got += r.windows(2).filter(|w| w == b"\r\n").count();
             }
-        })
-    };
+        }
+    });
     let mut c = Raw::connect(t.mc);
     // (reads of the fresh version, reads after an md had already moved it on)
     let mut seen = [0u32; 2];
@@ -1154,8 +1145,7 @@ fn md_invalidate_is_one_step_under_concurrent_writes() {
         }
         seen[(cas != v) as usize] += 1;
     }
-    drop(stop);
-    invalidator.join().unwrap();
+    drop(invalidator);
     // Both orders came up, or the two never overlapped and this proved nothing.
     assert!(seen[0] > 0 && seen[1] > 0, "fresh {} times, invalidated first {} times", seen[0], seen[1]);
 }
@@ -1168,22 +1158,15 @@ fn cachedump_lists_strings_while_a_key_changes_type() {
     // no END: the client waits for an END that never comes. Keep one list in database 0 and
     // turn `k` from a string into a list and back while dumping.
     use larder_engine::{Kind, SetOptions};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct StopOnDrop(std::sync::Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
+    use std::sync::atomic::Ordering;
     let t = start();
     let store = t.server.as_ref().unwrap().shared.store.clone();
     let mut h = store.handle().unwrap();
     h.set(0, b"s", b"abc", &SetOptions::default()).unwrap();
     h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"x")).unwrap();
-    let stop = StopOnDrop(Default::default());
     let flipper = {
-        let (store, stop) = (store.clone(), stop.0.clone());
-        std::thread::spawn(move || {
+        let store = store.clone();
+        background(move |stop| {
             let mut h = store.handle().unwrap();
             while !stop.load(Ordering::Relaxed) {
                 h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
@@ -1211,48 +1194,33 @@ fn cachedump_lists_strings_while_a_key_changes_type() {
             None => seen[0] += 1,
         }
     }
-    drop(stop);
-    flipper.join().unwrap();
+    drop(flipper);
     assert!(seen[0] > 0 && seen[1] > 0, "without k {} times, with it {} times", seen[0], seen[1]);
 }
 
 /// A thread that writes `k` over and over, alternately with no TTL and with a very long
 /// one, pausing between writes (so that a check right after a request often still sees the
 /// item the request saw). Stops when the returned guard drops.
-fn flip_ttls(store: &larder_engine::Store) -> impl Drop {
+fn flip_ttls(store: &larder_engine::Store) -> Background {
     use larder_engine::{Expiry, SetOptions};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    struct Stop(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-            if let Some(t) = self.1.take() {
-                t.join().unwrap();
+    use std::sync::atomic::Ordering;
+    let store = store.clone();
+    background(move |stop| {
+        let mut h = store.handle().unwrap();
+        let far = SetOptions { expiry: Expiry::At(larder_engine::now_ms() + 10_000_000), ..Default::default() };
+        let pause = || {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(20) {
+                std::hint::spin_loop();
             }
+        };
+        while !stop.load(Ordering::Relaxed) {
+            h.set(0, b"k", b"a", &SetOptions::default()).unwrap();
+            pause();
+            h.set(0, b"k", b"b", &far).unwrap();
+            pause();
         }
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (store, stop) = (store.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut h = store.handle().unwrap();
-            let far = SetOptions { expiry: Expiry::At(larder_engine::now_ms() + 10_000_000), ..Default::default() };
-            let pause = || {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(20) {
-                    std::hint::spin_loop();
-                }
-            };
-            while !stop.load(Ordering::Relaxed) {
-                h.set(0, b"k", b"a", &SetOptions::default()).unwrap();
-                pause();
-                h.set(0, b"k", b"b", &far).unwrap();
-                pause();
-            }
-        })
-    };
-    Stop(stop, Some(writer))
+    })
 }
 
 /// Whether an expiry is the one a TTL of 1000 s set just now.
@@ -1272,7 +1240,13 @@ fn gat_touches_the_item_it_returns() {
     let writer = flip_ttls(&store);
     let mut c = Raw::connect(t.mc);
     let (mut checked, mut replaced) = (0u32, 0u32);
-    for _ in 0..20_000 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for i in 0.. {
+        // At least 20k requests; then on until both cases have come up often enough (rarely
+        // "replaced" when the machine has one core to spare), or 30 s have gone by.
+        if i >= 20_000 && ((checked >= 20 && replaced >= 20) || Instant::now() > deadline) {
+            break;
+        }
         c.send(b"gats 1000 k\r\n");
         let r = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
         let Some(line) = r.lines().next().filter(|l| l.starts_with("VALUE ")) else { continue };
@@ -1290,14 +1264,34 @@ fn gat_touches_the_item_it_returns() {
 }
 
 #[test]
-fn gat_leaves_a_key_of_another_type_alone() {
-    // memcached sees a Redis list as no item: gat misses it, and must not touch it either.
+fn touches_leave_a_key_of_another_type_alone() {
+    // memcached sees a Redis list as no item: gat, touch, `md I` and `mg T` miss it, and
+    // must not change its TTL either.
     let t = start();
     let mut r = Raw::connect(t.resp);
     r.check(&cmd(&[b"RPUSH", b"l", b"x"]), b":1\r\n");
     let mut c = Raw::connect(t.mc);
     c.check(b"gat 100 l\r\n", b"END\r\n");
+    c.check(b"touch l 100\r\n", b"NOT_FOUND\r\n");
+    c.check(b"md l I T100\r\n", b"NF\r\n");
+    c.check(b"mg l T100 v\r\n", b"EN\r\n");
     r.check(&cmd(&[b"TTL", b"l"]), b":-1\r\n");
+}
+
+#[test]
+fn a_cas_value_matches_in_all_its_64_bits() {
+    // Versions are 40 bits wide inside an item; a CAS value past them matches nothing, as
+    // in memcached, which compares all 64 (it used to match its low 40 bits).
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    c.check(b"set k 0 0 1\r\na\r\n", b"STORED\r\n");
+    c.send(b"gets k\r\n");
+    let r = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    let cas: u64 = r.lines().next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    let high = cas + (1 << 40);
+    c.check(format!("cas k 0 0 1 {high}\r\nb\r\n").as_bytes(), b"EXISTS\r\n");
+    c.check(format!("md k I C{high}\r\n").as_bytes(), b"EX\r\n");
+    c.check(format!("cas k 0 0 1 {cas}\r\nb\r\n").as_bytes(), b"STORED\r\n");
 }
 
 #[test]
@@ -1310,8 +1304,17 @@ fn mg_touches_only_the_item_it_read() {
     let h = store.handle().unwrap();
     let writer = flip_ttls(&store);
     let mut c = Raw::connect(t.mc);
+    // First without the writer in the way: mg's T sets the item's TTL.
+    c.check(b"set a 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"mg a T30\r\n", b"HD\r\n");
+    c.check(b"mg a t\r\n", b"HD t30\r\n");
     let (mut touched, mut others) = (0u32, 0u32);
-    for _ in 0..20_000 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for i in 0.. {
+        // As in gat_touches_the_item_it_returns.
+        if i >= 20_000 && ((touched >= 20 && others >= 20) || Instant::now() > deadline) {
+            break;
+        }
         c.send(b"mg k T1000 c\r\n");
         let r = String::from_utf8(read_until(&mut c, b"\r\n")).unwrap();
         let Some(cas) = r.strip_prefix("HD c").map(|v| v.trim_end().parse::<u64>().unwrap()) else {
@@ -1320,6 +1323,7 @@ fn mg_touches_only_the_item_it_read() {
         };
         let m = h.meta(0, b"k").unwrap().unwrap();
         if m.version == cas {
+            assert!(ttl_1000s(m.expire_at), "mg returned version {cas} but did not give it its TTL");
             touched += 1;
         } else {
             assert!(!ttl_1000s(m.expire_at), "mg returned version {cas}, but version {} got its TTL", m.version);
@@ -1328,4 +1332,23 @@ fn mg_touches_only_the_item_it_read() {
     }
     drop(writer);
     assert!(touched > 10 && others > 10, "still the item mg read {touched} times, replaced {others}");
+}
+
+#[test]
+fn cachedump_limit_counts_only_strings() {
+    // Keys of other types are left out of a dump; they must not use up its limit either.
+    let t = start();
+    let mut r = Raw::connect(t.resp);
+    for i in 0..40 {
+        r.check(&cmd(&[b"RPUSH", format!("list{i}").as_bytes(), b"x"]), b":1\r\n");
+    }
+    let mut c = Raw::connect(t.mc);
+    for k in ["a", "b", "c"] {
+        c.check(format!("set {k} 0 0 1\r\nx\r\n").as_bytes(), b"STORED\r\n");
+    }
+    c.send(b"stats cachedump 1 3\r\n");
+    let dump = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
+    let mut items: Vec<&str> = dump.lines().filter(|l| l.starts_with("ITEM ")).collect();
+    items.sort();
+    assert_eq!(items, ["ITEM a [1 b; 0 s]", "ITEM b [1 b; 0 s]", "ITEM c [1 b; 0 s]"], "{dump:?}");
 }

@@ -182,8 +182,15 @@ impl McServer {
         }
     }
 
-    fn set_mark(&self, key: &[u8], mark: Mark) {
+    /// Records `mark` for `key`, if `mark.version` is still the key's version: a write (an
+    /// `md I` on another connection, say) may have made a newer version and marked it
+    /// since, and a mark of an older version would overwrite that one. Checked under the
+    /// shard's lock, which every marking takes. (A lookup that fails marks nothing.)
+    fn set_mark(&self, h: &Handle, key: &[u8], mark: Mark) {
         let mut m = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(h.meta(DB, key), Ok(Some(meta)) if meta.version == mark.version) {
+            return;
+        }
         let before = m.len();
         if !mark.stale && !mark.token_sent {
             m.remove(key);
@@ -261,14 +268,6 @@ fn deadline_ms(exptime: i64, now: u64) -> u64 {
         McExpiry::Expired => 1,
         McExpiry::Relative(s) => now + u64::from(s) * 1000,
         McExpiry::Absolute(t) => t.saturating_mul(1000).max(1),
-    }
-}
-
-fn engine_expiry(at_ms: u64) -> Expiry {
-    if at_ms == 0 {
-        Expiry::Clear
-    } else {
-        Expiry::At(at_ms)
     }
 }
 
@@ -583,7 +582,7 @@ impl<'a> Mc<'a> {
         let at = deadline_ms(i64::from(s.exptime), now_ms());
         let opts = SetOptions {
             flags: s.flags,
-            expiry: engine_expiry(at),
+            expiry: Expiry::at_or_clear(at),
             ..Default::default()
         };
         let with = |cond, cas| SetOptions { cond, cas, ..opts };
@@ -868,7 +867,7 @@ impl<'a> Mc<'a> {
             let at = walk_ttl(f, 0, true, t_at, n_at);
             let opts = SetOptions {
                 cond: Cond::Nx,
-                expiry: engine_expiry(at),
+                expiry: Expiry::at_or_clear(at),
                 ..Default::default()
             };
             let (outcome, version) = self.op_set(k, b"", &opts)?;
@@ -963,6 +962,7 @@ impl<'a> Mc<'a> {
         }
         if won || ((mark.stale || mark.token_sent) && mark.version != m.version) {
             self.st.set_mark(
+                self.h,
                 k,
                 Mark {
                     version: m.version,
@@ -1006,7 +1006,7 @@ impl<'a> Mc<'a> {
         let at = f.ttl.map_or(0, |t| deadline_ms(i64::from(t), now_ms()));
         let opts = SetOptions {
             flags: f.client_flags.unwrap_or(0),
-            expiry: engine_expiry(at),
+            expiry: Expiry::at_or_clear(at),
             ..Default::default()
         };
         let (outcome, version) = match (mode, f.compare_cas) {
@@ -1100,6 +1100,7 @@ impl<'a> Mc<'a> {
         )?;
         if r.0 == StoreResult::Stored {
             self.st.set_mark(
+                self.h,
                 key,
                 Mark {
                     version: r.1,
@@ -1179,7 +1180,7 @@ impl<'a> Mc<'a> {
                 cond: Cond::Xx,
                 cas: f.compare_cas,
                 flags: f.client_flags.unwrap_or(0),
-                expiry: engine_expiry(t_at.unwrap_or(0)),
+                expiry: Expiry::at_or_clear(t_at.unwrap_or(0)),
                 ..Default::default()
             };
             match self.op_set(k, b"", &opts)? {
@@ -1189,7 +1190,7 @@ impl<'a> Mc<'a> {
         } else {
             // `I` alone: a new version (so CAS writes based on the old value fail), and the
             // TTL only if `T` gives one.
-            let expiry = t_at.map_or(Expiry::Keep, engine_expiry);
+            let expiry = t_at.map_or(Expiry::Keep, Expiry::at_or_clear);
             let r = self.h.touch_and_invalidate(DB, k, expiry, f.compare_cas)?;
             (r.outcome.into(), r.version)
         };
@@ -1197,6 +1198,7 @@ impl<'a> Mc<'a> {
         // a TTL in the past deleted the key.)
         if outcome == StoreResult::Stored && f.invalidate && version != 0 {
             self.st.set_mark(
+                self.h,
                 k,
                 Mark {
                     version,
@@ -1239,7 +1241,7 @@ impl<'a> Mc<'a> {
                 let at = walk_ttl(f, 0, true, t_at, n_at);
                 let opts = SetOptions {
                     cond: Cond::Nx,
-                    expiry: engine_expiry(at),
+                    expiry: Expiry::at_or_clear(at),
                     ..Default::default()
                 };
                 if let (StoreResult::Stored, version) = self.op_set(k, value.as_bytes(), &opts)? {
@@ -1269,7 +1271,7 @@ impl<'a> Mc<'a> {
             let value = new.to_string();
             let stored = counter_value(new, self.scratch.len());
             let expiry = if t_at.is_some() {
-                engine_expiry(walk_ttl(f, m.expire_at, false, t_at, n_at))
+                Expiry::at_or_clear(walk_ttl(f, m.expire_at, false, t_at, n_at))
             } else {
                 Expiry::Keep
             };
@@ -1682,7 +1684,7 @@ impl<'a> Mc<'a> {
             let mut keys = Vec::new();
             let mut cursor = 0;
             loop {
-                cursor = self.h.scan(DB, cursor, 100, None, None, &mut keys)?;
+                cursor = self.h.scan(DB, cursor, 100, None, Some(larder_engine::Type::String), &mut keys)?;
                 if cursor == 0 || keys.len() >= want {
                     break;
                 }

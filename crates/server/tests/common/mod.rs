@@ -244,3 +244,29 @@ pub fn one_per_worker(t: &TestServer) -> (Raw, Raw) {
     panic!("connections never reached both workers");
 }
 
+
+/// A thread that runs `f` until the guard drops, for tests that race requests against
+/// writes: `f` gets the stop flag to poll. Dropping the guard stops and joins the thread
+/// (its panic becomes the test's, unless the test is already panicking).
+pub struct Background {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub fn background(f: impl FnOnce(&std::sync::atomic::AtomicBool) + Send + 'static) -> Background {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    Background { stop, thread: Some(std::thread::spawn(move || f(&flag))) }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let r = t.join();
+            if !std::thread::panicking() {
+                r.unwrap();
+            }
+        }
+    }
+}

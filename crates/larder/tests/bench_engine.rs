@@ -30,8 +30,8 @@ fn bench_engine_runs_every_phase_and_writes_its_figures() {
         for op in ["local.get", "local.set", "remote.get", "remote.set"] {
             assert!(figure(&j, &format!("keys{keys}.{op}.ops_per_sec")) > 0.0, "{op} at {keys} keys");
         }
-        // The floor the get and set figures are read against: a random read of the
-        // segment's size costs more than one of a cache-sized buffer, or at least as much.
+        // The floor the get and set figures are read against (a timing: only its presence
+        // is checked, as any comparison would be at the mercy of the machine's load).
         let read = figure(&j, &format!("keys{keys}.random_read_ns"));
         assert!(read > 0.0 && read.is_finite());
         assert!(figure(&j, &format!("keys{keys}.segment_resident_bytes")) > keys as f64 * 43.0);

@@ -453,7 +453,6 @@ impl Handle {
         Ok(n)
     }
 
-
     /// TYPE: the key's type, or None if it does not exist.
     ///
     /// ```

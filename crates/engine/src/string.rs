@@ -376,9 +376,10 @@ impl Handle {
     }
 
     /// INCRBYFLOAT in f64, printed as the shortest decimal that reads back as the same
-    /// f64, without an exponent. Redis adds in 80-bit long double and prints that (0.1 + 0.2 gives `0.3`
-    /// there, `0.30000000000000004` here): the server's INCRBYFLOAT does the same as Redis
-    /// and stores through [`Handle::set`]; this is the plain-f64 version for local callers.
+    /// f64, without an exponent. Redis adds in 80-bit long double and prints that (0.1 + 0.2
+    /// gives `0.3` there, `0.30000000000000004` here): the server's INCRBYFLOAT does as
+    /// Redis does and stores through [`Handle::set`]; this is the plain-f64 version for
+    /// local callers.
     ///
     /// ```
     /// # use larder_engine::*;

@@ -1352,3 +1352,53 @@ fn cachedump_limit_counts_only_strings() {
     items.sort();
     assert_eq!(items, ["ITEM a [1 b; 0 s]", "ITEM b [1 b; 0 s]", "ITEM c [1 b; 0 s]"], "{dump:?}");
 }
+
+#[test]
+fn only_one_concurrent_reader_wins_the_recache_token() {
+    // `mg k R30` hands the recache token (W) to the first reader of an item whose TTL is
+    // under 30 s; everyone after it sees Z. Readers used to look the mark up, decide they
+    // had won, and record the token afterwards: two reads on different workers at the same
+    // moment could both get W, and both clients would recompute the value. Each round, a
+    // fresh version of `k`, then four connections ask at once; at most one may win.
+    use larder_engine::{now_ms, Expiry, SetOptions};
+    use std::sync::{Arc, Barrier, Mutex};
+    const READERS: usize = 4;
+    const ROUNDS: usize = 8000;
+    let t = start();
+    let store = t.server.as_ref().unwrap().shared.store.clone();
+    let mut h = store.handle().unwrap();
+    let barrier = Arc::new(Barrier::new(READERS + 1));
+    // (round, won) of every reply
+    let wins = Arc::new(Mutex::new(vec![0u32; ROUNDS]));
+    let readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let (barrier, wins, port) = (barrier.clone(), wins.clone(), t.mc);
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                for round in 0..ROUNDS {
+                    barrier.wait();
+                    let r = line(&mut c, b"mg k R30 c\r\n");
+                    let flags: Vec<&str> = r.trim_end().split(' ').collect();
+                    assert_eq!(flags[0], "HD", "{r:?}");
+                    let won = flags.contains(&"W");
+                    assert!(won != flags.contains(&"Z"), "either W or Z: {r:?}");
+                    wins.lock().unwrap()[round] += won as u32;
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    for _ in 0..ROUNDS {
+        let expiry = Expiry::At(now_ms() + 10_000);
+        h.set(0, b"k", b"x", &SetOptions { expiry, ..Default::default() }).unwrap();
+        barrier.wait();
+        barrier.wait();
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    let wins = wins.lock().unwrap();
+    for (round, &w) in wins.iter().enumerate() {
+        assert_eq!(w, 1, "round {round}: {w} readers won the token");
+    }
+}

@@ -208,6 +208,38 @@ impl McServer {
         }
     }
 
+    /// Claims the recache token of `key`'s item `version` for the caller: true for the first
+    /// claim since the version was made, false once another client has it. Decided under the
+    /// shard's lock, as memcached decides under the item lock, so of two readers that qualify
+    /// at once exactly one wins. (If the key has moved on to a newer version, the old one's
+    /// token is nobody's concern: the caller wins it and nothing is recorded.)
+    fn claim_token(&self, h: &Handle, key: &[u8], version: u64) -> bool {
+        let mut m = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let stale = match m.get(key) {
+            Some(mk) if mk.version == version => {
+                if mk.token_sent {
+                    return false;
+                }
+                mk.stale
+            }
+            _ => false,
+        };
+        if !matches!(h.meta(DB, key), Ok(Some(meta)) if meta.version == version) {
+            return true;
+        }
+        if m.len() >= MARK_SHARD_MAX {
+            m.clear();
+        }
+        let before = m.len();
+        m.insert(key.to_vec(), Mark { version, stale, token_sent: true });
+        if m.len() > before {
+            self.marks_len.fetch_add(1, Ordering::Relaxed);
+        } else if m.len() < before {
+            self.marks_len.fetch_sub(before - m.len(), Ordering::Relaxed);
+        }
+        true
+    }
+
     /// Schedules (or with `None` cancels) a delayed flush of database 0. One timer thread per
     /// server at most, alive only while a flush is pending: a client repeating
     /// `flush_all <delay>` moves one deadline, it does not start threads.
@@ -912,7 +944,9 @@ impl<'a> Mc<'a> {
             reply::Meta::hd(self.out)
         };
         let mut cur = start_ttl;
-        let mut won = false;
+        // Whether this read qualifies for the recache token: it created the item, its TTL
+        // is under the R threshold, or the item is stale.
+        let mut wants = mark.stale;
         for tok in f.tokens() {
             r = match tok[0] {
                 b'T' => {
@@ -922,14 +956,14 @@ impl<'a> Mc<'a> {
                 b'N' => {
                     if created {
                         cur = n_at.unwrap_or(cur);
-                        won = true;
+                        wants = true;
                     }
                     r
                 }
                 b'R' => {
                     let recache = f.recache_ttl.map_or(0, |t| deadline_ms(i64::from(t), now));
-                    if !mark.token_sent && !created && cur != 0 && cur < recache {
-                        won = true;
+                    if !created && cur != 0 && cur < recache {
+                        wants = true;
                     }
                     r
                 }
@@ -945,12 +979,14 @@ impl<'a> Mc<'a> {
                 _ => r,
             };
         }
-        if mark.token_sent {
+        // One winner per version: a client that qualifies but finds the token already
+        // claimed (by a concurrent read since `mark` was looked up) is told it was sent.
+        let won = wants && !mark.token_sent && self.st.claim_token(self.h, k, m.version);
+        if mark.token_sent || (wants && !won) {
             r = r.win_sent();
         }
         if mark.stale {
             r = r.stale();
-            won |= !mark.token_sent;
         }
         if won {
             r = r.won();
@@ -959,17 +995,6 @@ impl<'a> Mc<'a> {
             r.finish_value(&self.scratch);
         } else {
             r.finish();
-        }
-        if won || ((mark.stale || mark.token_sent) && mark.version != m.version) {
-            self.st.set_mark(
-                self.h,
-                k,
-                Mark {
-                    version: m.version,
-                    stale: mark.stale,
-                    token_sent: mark.token_sent || won,
-                },
-            );
         }
         Ok(())
     }

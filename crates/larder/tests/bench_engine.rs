@@ -27,7 +27,7 @@ fn bench_engine_runs_every_phase_and_writes_its_figures() {
     let j = std::fs::read_to_string(&json).unwrap();
     let _ = std::fs::remove_file(&json);
     for keys in [1000, 3000] {
-        for op in ["local.get", "local.set", "remote.get", "remote.set"] {
+        for op in ["local.get", "local.set", "local.get_grouped", "local.set_grouped", "remote.get", "remote.set"] {
             assert!(figure(&j, &format!("keys{keys}.{op}.ops_per_sec")) > 0.0, "{op} at {keys} keys");
         }
         // The floor the get and set figures are read against (a timing: only its presence

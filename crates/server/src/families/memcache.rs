@@ -36,7 +36,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use larder_engine::{
-    now_ms, Cond, Error as EngineError, Expiry, Handle, Meta, Outcome, SetOptions, Store,
+    now_ms, Cond, Error as EngineError, Expiry, Handle, Meta, Outcome, SetOptions, Store, PREFETCH_GROUP,
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
@@ -572,7 +572,12 @@ impl<'a> Mc<'a> {
         } else {
             0
         };
-        for key in keys {
+        let mut ahead = keys;
+        for (i, key) in keys.enumerate() {
+            // Each group's cache misses overlap instead of coming one key after another.
+            if i % PREFETCH_GROUP == 0 {
+                self.h.prefetch_group(DB, ahead.by_ref().take(PREFETCH_GROUP));
+            }
             self.count(if touch { C::CmdTouch } else { C::CmdGet });
             // The VALUE line goes out first, then the value straight from the arena. gat
             // touches and reads in one step (the version stays, as memcached keeps its CAS

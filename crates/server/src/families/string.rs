@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
-use larder_engine::{now_ms, Cond, Error, Expiry, Handle, Outcome, SetOptions, Type};
+use larder_engine::{now_ms, Cond, Error, Expiry, Handle, Outcome, SetOptions, Type, PREFETCH_GROUP};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
 
@@ -342,6 +342,10 @@ fn cmd_mget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let mark = ctx.out.buf().len();
     ctx.out.array(n);
     for i in 1..=n {
+        // Each group's cache misses overlap instead of coming one key after another.
+        if (i - 1) % PREFETCH_GROUP == 0 {
+            ctx.h.prefetch_group(ctx.conn.db, (i..=n).map(|j| ctx.arg(j)));
+        }
         match reply_value(ctx, ctx.arg(i)) {
             Ok(found) => count_lookup(ctx, found),
             Err(Error::WrongType) => {

@@ -144,6 +144,32 @@ pub enum Request<'a> {
     },
 }
 
+impl Request<'_> {
+    /// The first key the request looks up (a multiget's first), to prefetch it; `None` for
+    /// a command without a key.
+    pub fn first_key(&self) -> Option<&[u8]> {
+        match self {
+            Request::Get { keys, .. } => { *keys }.next(),
+            Request::Store(s) => Some(s.key),
+            Request::Incr { key, .. }
+            | Request::Decr { key, .. }
+            | Request::Touch { key, .. }
+            | Request::Delete { key, .. } => Some(key),
+            Request::MetaDebug { key }
+            | Request::MetaGet { key, .. }
+            | Request::MetaSet { key, .. }
+            | Request::MetaDelete { key, .. }
+            | Request::MetaArithmetic { key, .. } => Some(key.bytes()),
+            Request::FlushAll { .. }
+            | Request::Version
+            | Request::Verbosity { .. }
+            | Request::Quit
+            | Request::Stats { .. }
+            | Request::MetaNoop => None,
+        }
+    }
+}
+
 /// The retrieval commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetrieveCommand {

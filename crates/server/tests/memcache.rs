@@ -1402,3 +1402,50 @@ fn only_one_concurrent_reader_wins_the_recache_token() {
         assert_eq!(w, 1, "round {round}: {w} readers won the token");
     }
 }
+
+#[test]
+fn a_pipeline_runs_in_order_across_parse_ahead_groups_errors_and_quit() {
+    // The worker parses up to 16 buffered requests ahead (to prefetch their keys), then
+    // runs them; what does not parse (an error, a too-large set, an unfinished request)
+    // goes through the one-at-a-time path. Replies must come out exactly as if each
+    // request had been sent alone, whatever the mix, and nothing after `quit` runs.
+    let t = start_with(|a| a.item_size_max = Some(1024));
+    let mut c = Raw::connect(t.mc);
+    let mut req = Vec::new();
+    let mut want = Vec::new();
+    req.extend_from_slice(b"set n 0 0 1\r\n0\r\n");
+    want.extend_from_slice(b"STORED\r\n");
+    for i in 1..=40 {
+        // Counts across groups: any reordering or repeat shows.
+        req.extend_from_slice(b"incr n 1\r\n");
+        want.extend_from_slice(format!("{i}\r\n").as_bytes());
+        match i {
+            7 => {
+                req.extend_from_slice(b"bogus\r\n");
+                want.extend_from_slice(b"ERROR\r\n");
+            }
+            15 => {
+                // Too large: refused, its data swallowed, the old value dropped.
+                req.extend_from_slice(format!("set big 0 0 2000\r\n{}\r\n", "x".repeat(2000)).as_bytes());
+                want.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+            }
+            16 => {
+                req.extend_from_slice(b"set k 0 0 2 noreply\r\nab\r\nmg k v\r\n");
+                want.extend_from_slice(b"VA 2\r\nab\r\n");
+            }
+            30 => {
+                req.extend_from_slice(b"get n k missing\r\n");
+                want.extend_from_slice(b"VALUE n 0 2\r\n30\r\nVALUE k 0 2\r\nab\r\nEND\r\n");
+            }
+            _ => {}
+        }
+    }
+    req.extend_from_slice(b"quit\r\nincr n 1\r\nincr n 1\r\n");
+    c.send(&req);
+    let got = c.read_n(want.len());
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+    assert!(c.closed(), "the connection outlived quit");
+    // The two incrs after quit never ran.
+    let mut c = Raw::connect(t.mc);
+    c.check(b"get n\r\n", b"VALUE n 0 2\r\n40\r\nEND\r\n");
+}

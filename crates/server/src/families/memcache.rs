@@ -360,11 +360,44 @@ pub fn process(
     // memcached's read buffer over these bytes (see `parse_window`): what is left over from
     // the last batch, or what follows a swallowed block, starts a fresh read.
     let mut window = limits.read_buffer_size;
+    // Requests parsed ahead (each parsed in place: a request is a few hundred bytes, not
+    // worth moving), and the window after each.
+    let mut batch: [Parse<'_>; PREFETCH_GROUP] = [const { Ok(None) }; PREFETCH_GROUP];
+    let mut windows = [0usize; PREFETCH_GROUP];
     while pos < buf.len() && !mc.conn.close {
+        // Whole requests buffered (a pipeline, up to PREFETCH_GROUP at a time) are parsed
+        // first, their keys brought into cache together, then run in order: as the RESP
+        // path does, so that their cache misses overlap. What does not parse (an unfinished
+        // request, an error) is left to the one-at-a-time path below.
+        let (mut filled, mut at, mut w) = (0, pos, window);
+        while filled < PREFETCH_GROUP && at < buf.len() {
+            batch[filled] = parse_window(&buf[at..], &mut w, &limits);
+            let Ok(Some((_, n))) = &batch[filled] else { break };
+            at += n;
+            w = advance_window(w, *n, &limits);
+            windows[filled] = w;
+            filled += 1;
+        }
+        let parsed = || batch[..filled].iter().filter_map(|p| p.as_ref().ok().and_then(Option::as_ref));
+        if filled > 1 {
+            mc.h.prefetch_group(DB, parsed().filter_map(|(req, _)| req.first_key()));
+        }
+        if filled > 0 {
+            for ((req, n), w) in parsed().zip(windows) {
+                if mc.conn.close {
+                    break;
+                }
+                ws.commands.incr();
+                mc.execute(req);
+                pos += n;
+                window = w;
+            }
+            continue;
+        }
         match parse_window(&buf[pos..], &mut window, &limits) {
             Ok(Some((req, n))) => {
                 ws.commands.incr();
-                mc.execute(req);
+                mc.execute(&req);
                 pos += n;
                 window = advance_window(window, n, &limits);
             }
@@ -406,6 +439,9 @@ pub fn process(
     }
     pos
 }
+
+/// What parsing one request gives.
+type Parse<'a> = Result<Option<(Request<'a>, usize)>, larder_memcache::Error>;
 
 /// Largest scratch buffer a worker keeps between batches.
 const SCRATCH_KEEP: usize = 64 * 1024;
@@ -455,8 +491,8 @@ impl<'a> Mc<'a> {
         w.0[c as usize].incr();
     }
 
-    fn execute(&mut self, req: Request<'_>) {
-        let silent = match &req {
+    fn execute(&mut self, req: &Request<'_>) {
+        let silent = match req {
             Request::Store(s) => s.noreply,
             Request::Incr { noreply, .. }
             | Request::Decr { noreply, .. }
@@ -482,32 +518,32 @@ impl<'a> Mc<'a> {
                 command,
                 exptime,
                 keys,
-            } => self.cmd_get(command, exptime, keys),
-            Request::Store(s) => self.cmd_store(&s),
+            } => self.cmd_get(*command, *exptime, *keys),
+            Request::Store(s) => self.cmd_store(s),
             Request::Incr {
                 key,
                 delta,
                 noreply,
-            } => self.cmd_incr(key, delta, false, noreply),
+            } => self.cmd_incr(key, *delta, false, *noreply),
             Request::Decr {
                 key,
                 delta,
                 noreply,
-            } => self.cmd_incr(key, delta, true, noreply),
+            } => self.cmd_incr(key, *delta, true, *noreply),
             Request::Touch {
                 key,
                 exptime,
                 noreply,
-            } => self.cmd_touch(key, exptime, noreply),
-            Request::Delete { key, noreply } => self.cmd_delete(key, noreply),
-            Request::FlushAll { delay, noreply } => self.cmd_flush_all(delay, noreply),
+            } => self.cmd_touch(key, *exptime, *noreply),
+            Request::Delete { key, noreply } => self.cmd_delete(key, *noreply),
+            Request::FlushAll { delay, noreply } => self.cmd_flush_all(*delay, *noreply),
             Request::Version => {
                 reply::version(self.out, VERSION);
                 Ok(())
             }
             Request::Verbosity { level, noreply } => {
-                self.st.verbosity.store(level, Ordering::Relaxed);
-                if !noreply {
+                self.st.verbosity.store(*level, Ordering::Relaxed);
+                if !*noreply {
                     reply::ok(self.out);
                 }
                 Ok(())
@@ -516,21 +552,21 @@ impl<'a> Mc<'a> {
                 self.conn.close = true;
                 Ok(())
             }
-            Request::Stats { args } => self.cmd_stats(args),
+            Request::Stats { args } => self.cmd_stats(*args),
             Request::MetaNoop => {
                 reply::mn(self.out);
                 Ok(())
             }
-            Request::MetaDebug { key } => self.cmd_me(&key),
-            Request::MetaGet { key, flags } => self.cmd_mg(&key, &flags),
+            Request::MetaDebug { key } => self.cmd_me(key),
+            Request::MetaGet { key, flags } => self.cmd_mg(key, flags),
             Request::MetaSet {
                 key,
                 flags,
                 mode,
                 data,
-            } => self.cmd_ms(&key, &flags, mode, data),
-            Request::MetaDelete { key, flags } => self.cmd_md(&key, &flags),
-            Request::MetaArithmetic { key, flags, mode } => self.cmd_ma(&key, &flags, mode),
+            } => self.cmd_ms(key, flags, *mode, data),
+            Request::MetaDelete { key, flags } => self.cmd_md(key, flags),
+            Request::MetaArithmetic { key, flags, mode } => self.cmd_ma(key, flags, *mode),
         };
         if let Err(e) = r {
             if !silent {
@@ -575,7 +611,7 @@ impl<'a> Mc<'a> {
         let mut ahead = keys;
         for (i, key) in keys.enumerate() {
             // Each group's cache misses overlap instead of coming one key after another.
-            if i % PREFETCH_GROUP == 0 {
+            if i % PREFETCH_GROUP == 0 && keys.len() > 1 {
                 self.h.prefetch_group(DB, ahead.by_ref().take(PREFETCH_GROUP));
             }
             self.count(if touch { C::CmdTouch } else { C::CmdGet });

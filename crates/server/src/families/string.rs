@@ -343,7 +343,7 @@ fn cmd_mget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.out.array(n);
     for i in 1..=n {
         // Each group's cache misses overlap instead of coming one key after another.
-        if (i - 1) % PREFETCH_GROUP == 0 {
+        if (i - 1) % PREFETCH_GROUP == 0 && n > 1 {
             ctx.h.prefetch_group(ctx.conn.db, (i..=n).map(|j| ctx.arg(j)));
         }
         match reply_value(ctx, ctx.arg(i)) {

@@ -184,8 +184,19 @@ impl Handle {
     }
 
     /// Values of several keys, in order (None for missing keys), linear in their number.
+    /// The keys are looked up [`PREFETCH_GROUP`](crate::PREFETCH_GROUP) at a time, each
+    /// group's cache misses overlapping (see [`Handle::prefetch_group`]).
     pub fn mget(&self, db: u32, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Error> {
-        keys.iter().map(|k| self.get(db, k)).collect()
+        let mut out = Vec::with_capacity(keys.len());
+        for group in keys.chunks(crate::PREFETCH_GROUP) {
+            if keys.len() > 1 {
+                self.prefetch_group(db, group.iter().copied());
+            }
+            for k in group {
+                out.push(self.get(db, k)?);
+            }
+        }
+        Ok(out)
     }
 
     /// SET with every option of Redis's SET and memcached's set/add/replace/cas.

@@ -347,6 +347,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // hold stops at the output bound (and the client is dropped) instead of growing a vector.
     let cap = reply_cap(ctx);
     let n = count.unsigned_abs();
+    let mark = ctx.out.buf().len();
     let r = ctx.h.coll_read(db, key, Kind::Hash, |c| {
         let size = c.len();
         header(&mut ctx.out, n);
@@ -358,7 +359,9 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
         }
         Ok(true)
-    })?;
+    })
+    // A half-written array must not stay in front of the error reply.
+    .inspect_err(|_| ctx.out.buf().truncate(mark))?;
     count_lookup(ctx, r.is_some());
     match r {
         None => {

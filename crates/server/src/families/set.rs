@@ -235,6 +235,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // Repeats: written as drawn, cut off at the output bound (see collection.rs).
     let cap = reply_cap(ctx);
     let n = count.unsigned_abs();
+    let mark = ctx.out.buf().len();
     let r = ctx.h.coll_read(db, key, Kind::Set, |c| {
         let size = c.len();
         ctx.out.array(n as usize);
@@ -245,7 +246,9 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
         }
         Ok(true)
-    })?;
+    })
+    // A half-written array must not stay in front of the error reply.
+    .inspect_err(|_| ctx.out.buf().truncate(mark))?;
     count_lookup(ctx, r.is_some());
     match r {
         None => {

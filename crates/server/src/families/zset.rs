@@ -1196,6 +1196,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if l < 0 || count == 1 {
         // Repeats: written as drawn, cut off at the output bound (see collection.rs).
         let cap = reply_cap(ctx);
+        let mark = ctx.out.buf().len();
         let out = &mut ctx.out;
         let r = ctx.h.coll_read(db, key, Kind::ZSet, |c| {
             let n = c.len();
@@ -1214,7 +1215,9 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 }
             }
             Ok(true)
-        })?;
+        })
+        // A half-written array must not stay in front of the error reply.
+        .inspect_err(|_| ctx.out.buf().truncate(mark))?;
         count_lookup(ctx, r.is_some());
         match r {
             Some(true) => {}

@@ -73,7 +73,7 @@ const fn build_classes() -> ([u32; 96], usize) {
     // Then about 12.5% apart, 8-byte aligned, up to LARGE_MIN.
     let mut s = 256u32;
     while s < LARGE_MIN as u32 {
-        let step = ((s / 8) + 7) / 8 * 8;
+        let step = (s / 8).div_ceil(8) * 8;
         s += step;
         if s > LARGE_MIN as u32 {
             s = LARGE_MIN as u32;
@@ -598,7 +598,7 @@ impl Participant {
     fn free_large(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
-        if d & LARGE == 0 || off % PAGE != 0 {
+        if d & LARGE == 0 || !off.is_multiple_of(PAGE) {
             return Err(Error::OutOfRange { off, size: 0 });
         }
         let n = (d & !LARGE) as u64;

@@ -226,7 +226,7 @@ struct Geometry {
 }
 
 fn geometry(capacity: u64, max_participants: u32) -> Result<Geometry, Error> {
-    if capacity % PAGE != 0 || capacity > MAX_CAPACITY {
+    if !capacity.is_multiple_of(PAGE) || capacity > MAX_CAPACITY {
         return Err(Error::Geometry("capacity must be a multiple of 64 KiB and at most 32 GiB"));
     }
     if max_participants == 0 || max_participants > MAX_PARTICIPANTS {
@@ -535,7 +535,7 @@ impl Arena {
     /// Converts a byte offset to the stored `u32` unit form.
     #[inline]
     pub fn to_units(off: u64) -> u32 {
-        debug_assert!(off % UNIT == 0 && off < MAX_CAPACITY);
+        debug_assert!(off.is_multiple_of(UNIT) && off < MAX_CAPACITY);
         (off / UNIT) as u32
     }
     /// Converts a stored unit offset back to bytes.

@@ -57,7 +57,7 @@ impl Mapping {
     #[inline]
     fn check(&self, off: u64, size: u64, align: u64) -> Result<(), Error> {
         match off.checked_add(size) {
-            Some(end) if end <= self.len && off % align == 0 => Ok(()),
+            Some(end) if end <= self.len && off.is_multiple_of(align) => Ok(()),
             _ => Err(Error::OutOfRange { off, size }),
         }
     }
@@ -223,7 +223,7 @@ impl Mapping {
     /// Used to give freed large runs back; a failure only means memory is not returned.
     pub(crate) fn discard(&self, off: u64, len: u64) -> Result<(), Error> {
         self.check(off, len, 4096)?;
-        if len % 4096 != 0 {
+        if !len.is_multiple_of(4096) {
             return Err(Error::OutOfRange { off, size: len });
         }
         // SAFETY: the range is inside our own shared mapping and page-aligned (checked);

@@ -36,7 +36,7 @@ const T_MAX: u64 = 9;
 
 /// Whether an item of this type holds tree roots (and owns the tree's blocks).
 pub(crate) fn is_tree_type(ty: u64) -> bool {
-    ty >= T_HASH_PACK && ty <= T_MAX && ty % 2 == 1
+    (T_HASH_PACK..=T_MAX).contains(&ty) && ty % 2 == 1
 }
 
 const HAS_EXPIRY: u64 = 1 << 4;

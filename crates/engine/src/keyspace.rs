@@ -1233,7 +1233,7 @@ mod tests {
             let want = (i % 2 == 1 && n < 2000).then(|| format!("v{n}").into_bytes());
             assert_eq!(h.get(0, k.as_bytes()).unwrap(), want, "{k}");
         }
-        assert_eq!(h.dbsize(0).unwrap(), 2000 - deleted as u64);
+        assert_eq!(h.dbsize(0).unwrap(), 2000 - deleted);
     }
 
     /// SWAPDB while other threads insert (splitting segments) and delete (merging them) in

@@ -261,7 +261,7 @@ fn split(s: &Strip) -> (Strip, Strip) {
     let mut cut = 1;
     for (i, e) in s.iter().enumerate() {
         acc += e.len() + 1;
-        if acc * 2 >= s.bytes.len() || i + 1 >= (s.n + 1) / 2 {
+        if acc * 2 >= s.bytes.len() || i + 1 >= s.n.div_ceil(2) {
             cut = i + 1;
             break;
         }

@@ -14,7 +14,7 @@ fn chunk(i: usize) -> Vec<u8> {
 
 /// The number of whole chunks `v` holds, if it is exactly chunks 0..n in order.
 fn whole_chunks(v: &[u8]) -> Option<usize> {
-    if v.len() % 8 != 0 {
+    if !v.len().is_multiple_of(8) {
         return None;
     }
     let n = v.len() / 8;

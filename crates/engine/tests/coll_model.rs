@@ -31,7 +31,7 @@ fn checked(s: &Store) {
 
 fn field(i: u16) -> Vec<u8> {
     // Mostly short fields; every 7th is long enough to exceed a lowered value threshold.
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         format!("field-with-a-long-name-{i}").into_bytes()
     } else {
         format!("f{i}").into_bytes()
@@ -253,7 +253,7 @@ enum ZOp {
 }
 
 fn zmember(i: u16) -> Vec<u8> {
-    if i % 11 == 0 {
+    if i.is_multiple_of(11) {
         format!("a-rather-long-member-name-{i}").into_bytes()
     } else {
         format!("z{i}").into_bytes()

@@ -635,7 +635,7 @@ const GROUP: usize = PREFETCH_GROUP;
 /// then every item, then the operations. One key's lookup is two dependent cache misses; a
 /// group's overlap. Only batch means: a group's operations are not timed one by one.
 fn bench_grouped(h: &mut Handle, keys: u64, ops: u64, set: bool) -> Result<OpStats, String> {
-    const _: () = assert!(BATCH % GROUP == 0);
+    const _: () = assert!(BATCH.is_multiple_of(GROUP));
     let mut rng = Rng::new(seed());
     let mut out = Vec::with_capacity(256);
     let opt = SetOptions::default();
@@ -1297,22 +1297,6 @@ fn phase_churn(args: &Args, out: &mut Report) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_and_json() {
-        assert_eq!(key_of(1), b"key:0000001");
-        assert_eq!(key_of(1_000_000), b"key:1000000");
-        assert_eq!(key_of(10_000_000), b"key:10000000");
-        let mut m = BTreeMap::new();
-        m.insert("a.b".to_string(), 1.5);
-        m.insert("c".to_string(), 7.0);
-        assert_eq!(parse_flat_json(&flat_json(&m)).unwrap(), m);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Collections: the cost of an operation on a big collection against a small one
 
@@ -1424,4 +1408,20 @@ fn phase_colls(out: &mut Report) -> Result<(), String> {
     let worst = figures.iter().map(|(n, v)| (v[1] / v[0], *n)).fold((0.0, ""), |a, b| if b.0 > a.0 { b } else { a });
     out.target("collection op on 1M within 3x of 1k", worst.0 <= 3.0, format!("worst {} at {:.2}x", worst.1, worst.0));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_json() {
+        assert_eq!(key_of(1), b"key:0000001");
+        assert_eq!(key_of(1_000_000), b"key:1000000");
+        assert_eq!(key_of(10_000_000), b"key:10000000");
+        let mut m = BTreeMap::new();
+        m.insert("a.b".to_string(), 1.5);
+        m.insert("c".to_string(), 7.0);
+        assert_eq!(parse_flat_json(&flat_json(&m)).unwrap(), m);
+    }
 }

@@ -94,7 +94,7 @@ pub fn op(id: u32, s: u64) -> Op {
         return Op::MSet((0..3).map(|j| format!("w{id}:m{g}:{j}").into_bytes()).collect(), value(id, s));
     }
     // A quarter of the writes add new keys, so segments keep splitting under the kills.
-    let key = if s % 4 == 0 { format!("w{id}:g{s}") } else { format!("w{id}:k{}", s % 997) }.into_bytes();
+    let key = if s.is_multiple_of(4) { format!("w{id}:g{s}") } else { format!("w{id}:k{}", s % 997) }.into_bytes();
     if s % 13 == 5 {
         Op::Del(key)
     } else {
@@ -121,7 +121,7 @@ pub fn coll_op(id: u32, s: u64) -> CollOp {
     match s % 4 {
         0 => CollOp::HSet(format!("w{id}:h{}", s % 7).into_bytes(), format!("f{}", (s / 4) % 50).into_bytes(), value(id, s)),
         1 => CollOp::ZAdd(format!("w{id}:z").into_bytes(), format!("m{}", (s / 4) % 300).into_bytes(), s as f64),
-        2 => CollOp::SetMember(format!("w{id}:s").into_bytes(), format!("m{}", (s / 4) % 400).into_bytes(), (s / 1600) % 2 == 0),
+        2 => CollOp::SetMember(format!("w{id}:s").into_bytes(), format!("m{}", (s / 4) % 400).into_bytes(), (s / 1600).is_multiple_of(2)),
         _ => CollOp::Push(format!("w{id}:l").into_bytes(), value(id, s)),
     }
 }
@@ -264,7 +264,7 @@ pub fn run(args: &Args) -> Result<(), String> {
                 x ^= x << 17;
                 let id = (x % args.writers.max(1) as u64) as u32;
                 buf.clear();
-                if x % 16 == 0 {
+                if x.is_multiple_of(16) {
                     // An append log, read while it grows in place.
                     let k = format!("w{id}:a{}", (x >> 8) % 3);
                     if h.get_into(0, k.as_bytes(), &mut buf).map_err(e)?.is_some() && log_entries(&buf).is_none() {

@@ -779,8 +779,8 @@ fn setbit_and_getbit() {
     ck(&mut c, "SETBIT b 1 2", "-ERR bit is not an integer or out of range\r\n");
     ck(&mut c, "SETBIT b 1", "-ERR wrong number of arguments for 'setbit' command\r\n");
     ck(&mut c, "RPUSH l a", ":1\r\n");
-    ck(&mut c, "SETBIT l 1 1", &WRONGTYPE.to_string());
-    ck(&mut c, "GETBIT l 1", &WRONGTYPE.to_string());
+    ck(&mut c, "SETBIT l 1 1", WRONGTYPE);
+    ck(&mut c, "GETBIT l 1", WRONGTYPE);
     // On an integer-encoded value: the digits' bytes ('7' = 0x37, bit 5 set -> 0x33 = '3').
     ck(&mut c, "SET n 7", "+OK\r\n");
     ck(&mut c, "SETBIT n 5 0", ":1\r\n");

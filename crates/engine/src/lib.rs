@@ -172,16 +172,20 @@ impl Store {
 
     /// Attaches to an existing named segment (it must exist).
     pub fn attach(name: &str) -> Result<Store, Error> {
-        let arena = Arena::open(Backing::Named(name.to_string()))?;
-        Self::from_arena(arena, 16, Arc::new(NoJournal))
+        Self::attach_backing(Backing::Named(name.to_string()))
     }
 
     /// Attaches to an existing segment file (it must exist), such as one a store made with
     /// [`Backing::File`] before a restart: its keys are all there, and the participants of
     /// processes that died holding it are reaped as they are found.
     pub fn attach_file(path: &std::path::Path) -> Result<Store, Error> {
-        let arena = Arena::open(Backing::File(path.to_path_buf()))?;
-        Self::from_arena(arena, 16, Arc::new(NoJournal))
+        Self::attach_backing(Backing::File(path.to_path_buf()))
+    }
+
+    /// The database count stored in the segment wins; 16 only initialises one that has no
+    /// engine root yet.
+    fn attach_backing(backing: Backing) -> Result<Store, Error> {
+        Self::from_arena(Arena::open(backing)?, 16, Arc::new(NoJournal))
     }
 
     /// Uses an already attached arena; initialises the engine's root if nobody has.

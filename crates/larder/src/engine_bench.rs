@@ -225,16 +225,20 @@ struct OpStats {
 
 impl OpStats {
     fn put(&self, m: &mut BTreeMap<String, f64>, prefix: &str) {
-        for (k, v) in [
-            ("batch_p50_ns", self.batch_p50),
-            ("batch_p99_ns", self.batch_p99),
-            ("single_p50_ns", self.single_p50),
-            ("single_p99_ns", self.single_p99),
-            ("single_p999_ns", self.single_p999),
-            ("single_max_ns", self.single_max),
-            ("ops_per_sec", self.ops_per_sec),
+        // A run that timed no single ops (grouped) has no single-op figures to give.
+        let singles = self.single_max > 0.0;
+        for (k, v, always) in [
+            ("batch_p50_ns", self.batch_p50, true),
+            ("batch_p99_ns", self.batch_p99, true),
+            ("single_p50_ns", self.single_p50, singles),
+            ("single_p99_ns", self.single_p99, singles),
+            ("single_p999_ns", self.single_p999, singles),
+            ("single_max_ns", self.single_max, singles),
+            ("ops_per_sec", self.ops_per_sec, true),
         ] {
-            m.insert(format!("{prefix}.{k}"), v);
+            if always {
+                m.insert(format!("{prefix}.{k}"), v);
+            }
         }
     }
 

@@ -111,7 +111,7 @@ struct FlushTimer {
 }
 
 /// Meta protocol marks of one item version (see the module docs).
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Mark {
     version: u64,
     stale: bool,
@@ -211,31 +211,34 @@ impl McServer {
     /// Claims the recache token of `key`'s item `version` for the caller: true for the first
     /// claim since the version was made, false once another client has it. Decided under the
     /// shard's lock, as memcached decides under the item lock, so of two readers that qualify
-    /// at once exactly one wins. (If the key has moved on to a newer version, the old one's
-    /// token is nobody's concern: the caller wins it and nothing is recorded.)
-    fn claim_token(&self, h: &Handle, key: &[u8], version: u64) -> bool {
+    /// at once exactly one wins. A version the key has since moved on from wins nothing: a
+    /// write replaced it, and that write (or, after `md I`, the first reader of the new stale
+    /// version) is the recache. `stale` is the caller's view of the stale mark, kept in case
+    /// the shard was cleared since it was read.
+    fn claim_token(&self, h: &Handle, key: &[u8], version: u64, stale: bool) -> bool {
         let mut m = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
         let stale = match m.get(key) {
             Some(mk) if mk.version == version => {
                 if mk.token_sent {
                     return false;
                 }
-                mk.stale
+                stale || mk.stale
             }
-            _ => false,
+            _ => stale,
         };
         if !matches!(h.meta(DB, key), Ok(Some(meta)) if meta.version == version) {
-            return true;
-        }
-        if m.len() >= MARK_SHARD_MAX {
-            m.clear();
+            return false;
         }
         let before = m.len();
+        if before >= MARK_SHARD_MAX {
+            m.clear();
+        }
         m.insert(key.to_vec(), Mark { version, stale, token_sent: true });
-        if m.len() > before {
-            self.marks_len.fetch_add(1, Ordering::Relaxed);
-        } else if m.len() < before {
-            self.marks_len.fetch_sub(before - m.len(), Ordering::Relaxed);
+        let after = m.len();
+        if after > before {
+            self.marks_len.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.marks_len.fetch_sub(before - after, Ordering::Relaxed);
         }
         true
     }
@@ -1022,7 +1025,7 @@ impl<'a> Mc<'a> {
         }
         // One winner per version: a client that qualifies but finds the token already
         // claimed (by a concurrent read since `mark` was looked up) is told it was sent.
-        let won = wants && !mark.token_sent && self.st.claim_token(self.h, k, m.version);
+        let won = wants && !mark.token_sent && self.st.claim_token(self.h, k, m.version, mark.stale);
         if mark.token_sent || (wants && !won) {
             r = r.win_sent();
         }
@@ -1849,5 +1852,41 @@ mod tests {
         assert_eq!(ttl_secs(now + 10_000, now), 10);
         assert_eq!(ttl_secs(now + 9_001, now), 10);
         assert_eq!(ttl_secs(now - 5, now), 0);
+    }
+
+    #[test]
+    fn recache_token_claims_and_mark_counts() {
+        use larder_engine::StoreConfig;
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let st = McServer::new(1);
+        let set = |h: &mut Handle, k: &[u8]| h.set(DB, k, b"v", &SetOptions::default()).unwrap().version;
+        let total = |st: &McServer| st.marks.iter().map(|m| m.lock().unwrap().len()).sum::<usize>();
+
+        // One winner per version; the caller's stale view is kept; a superseded version
+        // wins nothing.
+        let v1 = set(&mut h, b"k");
+        assert!(st.claim_token(&h, b"k", v1, true));
+        assert!(!st.claim_token(&h, b"k", v1, false));
+        assert_eq!(st.mark(b"k", v1), Mark { version: v1, stale: true, token_sent: true });
+        let v2 = set(&mut h, b"k");
+        assert!(!st.claim_token(&h, b"k", v1, false));
+        assert!(st.claim_token(&h, b"k", v2, false));
+        assert_eq!(st.marks_len.load(Ordering::Relaxed), 1);
+
+        // Overflowing one shard starts it over, and the count follows what the table holds
+        // (it used to keep the cleared entries, and `mark` never took its fast path again).
+        let shard = st.shard(b"k") as *const _;
+        let keys: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("key{i}").into_bytes())
+            .filter(|k| std::ptr::eq(st.shard(k), shard))
+            .take(MARK_SHARD_MAX + 10)
+            .collect();
+        for k in &keys {
+            let v = set(&mut h, k);
+            assert!(st.claim_token(&h, k, v, false));
+        }
+        assert_eq!(st.marks_len.load(Ordering::Relaxed), total(&st));
+        assert!(total(&st) < MARK_SHARD_MAX);
     }
 }

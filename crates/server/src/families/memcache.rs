@@ -370,8 +370,8 @@ pub fn process(
     while pos < buf.len() && !mc.conn.close {
         // Whole requests buffered (a pipeline, up to PREFETCH_GROUP at a time) are parsed
         // first, their keys brought into cache together, then run in order: as the RESP
-        // path does, so that their cache misses overlap. What does not parse (an unfinished
-        // request, an error) is left to the one-at-a-time path below.
+        // path does, so that their cache misses overlap. A parse that gives no request (an
+        // unfinished one, an error) ends the group and is dealt with after it runs.
         let (mut filled, mut at, mut w) = (0, pos, window);
         while filled < PREFETCH_GROUP && at < buf.len() {
             batch[filled] = parse_window(&buf[at..], &mut w, &limits);
@@ -385,26 +385,23 @@ pub fn process(
         if filled > 1 {
             mc.h.prefetch_group(DB, parsed().filter_map(|(req, _)| req.first_key()));
         }
-        if filled > 0 {
-            for ((req, n), w) in parsed().zip(windows) {
-                if mc.conn.close {
-                    break;
-                }
-                ws.commands.incr();
-                mc.execute(req);
-                pos += n;
-                window = w;
+        for ((req, n), w) in parsed().zip(windows) {
+            if mc.conn.close {
+                break;
             }
+            ws.commands.incr();
+            mc.execute(req);
+            pos += n;
+            window = w;
+        }
+        if mc.conn.close || filled == PREFETCH_GROUP || at >= buf.len() {
             continue;
         }
-        match parse_window(&buf[pos..], &mut window, &limits) {
-            Ok(Some((req, n))) => {
-                ws.commands.incr();
-                mc.execute(&req);
-                pos += n;
-                window = advance_window(window, n, &limits);
-            }
-            Ok(None) => break,
+        // The parse that ended the group, at `pos` now: its window is `w`, as it left it.
+        window = w;
+        match std::mem::replace(&mut batch[filled], Ok(None)) {
+            // Unfinished: wait for the rest. (A request that parsed would be in the group.)
+            Ok(_) => break,
             Err(e) => {
                 if e.closes() {
                     mc.conn.close = true;

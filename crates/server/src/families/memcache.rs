@@ -35,6 +35,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use larder_engine::{
     now_ms, Cond, Error as EngineError, Expiry, Handle, Meta, Outcome, SetOptions, Store, PREFETCH_GROUP,
 };
@@ -363,44 +365,49 @@ pub fn process(
     // memcached's read buffer over these bytes (see `parse_window`): what is left over from
     // the last batch, or what follows a swallowed block, starts a fresh read.
     let mut window = limits.read_buffer_size;
-    // Requests parsed ahead (each parsed in place: a request is a few hundred bytes, not
-    // worth moving), and the window after each.
-    let mut batch: [Parse<'_>; PREFETCH_GROUP] = [const { Ok(None) }; PREFETCH_GROUP];
-    let mut windows = [0usize; PREFETCH_GROUP];
     while pos < buf.len() && !mc.conn.close {
         // Whole requests buffered (a pipeline, up to PREFETCH_GROUP at a time) are parsed
         // first, their keys brought into cache together, then run in order: as the RESP
         // path does, so that their cache misses overlap. A parse that gives no request (an
         // unfinished one, an error) ends the group and is dealt with after it runs.
-        let (mut filled, mut at, mut w) = (0, pos, window);
-        while filled < PREFETCH_GROUP && at < buf.len() {
-            batch[filled] = parse_window(&buf[at..], &mut w, &limits);
-            let Ok(Some((_, n))) = &batch[filled] else { break };
-            at += n;
-            w = advance_window(w, *n, &limits);
-            windows[filled] = w;
-            filled += 1;
+        // (A SmallVec: an array of 16 requests of a few hundred bytes each would be
+        // initialised on every call, for most calls one request.)
+        let mut group: SmallVec<[(Request<'_>, usize, usize); PREFETCH_GROUP]> = SmallVec::new();
+        let (mut at, mut w) = (pos, window);
+        let mut ended = None;
+        while group.len() < PREFETCH_GROUP && at < buf.len() {
+            match parse_window(&buf[at..], &mut w, &limits) {
+                Ok(Some((req, n))) => {
+                    at += n;
+                    w = advance_window(w, n, &limits);
+                    group.push((req, n, w));
+                }
+                r => {
+                    ended = Some(r);
+                    break;
+                }
+            }
         }
-        let parsed = || batch[..filled].iter().filter_map(|p| p.as_ref().ok().and_then(Option::as_ref));
-        if filled > 1 {
-            mc.h.prefetch_group(DB, parsed().filter_map(|(req, _)| req.first_key()));
+        if group.len() > 1 {
+            mc.h.prefetch_group(DB, group.iter().filter_map(|(req, ..)| req.first_key()));
         }
-        for ((req, n), w) in parsed().zip(windows) {
+        for (req, n, w) in &group {
             if mc.conn.close {
                 break;
             }
             ws.commands.incr();
             mc.execute(req);
             pos += n;
-            window = w;
+            window = *w;
         }
-        if mc.conn.close || filled == PREFETCH_GROUP || at >= buf.len() {
-            continue;
+        let Some(ended) = ended else { continue };
+        if mc.conn.close {
+            break;
         }
         // The parse that ended the group, at `pos` now: its window is `w`, as it left it.
         window = w;
-        match std::mem::replace(&mut batch[filled], Ok(None)) {
-            // Unfinished: wait for the rest. (A request that parsed would be in the group.)
+        match ended {
+            // Unfinished: wait for the rest. (A request that parsed is in the group.)
             Ok(_) => break,
             Err(e) => {
                 if e.closes() {
@@ -439,9 +446,6 @@ pub fn process(
     }
     pos
 }
-
-/// What parsing one request gives.
-type Parse<'a> = Result<Option<(Request<'a>, usize)>, larder_memcache::Error>;
 
 /// Largest scratch buffer a worker keeps between batches.
 const SCRATCH_KEEP: usize = 64 * 1024;

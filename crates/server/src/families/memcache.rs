@@ -1890,4 +1890,124 @@ mod tests {
         assert_eq!(st.marks_len.load(Ordering::Relaxed), total(&st));
         assert!(total(&st) < MARK_SHARD_MAX);
     }
+
+    /// A small deterministic generator for the garbage test below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// A pipeline of plausible requests (good, malformed, oversized, unfinished), then
+    /// mangled: bytes flipped, dropped or repeated.
+    fn pipeline(r: &mut Rng) -> Vec<u8> {
+        let mut v = Vec::new();
+        for _ in 0..1 + r.below(60) {
+            let k = format!("k{}", r.below(6));
+            let nr = if r.below(4) == 0 { " noreply" } else { "" };
+            let req = match r.below(16) {
+                0 | 1 => {
+                    let len = match r.below(8) { 0 => 1500 + r.below(3000), _ => r.below(20) } as usize;
+                    format!("set {k} {} 0 {len}{nr}\r\n{}\r\n", r.below(3), "x".repeat(len + (r.below(12) == 0) as usize))
+                }
+                2 => format!("get {k} k{} k{}\r\n", r.below(6), r.below(6)),
+                3 => format!("gets {k}\r\n"),
+                4 => format!("incr {k} {}{nr}\r\n", r.below(1000)),
+                5 => format!("delete {k}{nr}\r\n"),
+                6 => format!("mg {k} v c s f t R30 N30 T20 O1 k q\r\n"),
+                7 => format!("md {k} I T10\r\n"),
+                8 => format!("ms {k} 2 T0 c MA\r\nab\r\n"),
+                9 => format!("ma {k} N0 J5 D3 v\r\n"),
+                10 => format!("gat 100 {k}\r\ntouch {k} 10{nr}\r\n"),
+                11 => format!("append {k} 0 0 1\r\nz\r\n"),
+                12 => "x".repeat(100 + r.below(4000) as usize) + "\r\n",
+                13 => format!("mn\r\nme {k}\r\nversion\r\n"),
+                14 => format!("verbosity 1{nr}\r\nstats\r\n"),
+                _ => format!("cas {k} 0 0 1 {}\r\nq\r\n", r.below(100)),
+            };
+            v.extend_from_slice(req.as_bytes());
+        }
+        for _ in 0..r.below(6) {
+            let at = r.below(v.len() as u64) as usize;
+            match r.below(3) {
+                0 => v[at] = r.next() as u8,
+                1 => {
+                    v.remove(at);
+                }
+                _ => {
+                    let end = (at + 1 + r.below(40) as usize).min(v.len());
+                    let piece = v[at..end].to_vec();
+                    v.splice(at..at, piece);
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn mangled_pipelines_in_any_chunking_never_break_the_server() {
+        // Random pipelines, mangled, fed to process() in random pieces as reads would bring
+        // them: nothing panics, every call consumes only what it was given and answers in
+        // proportion, and afterwards the store's invariants hold and a fresh connection
+        // is answered.
+        let args = crate::Args {
+            bind: Some("127.0.0.1".into()),
+            port: Some(0),
+            memcache_port: Some(0),
+            threads: Some(1),
+            capacity: Some(64 << 20),
+            item_size_max: Some(2048),
+            ..Default::default()
+        };
+        let server = crate::Server::start(crate::Config::load(&args).unwrap()).unwrap();
+        let shared = server.shared.clone();
+        let mut h = shared.store.handle().unwrap();
+        let new_conn = || {
+            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, -1, 0));
+            ConnState::new(1, 0, info)
+        };
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..2000 {
+            let input = pipeline(&mut r);
+            let mut conn = new_conn();
+            let (mut out, mut rbuf, mut at) = (Vec::new(), Vec::new(), 0);
+            while at < input.len() && !conn.close {
+                let n = match r.below(3) {
+                    0 => 1 + r.below(16),
+                    1 => 1 + r.below(2000),
+                    _ => 1 << 20,
+                };
+                let n = (n as usize).min(input.len() - at);
+                rbuf.extend_from_slice(&input[at..at + n]);
+                at += n;
+                let before = out.len();
+                let pos = process(&rbuf, &mut out, &mut h, &mut conn, &shared, 0);
+                assert!(pos <= rbuf.len(), "round {round}: consumed {pos} of {}", rbuf.len());
+                // A reply is at most a value (2 KiB here) per key asked for, plus its lines.
+                assert!(out.len() - before <= 64 * rbuf.len() + 4096, "round {round}: {} reply bytes", out.len() - before);
+                rbuf.drain(..pos);
+            }
+        }
+        store_checks_out(&shared.store);
+        let mut conn = new_conn();
+        let mut out = Vec::new();
+        assert_eq!(process(b"version\r\n", &mut out, &mut h, &mut conn, &shared, 0), 9);
+        assert_eq!(out, format!("VERSION {VERSION}\r\n").as_bytes());
+        server.stop();
+    }
+
+    fn store_checks_out(store: &Store) {
+        let report = store.check().unwrap();
+        assert!(report.problems.is_empty() && report.held_locks == 0, "{report:?}");
+        assert!(report.keys > 0, "nothing was ever stored: the pipelines tested little");
+    }
 }

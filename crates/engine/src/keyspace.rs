@@ -1020,10 +1020,11 @@ impl Handle {
     /// A random live key, or None if the database is empty.
     ///
     /// As Redis does: random buckets until one holds a key, then one of that bucket's keys
-    /// at random. Every occupied bucket is equally likely, however the keys are spread (a
-    /// walk forward from a random bucket would favour keys after long empty stretches, and
-    /// with two keys can all but never pick one of them). A nearly empty table can take
-    /// many draws, so after `BUCKET_DRAWS` of them it walks forward instead.
+    /// at random. Buckets are drawn as keys' positions fall, so every key is about equally
+    /// likely, however the keys are spread (a walk forward from a random bucket would favour
+    /// keys after long empty stretches, and with two keys can all but never pick one of
+    /// them). A nearly empty table can take many draws, so after `BUCKET_DRAWS` of them it
+    /// walks forward instead.
     pub fn random_key(&mut self, db: u32) -> Result<Option<Vec<u8>>, Error> {
         const BUCKET_DRAWS: usize = 1024;
         const WALKS: usize = 64;
@@ -1033,7 +1034,9 @@ impl Handle {
         }
         let now = now_ms();
         for draw in 0..BUCKET_DRAWS + WALKS {
-            let (h, pick) = (self.random(), self.random());
+            // A position drawn as keys' positions are made (a uniform hash, bent), so that
+            // each bucket is drawn in proportion to the keys it holds.
+            let (h, pick) = (index::spiral(self.random()), self.random());
             let a = self.arena();
             let _g = self.p.pin();
             let loc = index::locate(a, db, h)?;
@@ -1209,6 +1212,36 @@ mod tests {
 
     /// Prefetch hints change nothing, whatever they are given: keys present or not, a
     /// database out of range, hints used after the key was overwritten or deleted.
+    /// RANDOMKEY picks every key about equally often. Positions are bent ([`index::spiral`]):
+    /// keys are twice as dense at the start of the position space as at its end, and the
+    /// segments there split deeper, so a position drawn uniformly landed on the start's
+    /// keys less often than on the end's (each by its bucket's share of the space, then one
+    /// in the bucket).
+    #[test]
+    fn random_key_is_fair_across_the_bent_positions() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        const KEYS: u64 = 20_000;
+        const DRAWS: u64 = 200_000;
+        let mut first_half = std::collections::HashSet::new();
+        for i in 0..KEYS {
+            let k = format!("key:{i}").into_bytes();
+            h.set(0, &k, b"v", &crate::SetOptions::default()).unwrap();
+            if h.hash(&k) < 1 << 63 {
+                first_half.insert(k);
+            }
+        }
+        let mut hits = 0u64;
+        for _ in 0..DRAWS {
+            let k = h.random_key(0).unwrap().unwrap();
+            hits += first_half.contains(&k) as u64;
+        }
+        // The share of draws landing on the first half's keys against those keys' share:
+        // 1 for a fair pick (the standard error here is about 0.3%).
+        let ratio = (hits as f64 / DRAWS as f64) / (first_half.len() as f64 / KEYS as f64);
+        assert!((ratio - 1.0).abs() < 0.03, "the first half of the positions was drawn {ratio:.3}x its share");
+    }
+
     #[test]
     fn prefetch_hints_change_nothing() {
         let store = Store::open(StoreConfig::small_for_tests()).unwrap();

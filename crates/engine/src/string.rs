@@ -57,7 +57,8 @@ pub struct SetOptions {
     pub get: bool,
     /// memcached client flags to store.
     pub flags: u32,
-    /// memcached `cas`: store only if the item's version is this.
+    /// memcached `cas`: store only if the item is a string of this version (a collection
+    /// under the key is `NotFound`, as a missing key).
     pub cas: Option<u64>,
     /// Store the bytes as a string even if they read as a canonical integer (which `set`
     /// otherwise stores as an integer item, for INCR in place). Redis's INCRBYFLOAT makes a
@@ -245,7 +246,10 @@ impl Handle {
             let refuse = |outcome| Ok((Action::Keep, SetReply { outcome, old: old_val.clone(), version: 0 }));
             if let Some(cas) = opt.cas {
                 match old {
+                    // A CAS is memcached's, which sees strings only: a Redis collection under
+                    // the key is as missing to it as no item at all.
                     None => return refuse(Outcome::NotFound),
+                    Some(o) if !o.is_string() => return refuse(Outcome::NotFound),
                     // Versions fit in 40 bits: a larger CAS matches none (memcached compares
                     // all 64).
                     Some(o) if o.meta(a)?.version != cas => return refuse(Outcome::Exists),

@@ -1264,9 +1264,13 @@ fn gat_touches_the_item_it_returns() {
 }
 
 #[test]
-fn touches_leave_a_key_of_another_type_alone() {
-    // memcached sees a Redis list as no item: gat, touch, `md I` and `mg T` miss it, and
-    // must not change its TTL either.
+fn touches_and_modifications_leave_a_key_of_another_type_alone() {
+    // memcached sees a Redis list as no item: everything that reads or changes an existing
+    // item misses it (the miss reply of each command) and leaves it and its TTL alone.
+    // These used to answer SERVER_ERROR WRONGTYPE (append, prepend, ms MA, ma), a
+    // non-numeric CLIENT_ERROR (incr, decr), EXISTS (cas), HD (an mg asking for no value),
+    // and `md l x` replaced the list with an empty string. (Whole-value stores, set and ms, replace it as Redis's SET
+    // does, and delete deletes it, as DEL.)
     let t = start();
     let mut r = Raw::connect(t.resp);
     r.check(&cmd(&[b"RPUSH", b"l", b"x"]), b":1\r\n");
@@ -1275,7 +1279,25 @@ fn touches_leave_a_key_of_another_type_alone() {
     c.check(b"touch l 100\r\n", b"NOT_FOUND\r\n");
     c.check(b"md l I T100\r\n", b"NF\r\n");
     c.check(b"mg l T100 v\r\n", b"EN\r\n");
+    c.check(b"mg l\r\n", b"EN\r\n");
+    c.check(b"mg l k O1 c\r\n", b"EN kl O1\r\n");
+    c.check(b"append l 0 0 1\r\nz\r\n", b"NOT_STORED\r\n");
+    c.check(b"prepend l 0 0 1\r\nz\r\n", b"NOT_STORED\r\n");
+    c.check(b"incr l 1\r\n", b"NOT_FOUND\r\n");
+    c.check(b"decr l 1\r\n", b"NOT_FOUND\r\n");
+    c.check(b"cas l 0 0 1 1\r\nz\r\n", b"NOT_FOUND\r\n");
+    c.check(b"ms l 1 MA\r\nz\r\n", b"NS\r\n");
+    c.check(b"ms l 1 C1\r\nz\r\n", b"NF\r\n");
+    c.check(b"ma l\r\n", b"NF\r\n");
+    c.check(b"ma l N0 J5\r\n", b"NF\r\n");
+    c.check(b"md l x\r\n", b"NF\r\n");
+    c.check(b"md l x C1\r\n", b"NF\r\n");
     r.check(&cmd(&[b"TTL", b"l"]), b":-1\r\n");
+    r.check(&cmd(&[b"LRANGE", b"l", b"0", b"-1"]), b"*1\r\n$1\r\nx\r\n");
+    // `md x` on a string still empties it.
+    c.check(b"set s 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.check(b"md s x\r\n", b"HD\r\n");
+    c.check(b"get s\r\n", b"VALUE s 0 0\r\n\r\nEND\r\n");
 }
 
 #[test]

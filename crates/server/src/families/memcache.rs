@@ -23,6 +23,12 @@
 //! Meta commands build on the same calls; where memcached needs an atomic check the engine
 //! has no single call for (`ma`, `ms` append with `C`), a read and a CAS-guarded `set` loop.
 //!
+//! memcached sees strings only. A key holding a Redis hash, list, set or sorted set is no
+//! item to it: every command that reads or changes an existing item (get, touch, append,
+//! incr, cas, `mg`, `md I`/`x`, `ma`, ...) misses it with that command's miss reply and
+//! leaves it alone; whole-value stores (set, `ms`) replace it as Redis's SET does, and
+//! delete deletes it as DEL does.
+//!
 //! Item marks memcached keeps in the item header for the meta "stale-while-revalidate"
 //! protocol (stale, win token sent) are not stored in the engine: they live here, in a small
 //! per-server table keyed by key and valid only for the item version they were set on, so
@@ -734,19 +740,20 @@ impl<'a> Mc<'a> {
                     return Ok((StoreResult::NotStored, 0));
                 }
             }
-            return Ok(match self.h.concat(DB, key, data, prepend, false)? {
-                Some(_) => {
+            return Ok(match self.h.concat(DB, key, data, prepend, false) {
+                Ok(Some(_)) => {
                     self.count(C::TotalItems);
                     (StoreResult::Stored, 0)
                 }
-                None => (StoreResult::NotStored, 0),
+                // A Redis collection is a missing item to memcached.
+                Ok(None) | Err(EngineError::WrongType) => (StoreResult::NotStored, 0),
+                Err(e) => return Err(e),
             });
         }
         // With a CAS, or when the new version is wanted (which `concat` does not return):
         // read, check, and write back guarded by the version we read.
         for _ in 0..CAS_RETRIES {
-            self.scratch.clear();
-            let Some(m) = self.h.get_into(DB, key, &mut self.scratch)? else {
+            let Some(m) = self.read(key, true)? else {
                 return Ok((StoreResult::NotStored, 0));
             };
             if cas.is_some_and(|c| c != m.version) {
@@ -810,13 +817,14 @@ impl<'a> Mc<'a> {
                     reply::number(self.out, v);
                 }
             }
-            Ok(None) => {
+            // A Redis collection is a missing item to memcached.
+            Ok(None) | Err(EngineError::WrongType) => {
                 self.count(miss);
                 if !noreply {
                     reply::not_found(self.out);
                 }
             }
-            Err(EngineError::NotInteger) | Err(EngineError::WrongType) => {
+            Err(EngineError::NotInteger) => {
                 if !noreply {
                     reply::client_error(self.out, NON_NUMERIC);
                 }
@@ -1058,6 +1066,8 @@ impl<'a> Mc<'a> {
                 self.scratch.clear();
                 Ok(None)
             }
+            // (`meta` answers for any type.)
+            Ok(Some(m)) if m.ty != larder_engine::Type::String => Ok(None),
             r => r,
         }
     }
@@ -1245,18 +1255,34 @@ impl<'a> Mc<'a> {
         let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
         let (outcome, version) = if f.remove_value {
             // A tombstone: empty value, the given client flags and TTL (none by default),
-            // under a new version (with `I`, the stale one).
-            let opts = SetOptions {
-                cond: Cond::Xx,
+            // under a new version (with `I`, the stale one). Only over a string: a CAS,
+            // the client's or the version just read, makes the write miss a Redis
+            // collection (memcached sees none) even if one replaces the string meanwhile.
+            let mut opts = SetOptions {
                 cas: f.compare_cas,
                 flags: f.client_flags.unwrap_or(0),
                 expiry: Expiry::at_or_clear(t_at.unwrap_or(0)),
                 ..Default::default()
             };
-            match self.op_set(k, b"", &opts)? {
-                (StoreResult::NotStored, _) => (StoreResult::NotFound, 0),
-                r => r,
+            let mut r = Err(contention());
+            for _ in 0..CAS_RETRIES {
+                if f.compare_cas.is_none() {
+                    let Some(m) = self.read(k, false)? else {
+                        r = Ok((StoreResult::NotFound, 0));
+                        break;
+                    };
+                    opts.cas = Some(m.version);
+                }
+                match self.op_set(k, b"", &opts)? {
+                    // Written over since the read: read again.
+                    (StoreResult::Exists, _) if f.compare_cas.is_none() => continue,
+                    done => {
+                        r = Ok(done);
+                        break;
+                    }
+                }
             }
+            r?
         } else {
             // `I` alone: a new version (so CAS writes based on the old value fail), and the
             // TTL only if `T` gives one.
@@ -1300,8 +1326,7 @@ impl<'a> Mc<'a> {
             (C::IncrHits, C::IncrMisses)
         };
         for _ in 0..CAS_RETRIES {
-            self.scratch.clear();
-            let Some(m) = self.h.get_into(DB, k, &mut self.scratch)? else {
+            let Some(m) = self.read(k, true)? else {
                 if n_at.is_none() {
                     self.count(miss);
                     reply::Meta::nf(self.out).echo_opaque_key(f, key).finish();
@@ -1317,6 +1342,13 @@ impl<'a> Mc<'a> {
                 if let (StoreResult::Stored, version) = self.op_set(k, value.as_bytes(), &opts)? {
                     // memcached 1.6 answers a vivified counter even in quiet mode.
                     self.ma_reply(key, f, value.as_bytes(), version, 0, true, t_at, n_at, now);
+                    return Ok(());
+                }
+                // Someone's item is there: a string is read on the next round, but a Redis
+                // collection (a miss to memcached) is no counter and can't be vivified over.
+                if self.h.type_of(DB, k)?.is_some_and(|t| t != larder_engine::Type::String) {
+                    self.count(miss);
+                    reply::Meta::nf(self.out).echo_opaque_key(f, key).finish();
                     return Ok(());
                 }
                 continue;

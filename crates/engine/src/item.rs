@@ -1,7 +1,8 @@
 //! Items: one arena block holding a key, its value and its metadata.
 //!
 //! ```text
-//!   @0   meta   u64   type:4 | flags:4 | klen:16 | version:40      (the item's state word)
+//!   @0   meta   u64   type:4 | flags:4 | klen:16 | version:40      (the item's state word;
+//!                     flags: HAS_EXPIRY, HAS_CFLAGS, LONG_KEY, EDITED)
 //!   @8   vlen   u32   value length in bytes (8 for an integer item)
 //!   @12  cflags u32   memcached client flags            (only if HAS_CFLAGS)
 //!   then klen   u32   key length, when it needs more than 16 bits (only if LONG_KEY)
@@ -42,6 +43,9 @@ pub(crate) fn is_tree_type(ty: u64) -> bool {
 const HAS_EXPIRY: u64 = 1 << 4;
 const HAS_CFLAGS: u64 = 1 << 5;
 const LONG_KEY: u64 = 1 << 6;
+/// A string that APPEND, SETRANGE or SETBIT changed in place of its old value: what Redis
+/// calls the `raw` encoding whatever the length, until a SET replaces it (OBJECT ENCODING).
+const EDITED: u64 = 1 << 7;
 
 const VERSION_SHIFT: u32 = 24;
 /// Item versions (memcached CAS values) are 40 bits wide.
@@ -86,6 +90,9 @@ impl Type {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Value<'a> {
     Raw(&'a [u8]),
+    /// A raw string made by editing the key's old value (APPEND, SETRANGE, SETBIT): stored
+    /// as `Raw`, marked [`EDITED`].
+    Edited(&'a [u8]),
     Int(i64),
     /// A collection item: its type code and encoded bytes (coll.rs).
     Coll(u64, &'a [u8]),
@@ -100,6 +107,16 @@ impl<'a> Value<'a> {
         match parse_canonical_i64(bytes) {
             Some(i) => Value::Int(i),
             None => Value::Raw(bytes),
+        }
+    }
+
+    /// The bytes of string item `old`, to rebuild it unchanged (a new key, expiry or
+    /// version): an edited string stays edited.
+    pub(crate) fn kept(old: &ItemView, bytes: &'a [u8]) -> Value<'a> {
+        if old.is_edited() {
+            Value::Edited(bytes)
+        } else {
+            Value::Raw(bytes)
         }
     }
 }
@@ -228,6 +245,12 @@ impl ItemView {
     #[inline]
     pub(crate) fn version(&self) -> u64 {
         self.meta >> VERSION_SHIFT
+    }
+
+    /// Whether this is a string APPEND, SETRANGE or SETBIT made (see [`EDITED`]).
+    #[inline]
+    pub(crate) fn is_edited(&self) -> bool {
+        self.meta & EDITED != 0
     }
 
     /// The header fields beyond the first 12 bytes: (key length, client flags, key position).
@@ -445,7 +468,7 @@ pub(crate) fn build(p: &Participant, it: &NewItem<'_>) -> Result<u64, Error> {
 pub(crate) fn build_with_room(p: &Participant, it: &NewItem<'_>, room: u64) -> Result<u64, Error> {
     let klen = it.key.len() as u64;
     let (ty, vraw, vlen) = match it.value {
-        Value::Raw(v) => (T_RAW, v.len() as u64, v.len() as u64),
+        Value::Raw(v) | Value::Edited(v) => (T_RAW, v.len() as u64, v.len() as u64),
         Value::Int(_) => (T_INT, 0, 8),
         Value::Coll(ty, v) => (ty, v.len() as u64, v.len() as u64),
         Value::Parts(ty, ps) => {
@@ -467,6 +490,9 @@ pub(crate) fn build_with_room(p: &Participant, it: &NewItem<'_>, room: u64) -> R
         meta |= LONG_KEY;
     } else {
         meta |= klen << 8;
+    }
+    if matches!(it.value, Value::Edited(_)) {
+        meta |= EDITED;
     }
     let l = layout(meta, klen, vraw);
     let a = &**p.arena();
@@ -491,7 +517,7 @@ pub(crate) fn build_with_room(p: &Participant, it: &NewItem<'_>, room: u64) -> R
     }
     let head = &head[..l.key as usize];
     match it.value {
-        Value::Raw(v) | Value::Coll(_, v) => a.write_parts(off, [head, it.key, v])?,
+        Value::Raw(v) | Value::Edited(v) | Value::Coll(_, v) => a.write_parts(off, [head, it.key, v])?,
         Value::Parts(_, [p0, p1, p2]) => a.write_parts(off, [head, it.key, p0, p1, p2])?,
         Value::Int(_) => a.write_parts(off, [head, it.key])?,
     }
@@ -561,7 +587,11 @@ pub(crate) fn append_in_place(a: &Arena, view: &ItemView, data: &[u8], version: 
     }
     a.write(end, data)?;
     a.u32(view.off + 8)?.store(new_len as u32, Ordering::Release);
-    set_version(a, view, version)?;
+    // The new version, and the mark of an edited string (a SET's item can have a few bytes
+    // of room from its size class).
+    let w = a.u64(view.off)?;
+    let m = w.load(Ordering::Relaxed);
+    w.store((m & ((1 << VERSION_SHIFT) - 1)) | EDITED | ((version & VERSION_MASK) << VERSION_SHIFT), Ordering::Release);
     Ok(true)
 }
 

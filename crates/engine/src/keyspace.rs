@@ -593,7 +593,8 @@ impl Handle {
 
     /// The key's value encoding as Redis's `OBJECT ENCODING` names it: `int` for an
     /// integer item, `embstr` for raw bytes up to 44 long (Redis's embedded-string limit),
-    /// `raw` above that.
+    /// `raw` above that and for a string APPEND, SETRANGE or SETBIT changed (as Redis
+    /// turns a string it edits into a raw one).
     pub fn encoding(&self, db: u32, key: &[u8]) -> Result<Option<&'static str>, Error> {
         Ok(self.encoding_and_int(db, key)?.map(|(e, _)| e))
     }
@@ -617,6 +618,7 @@ impl Handle {
             let int = if it.is_int() { Some(it.int(a)?) } else { None };
             let encoding = match it.type_() {
                 Type::String if it.is_int() => "int",
+                Type::String if it.is_edited() => "raw",
                 Type::String if it.vlen <= 44 => "embstr",
                 Type::String => "raw",
                 Type::Hash | Type::ZSet if it.ty() % 2 == 0 => "listpack",
@@ -752,7 +754,7 @@ impl Handle {
                 let built = if s.item.is_string() {
                     let mut val = Vec::new();
                     s.item.value(a, &mut val)?;
-                    let value = if s.item.is_int() { Value::of(&val) } else { Value::Raw(&val) };
+                    let value = if s.item.is_int() { Value::of(&val) } else { Value::kept(&s.item, &val) };
                     item::build(p, &NewItem { key: dst, value, expire_at, cflags: s.item.cflags, version })
                 } else if delete_src {
                     // RENAME / MOVE: the new item takes over the collection (its tree stays).

@@ -491,13 +491,13 @@ impl Handle {
             let len = v.len() as u64;
             let off = match old {
                 None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
-                Some(o) if prepend => rebuild_value(p, o, Value::of(&v))?,
-                // Raw, not `Value::of`: an integer item can't grow in place (Redis, too,
+                Some(o) if prepend => rebuild_value(p, o, Value::Edited(&v))?,
+                // Edited, not `Value::of`: an integer item can't grow in place (Redis, too,
                 // leaves an appended-to string raw; INCR still parses it).
                 Some(o) => {
                     let mut k = Vec::new();
                     o.key(a, &mut k)?;
-                    let it = NewItem { key: &k, value: Value::Raw(&v), expire_at: o.expire_at(a)?, cflags: o.cflags, version: p.next_version()? };
+                    let it = NewItem { key: &k, value: Value::Edited(&v), expire_at: o.expire_at(a)?, cflags: o.cflags, version: p.next_version()? };
                     item::build_with_room(p, &it, append_room(len))?
                 }
             };
@@ -631,8 +631,9 @@ impl Handle {
                 v[byte as usize] &= !mask;
             }
             let off = match old {
-                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
-                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+                // A raw string, as Redis makes it, even from nothing.
+                None => item::build(p, &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, Value::Edited(&v))?,
             };
             Ok((Action::Put(off), was))
         })
@@ -692,8 +693,9 @@ impl Handle {
             v[offset as usize..end as usize].copy_from_slice(data);
             let len = v.len() as u64;
             let off = match old {
-                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
-                Some(o) => rebuild_value(p, o, Value::of(&v))?,
+                // A raw string, as Redis makes it, even from nothing.
+                None => item::build(p, &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                Some(o) => rebuild_value(p, o, Value::Edited(&v))?,
             };
             Ok((Action::Put(off), len))
         })
@@ -967,7 +969,7 @@ pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64, version: u64) -
                 Value::Int(o.int(a)?)
             } else if o.is_string() {
                 o.value(a, &mut v)?;
-                Value::Raw(&v)
+                Value::kept(o, &v)
             } else {
                 // A collection keeps its encoding (and its tree, see retire_replaced).
                 o.raw_value(a, &mut v)?;

@@ -870,3 +870,53 @@ fn get_frames_values_of_every_length() {
         ck(&mut c, "GET i", "$20\r\n-9223372036854775807\r\n");
     }
 }
+
+#[test]
+fn edited_strings_report_the_raw_encoding() {
+    // Redis turns a string APPEND, SETRANGE or SETBIT changes into a raw one whatever its
+    // length, and it stays raw through EXPIRE, COPY, RENAME and GETEX until a SET (replies
+    // recorded from redis-server 7.0.15). Larder said embstr (or int) by length.
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let enc = |c: &mut Raw, k: &str, want: &str| ck(c, &format!("OBJECT ENCODING {k}"), &format!("${}\r\n{want}\r\n", want.len()));
+    ck(&mut c, "SET k abc", "+OK\r\n");
+    ck(&mut c, "APPEND k d", ":4\r\n");
+    enc(&mut c, "k", "raw");
+    ck(&mut c, "EXPIRE k 100", ":1\r\n");
+    enc(&mut c, "k", "raw");
+    ck(&mut c, "COPY k k2", ":1\r\n");
+    enc(&mut c, "k2", "raw");
+    ck(&mut c, "RENAME k k3", "+OK\r\n");
+    enc(&mut c, "k3", "raw");
+    ck(&mut c, "PERSIST k3", ":1\r\n");
+    ck(&mut c, "GETEX k3 EX 50", "$4\r\nabcd\r\n");
+    enc(&mut c, "k3", "raw");
+    ck(&mut c, "SET k3 abc", "+OK\r\n");
+    enc(&mut c, "k3", "embstr");
+    // An integer appended to is raw; INCR makes an integer of it again.
+    ck(&mut c, "SET n 123", "+OK\r\n");
+    ck(&mut c, "APPEND n 4", ":4\r\n");
+    enc(&mut c, "n", "raw");
+    ck(&mut c, "INCR n", ":1235\r\n");
+    enc(&mut c, "n", "int");
+    // SETRANGE with nothing to write changes nothing; SETRANGE and SETBIT of a missing key
+    // make a raw string; APPEND of a missing key stores the value as SET would.
+    ck(&mut c, "SET e 1234", "+OK\r\n");
+    c.check(&cmd(&[b"SETRANGE", b"e", b"0", b""]), b":4\r\n");
+    enc(&mut c, "e", "int");
+    ck(&mut c, "SETRANGE r 0 123", ":3\r\n");
+    enc(&mut c, "r", "raw");
+    ck(&mut c, "SET b 0", "+OK\r\n");
+    ck(&mut c, "SETBIT b 1 1", ":0\r\n");
+    enc(&mut c, "b", "raw");
+    ck(&mut c, "SETBIT nb 1 1", ":0\r\n");
+    enc(&mut c, "nb", "raw");
+    ck(&mut c, "APPEND a 123", ":3\r\n");
+    enc(&mut c, "a", "int");
+    // A SET's item whose size class leaves a spare byte takes a 1-byte append in place
+    // (12-byte header, key and value: 15 bytes in a 16-byte block).
+    ck(&mut c, "SET s ab", "+OK\r\n");
+    ck(&mut c, "APPEND s x", ":3\r\n");
+    enc(&mut c, "s", "raw");
+    ck(&mut c, "GET s", "$3\r\nabx\r\n");
+}

@@ -1212,8 +1212,6 @@ fn same_home(h: u64, cur: u64, l: u32) -> bool {
 mod tests {
     use crate::{ArenaConfig, SetOptions, Store, StoreConfig};
 
-    /// Prefetch hints change nothing, whatever they are given: keys present or not, a
-    /// database out of range, hints used after the key was overwritten or deleted.
     /// RANDOMKEY picks every key about equally often. Positions are bent ([`index::spiral`]):
     /// keys are twice as dense at the start of the position space as at its end, and the
     /// segments there split deeper, so a position drawn uniformly landed on the start's
@@ -1244,6 +1242,8 @@ mod tests {
         assert!((ratio - 1.0).abs() < 0.03, "the first half of the positions was drawn {ratio:.3}x its share");
     }
 
+    /// Prefetch hints change nothing, whatever they are given: keys present or not, a
+    /// database out of range, hints used after the key was overwritten or deleted.
     #[test]
     fn prefetch_hints_change_nothing() {
         let store = Store::open(StoreConfig::small_for_tests()).unwrap();

@@ -228,7 +228,7 @@ impl Handle {
         check_len(value.len())?;
         check_len(key.len())?;
         if let Expiry::At(at) = opt.expiry {
-            if at <= now_ms() && opt.cas.is_none() {
+            if at <= now_ms() {
                 // An expiry in the past: the write happens and the key is gone at once.
                 return self.set_expired(db, key, opt);
             }
@@ -244,17 +244,8 @@ impl Handle {
                 _ => None,
             };
             let refuse = |outcome| Ok((Action::Keep, SetReply { outcome, old: old_val.clone(), version: 0 }));
-            if let Some(cas) = opt.cas {
-                match old {
-                    // A CAS is memcached's, which sees strings only: a Redis collection under
-                    // the key is as missing to it as no item at all.
-                    None => return refuse(Outcome::NotFound),
-                    Some(o) if !o.is_string() => return refuse(Outcome::NotFound),
-                    // Versions fit in 40 bits: a larger CAS matches none (memcached compares
-                    // all 64).
-                    Some(o) if o.meta(a)?.version != cas => return refuse(Outcome::Exists),
-                    _ => {}
-                }
+            if let Some(outcome) = cas_refusal(a, opt.cas, old)? {
+                return refuse(outcome);
             }
             match (opt.cond, old.is_some()) {
                 (Cond::Nx, true) | (Cond::Xx, false) => return refuse(Outcome::NotStored),
@@ -275,8 +266,8 @@ impl Handle {
         })
     }
 
-    /// SET with an expiry already in the past: same conditions and reply, but the key ends
-    /// up deleted.
+    /// SET with an expiry already in the past: same conditions (CAS included) and reply, but
+    /// the key ends up deleted.
     fn set_expired(&mut self, db: u32, key: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
         self.write(db, key, |p, old| {
             let old_val = match (opt.get, old) {
@@ -287,6 +278,9 @@ impl Handle {
                 }
                 _ => None,
             };
+            if let Some(outcome) = cas_refusal(p.arena(), opt.cas, old)? {
+                return Ok((Action::Keep, SetReply { outcome, old: old_val, version: 0 }));
+            }
             match (opt.cond, old.is_some()) {
                 (Cond::Nx, true) | (Cond::Xx, false) => {
                     Ok((Action::Keep, SetReply { outcome: Outcome::NotStored, old: old_val, version: 0 }))
@@ -981,6 +975,19 @@ pub(crate) fn set_expiry(p: &Participant, o: &ItemView, at: u64, version: u64) -
             Ok(Action::Put(off))
         }
     }
+}
+
+/// Why a store with `cas` must not happen to `old`, if it must not: `NotFound` for no item or
+/// a Redis collection (a CAS is memcached's, which sees strings only), `Exists` for another
+/// version. Versions fit in 40 bits: a larger CAS matches none (memcached compares all 64).
+fn cas_refusal(a: &larder_arena::Arena, cas: Option<u64>, old: Option<&ItemView>) -> Result<Option<Outcome>, Error> {
+    let Some(cas) = cas else { return Ok(None) };
+    Ok(match old {
+        None => Some(Outcome::NotFound),
+        Some(o) if !o.is_string() => Some(Outcome::NotFound),
+        Some(o) if o.meta(a)?.version != cas => Some(Outcome::Exists),
+        Some(_) => None,
+    })
 }
 
 /// A new item with `old`'s key, expiry and flags and a new value.

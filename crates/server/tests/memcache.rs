@@ -1294,10 +1294,13 @@ fn touches_and_modifications_leave_a_key_of_another_type_alone() {
     c.check(b"md l x C1\r\n", b"NF\r\n");
     r.check(&cmd(&[b"TTL", b"l"]), b":-1\r\n");
     r.check(&cmd(&[b"LRANGE", b"l", b"0", b"-1"]), b"*1\r\n$1\r\nx\r\n");
-    // `md x` on a string still empties it.
+    // `md x` on a string still empties it; with a TTL in the past it deletes it (not a
+    // tombstone left expired, which DBSIZE would count until something reaped it).
     c.check(b"set s 5 0 3\r\nabc\r\n", b"STORED\r\n");
     c.check(b"md s x\r\n", b"HD\r\n");
     c.check(b"get s\r\n", b"VALUE s 0 0\r\n\r\nEND\r\n");
+    c.check(b"md s x T-1\r\n", b"HD\r\n");
+    r.check(&cmd(&[b"DBSIZE"]), b":1\r\n");
 }
 
 #[test]

@@ -571,10 +571,8 @@ fn op_encoding(h: &Handle, db: u32, key: &[u8]) -> Result<Option<&'static str>, 
 }
 
 /// # Format
-/// `OBJECT ENCODING key` → `int`, `embstr` (up to 44 bytes) or `raw`; null if missing.
-///
-/// Decided by the stored form only: Redis also reports `raw` for a short value built by
-/// APPEND or SETRANGE, which is not recorded here.
+/// `OBJECT ENCODING key` → `int`, `embstr` (up to 44 bytes) or `raw` (longer, or changed
+/// by APPEND, SETRANGE or SETBIT, as Redis reports it); null if missing.
 fn cmd_object_encoding(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     match op_encoding(ctx.h, ctx.conn.db, ctx.arg(2))? {
         Some(e) => ctx.out.bulk(e.as_bytes()),

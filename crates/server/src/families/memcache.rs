@@ -26,8 +26,9 @@
 //! memcached sees strings only. A key holding a Redis hash, list, set or sorted set is no
 //! item to it: every command that reads or changes an existing item (get, touch, append,
 //! incr, cas, `mg`, `md I`/`x`, `ma`, ...) misses it with that command's miss reply and
-//! leaves it alone; whole-value stores (set, `ms`) replace it as Redis's SET does, and
-//! delete deletes it as DEL does.
+//! leaves it alone; whole-value stores (set, add, replace, `ms`) act on the key as Redis's
+//! SET with NX/XX does (set and replace overwrite it, add finds it taken), and delete
+//! deletes it as DEL does.
 //!
 //! Item marks memcached keeps in the item header for the meta "stale-while-revalidate"
 //! protocol (stale, win token sent) are not stored in the engine: they live here, in a small

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use larder_engine::{Handle, Hint};
+use larder_engine::{Handle, PREFETCH_GROUP};
 use larder_resp::{Args, Limits, Protocol, Writer};
 
 use crate::command::{dispatch_known, first_key_index, lookup_command, Argv, ConnState, Ctx};
@@ -40,8 +40,9 @@ const READ_CHUNK: usize = 16 * 1024;
 /// this much at a time: a 1 MB SET in 16 kB reads was 64 system calls.
 const BIG_READ_CHUNK: usize = 256 * 1024;
 
-/// How many pipelined requests are parsed ahead and prefetched together.
-const PREFETCH_AHEAD: usize = 16;
+/// How many pipelined requests are parsed ahead and prefetched together: as many keys as
+/// one [`Handle::prefetch_group`] takes.
+const PREFETCH_AHEAD: usize = PREFETCH_GROUP;
 
 struct Conn {
     stream: TcpStream,
@@ -776,20 +777,18 @@ fn parse_ahead(buf: &[u8], limits: &Limits, batch: &mut [Parsed]) -> Result<usiz
 /// Each request's command is looked up here once, for its key positions, and kept for
 /// running it.
 fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &mut [Parsed]) {
-    let mut hints = [Hint::default(); PREFETCH_AHEAD];
+    let mut keys: [&[u8]; PREFETCH_AHEAD] = [&[]; PREFETCH_AHEAD];
     let (mut n, mut pos) = (0, 0);
     for p in batch {
         let argv = Argv { args: &p.args, buf: &buf[pos..] };
         p.cmd = lookup_command(argv.get(0));
         if let Some(k) = p.cmd.and_then(|i| first_key_index(i, argv)) {
-            hints[n] = h.prefetch_bucket(db, argv.get(k));
+            keys[n] = argv.get(k);
             n += 1;
         }
         pos += p.len;
     }
-    for &hint in &hints[..n] {
-        h.prefetch_item(hint);
-    }
+    h.prefetch_group(db, keys[..n].iter().copied());
 }
 
 /// Whether a connection's pending output is over its class's `client-output-buffer-limit`:

@@ -705,6 +705,12 @@ impl Participant {
     /// `next u32, count u32, start u32, pad, then (unit offset u32, epoch u32) × 62`.
     pub fn retire(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
+        // `off` came out of the arena (an index slot, a tree node): in a corrupt segment it
+        // may be anything, and it is stored in unit form. Whether it is really a block is
+        // checked when it is freed.
+        if !off.is_multiple_of(crate::UNIT) || off >= a.capacity() {
+            return Err(Error::OutOfRange { off, size: 0 });
+        }
         // The block is stamped with an epoch no smaller than the global epoch *after* the
         // unlink became visible: a reader pinned at E may have seen the block only if the
         // stamp is >= E, and the global epoch cannot reach E + 2 while that reader is pinned.

@@ -161,6 +161,13 @@ fn out_of_range_offsets_are_errors() {
     assert!(a.block_size(12).is_err());
     let p = a.register().unwrap();
     assert!(p.free(a.capacity() - 8).is_err());
+    // A retired offset is stored in unit form until it is freed: one that isn't a unit
+    // boundary in the arena (read from a corrupt segment) is refused at once.
+    let b = p.alloc(64).unwrap();
+    assert!(p.retire(b + 3).is_err());
+    assert!(p.retire(a.capacity()).is_err());
+    assert!(p.retire(u64::MAX - 7).is_err());
+    p.retire(b).unwrap();
 }
 
 #[test]

@@ -35,6 +35,9 @@ const INNER: u32 = 1 << 31;
 pub(crate) const LEAF_MAX: usize = 32;
 pub(crate) const INNER_MAX: usize = 16;
 const HEAD: u64 = 16;
+/// More elements than any arena holds: a count above it was read from a corrupt node, and
+/// counts below it add up (64 levels of 16) without overflowing.
+const MAX_COUNT: u64 = 1 << 40;
 
 /// One entry of a node, leaf or inner (a leaf entry leaves `child` 0 and `count` 1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +111,9 @@ impl Node {
         if inner {
             for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(32)) {
                 *e = Ent { prefix: w(b, 0), elem: w(b, 1), child: w(b, 2), count: w(b, 3) };
+                if e.count > MAX_COUNT {
+                    return Err(Error::Corrupt("tree node with a bad element count"));
+                }
             }
         } else {
             for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(16)) {
@@ -183,7 +189,7 @@ impl<'a> View<'a> {
     #[inline]
     fn count(&self, i: usize) -> Result<u64, Error> {
         if self.inner {
-            self.word(i, 3)
+            self.word(i, 3).and_then(|c| if c > MAX_COUNT { Err(Error::Corrupt("tree node with a bad element count")) } else { Ok(c) })
         } else {
             Ok(1)
         }
@@ -210,7 +216,11 @@ pub(crate) fn count(a: &Arena, node: u64) -> Result<u64, Error> {
     if node == 0 {
         return Ok(0);
     }
-    Ok(a.u64(node + 8)?.load(std::sync::atomic::Ordering::Relaxed))
+    let c = a.u64(node + 8)?.load(std::sync::atomic::Ordering::Relaxed);
+    if c > MAX_COUNT {
+        return Err(Error::Corrupt("tree node with a bad element count"));
+    }
+    Ok(c)
 }
 
 // ---- elements ----
@@ -812,4 +822,36 @@ pub(crate) fn check(a: &Arena, root: u64, f: &mut dyn FnMut(u64, u64) -> Result<
         go(a, root, 0, &mut leaf_depth, &mut problems, f)?;
     }
     Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn counts_no_arena_could_hold_are_refused_where_they_are_read() {
+        // Counts are added up along every path (and a list's length is its tree's count
+        // plus its buffers'): one read from a corrupt node must not overflow them.
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let p = store.arena().register().unwrap();
+        let elems: Vec<(u64, u64)> = (0..2000).map(|i| (i, 8 * (i + 1))).collect();
+        let root = build(&p, &mut Edit::default(), &elems).unwrap();
+        let a = p.arena();
+        assert_eq!(count(a, root).unwrap(), 2000);
+        let mut seen = 0;
+        walk(a, root, 0, 2000, &mut |_, _| {
+            seen += 1;
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(seen, 2000);
+        // The header's total, then the first entry's count.
+        a.u64(root + 8).unwrap().store(u64::MAX - 3, Relaxed);
+        assert!(count(a, root).is_err());
+        a.u64(root + 8).unwrap().store(2000, Relaxed);
+        a.u64(root + HEAD + 24).unwrap().store(u64::MAX - 3, Relaxed);
+        assert!(Node::read(a, root).is_err());
+        assert!(walk(a, root, 0, 10, &mut |_, _| Ok(true)).is_err());
+    }
 }

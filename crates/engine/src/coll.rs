@@ -898,6 +898,11 @@ impl<'a> Coll<'a> {
             return Ok(());
         }
         let ents: Vec<&[u8]> = buf.iter().collect();
+        // The buffer's count came from the item as it was (see `open_list`): bytes that
+        // disagree with it are found here, where every entry is walked anyway.
+        if ents.len() != n {
+            return Err(Error::Corrupt("list buffer's entry count disagrees with its bytes"));
+        }
         let bytes = |i: usize| ents[i].len() + 1;
         // Keep the outer end: the head's first entries, the tail's last.
         let outer = |j: usize| if front { j } else { n - 1 - j };

@@ -1127,7 +1127,7 @@ impl Handle {
                         it.key(a, &mut k)?;
                         expired.push(k);
                     } else {
-                        round.ttl_sum_ms += at - now;
+                        round.ttl_sum_ms = round.ttl_sum_ms.saturating_add(at - now);
                         round.ttl_samples += 1;
                     }
                 }

@@ -295,3 +295,17 @@ fn a_list_buffer_whose_count_disagrees_with_its_bytes_is_an_error() {
     }
     assert!(results.iter().any(|r| r.is_err()), "the bad count was never noticed");
 }
+
+#[test]
+fn expiries_far_in_the_future_do_not_overflow_an_expire_rounds_sum() {
+    // An expiry read from a corrupt item can be anything; so can one a client set. The
+    // round's sum of TTLs saturates instead of overflowing (a panic in a debug build).
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    for i in 0..3 {
+        let o = SetOptions { expiry: Expiry::At(u64::MAX - i), ..Default::default() };
+        h.set(0, format!("far:{i}").as_bytes(), b"v", &o).unwrap();
+    }
+    let r = h.expire_cycle(0, 256).unwrap();
+    assert_eq!((r.examined, r.ttl_samples, r.ttl_sum_ms), (3, 3, u64::MAX));
+}

@@ -602,7 +602,7 @@ fn recount(p: &Participant, seg: u64) -> Result<(), Error> {
         if retired(a, seg)? || !dirty(a, seg)? {
             return Ok(());
         }
-        let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
+        let depth = seg_header(a, seg)?.0;
         let (mut count, mut expires, mut over, mut key) = (0u32, 0u32, [0u8; NB as usize], Vec::new());
         for b in 0..NB {
             let w = bucket_words(a, bucket_off(seg, b))?;
@@ -687,10 +687,18 @@ pub(crate) fn lock_home(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
     let a = &**p.arena();
     // A segment is retired only while its replacement is being published, so a retry sees
     // the new one; a corrupt arena could make this loop forever, hence the bound.
+    let mut last_retired = None;
     for _ in 0..RETRIES {
         let loc = locate(a, db, h)?;
         p.lock(lock_word(a, loc.seg, loc.b)?);
         let (retired, dirty) = retired_dirty(a, loc.seg)?;
+        if retired && last_retired == Some(loc.seg) {
+            // A segment is marked retired with all its buckets locked, after the
+            // directory stops naming it: having held one of them since, a second look at
+            // the directory must find its replacement.
+            p.unlock(lock_word(a, loc.seg, loc.b)?);
+            return Err(Error::Corrupt("directory points at a retired segment"));
+        }
         if !retired {
             if !dirty {
                 return Ok(loc);
@@ -701,7 +709,7 @@ pub(crate) fn lock_home(p: &Participant, db: u32, h: u64) -> Result<Loc, Error> 
             continue;
         }
         p.unlock(lock_word(a, loc.seg, loc.b)?);
-        std::thread::yield_now();
+        last_retired = Some(loc.seg);
     }
     Err(Error::Corrupt("directory keeps pointing at a retired segment"))
 }
@@ -1254,7 +1262,7 @@ pub(crate) fn recover(a: &Arena, intent: u64) -> Result<(), larder_arena::Error>
 
 /// Every current segment of a database, once each, in hash order: (segment, depth).
 pub(crate) fn segments(a: &Arena, db: u32) -> Result<Vec<(u64, u32)>, Error> {
-    let (dir, g) = dir_word(a, db)?;
+    let (dir, g) = directory(a, db)?;
     let mut out = Vec::new();
     let mut i = 0u64;
     while i < (1u64 << g) {
@@ -1269,13 +1277,24 @@ pub(crate) fn segments(a: &Arena, db: u32) -> Result<Vec<(u64, u32)>, Error> {
 }
 
 /// Directory geometry (for the checker and statistics): (directory, global depth).
+/// Checks that the directory's block holds its 2^depth entries: walks of every entry (not
+/// lookups, which read one) would otherwise run through whatever follows it, 2^48 times
+/// for a corrupt depth.
 pub(crate) fn directory(a: &Arena, db: u32) -> Result<(u64, u32), Error> {
-    dir_word(a, db)
+    let (dir, g) = dir_word(a, db)?;
+    if a.block_size(dir)? < 8 << g {
+        return Err(Error::Corrupt("directory larger than its block"));
+    }
+    Ok((dir, g))
 }
 
 pub(crate) fn seg_header(a: &Arena, seg: u64) -> Result<(u32, bool, u32, u64), Error> {
+    let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
+    if depth > MAX_DEPTH {
+        return Err(Error::Corrupt("segment depth out of range"));
+    }
     Ok((
-        a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed),
+        depth,
         retired(a, seg)?,
         seg_count(a, seg)?,
         a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed),
@@ -1456,7 +1475,7 @@ fn swap_locked(p: &Participant, lo: u32, hi: u32) -> Result<(u64, [u64; 2]), Err
 fn clone_index(p: &Participant, db: u32, built: &mut Vec<u64>) -> Result<(u64, u64), Error> {
     let a = &**p.arena();
     let old_word = a.u64(db_root(db) + R_DIR)?.load(Ordering::Acquire);
-    let (dir, g) = dir_word(a, db)?;
+    let (dir, g) = directory(a, db)?;
     let nd = p.alloc(8 << g)?;
     built.push(nd);
     let mut i = 0u64;
@@ -1480,8 +1499,7 @@ fn clone_index(p: &Participant, db: u32, built: &mut Vec<u64>) -> Result<(u64, u
 /// start free and the copy is current.
 fn clone_segment(p: &Participant, seg: u64) -> Result<u64, Error> {
     let a = &**p.arena();
-    let depth = a.u32(seg + G_DEPTH)?.load(Ordering::Relaxed);
-    let prefix = a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed);
+    let (depth, _, _, prefix) = seg_header(a, seg)?;
     let copy = new_segment(p, depth, prefix)?;
     a.u32(copy + G_COUNT)?.store(seg_count(a, seg)?, Ordering::Relaxed);
     a.u32(copy + G_EXPIRES)?.store(a.u32(seg + G_EXPIRES)?.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -1672,5 +1690,53 @@ mod tests {
                 assert_eq!(tag_hits(&w, t), want, "tags {bytes:?} t {t}");
             }
         }
+    }
+
+    /// A corrupt directory depth or segment depth is an error where it is read: walks of
+    /// every directory entry (the checker, SCAN's segment list, FLUSHDB) stop at once
+    /// instead of running through 2^depth entries, and no shift by a depth overflows.
+    #[test]
+    fn corrupt_directory_and_segment_depths_are_errors() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        for i in 0..10_000 {
+            h.set(0, format!("k{i}").as_bytes(), b"v", &crate::SetOptions::default()).unwrap();
+        }
+        let a = store.arena();
+        let segs = segments(a, 0).unwrap();
+        assert!(segs.len() > 1);
+        assert!(store.check().unwrap().ok());
+        let root = a.u64(db_root(0) + R_DIR).unwrap();
+        let w = root.load(Ordering::Relaxed);
+        // A depth within MAX_DEPTH, but far more entries than the directory's block holds.
+        root.store(40 << 32 | (w & 0xffff_ffff), Ordering::Relaxed);
+        let t = std::time::Instant::now();
+        assert!(segments(a, 0).is_err());
+        assert!(store.check().is_err());
+        assert!(h.flushdb(0).is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+        root.store(w, Ordering::Relaxed);
+        // A segment's own depth past any a segment can have.
+        a.u32(segs[0].0 + G_DEPTH).unwrap().store(70, Ordering::Relaxed);
+        assert!(store.check().is_err());
+        assert!(seg_header(a, segs[0].0).is_err());
+    }
+
+    /// A segment the directory still names but marked retired (a scribbled flag) fails a
+    /// write at once: it used to be retried 100000 times, a yield each, for every write.
+    #[test]
+    fn a_write_to_a_retired_segment_the_directory_still_names_is_an_error() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let d = crate::SetOptions::default();
+        h.set(0, b"k", b"v", &d).unwrap();
+        let a = store.arena();
+        let loc = locate(a, 0, key_hash(a.seed(), b"k")).unwrap();
+        a.u32(loc.seg + G_RETIRED).unwrap().store(1, Ordering::Release);
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            assert!(matches!(h.set(0, b"k", b"w", &d), Err(Error::Corrupt(_))));
+        }
+        assert!(t.elapsed() < std::time::Duration::from_millis(200), "{:?}", t.elapsed());
     }
 }

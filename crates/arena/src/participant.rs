@@ -978,7 +978,12 @@ impl Participant {
                 Ok(_) => return,
                 Err(cur) => cur,
             };
-            debug_assert_ne!(cur, self.lock_word, "lock is not re-entrant");
+            // A word naming this participant, which is waiting for the lock: no code path
+            // takes a lock it holds (they are not re-entrant), so the word came from a
+            // corrupt segment. Waiting would be waiting for ourselves; take it.
+            if cur == self.lock_word {
+                return;
+            }
             spins = spins.wrapping_add(1);
             if cur != 0 && spins.is_multiple_of(64) {
                 // Every 64th spin the cheap check (generation), every 16384th the process.

@@ -200,6 +200,27 @@ fn lock_of_a_dropped_participant_is_stale() {
 }
 
 #[test]
+fn a_lock_word_naming_its_waiter_is_taken_not_waited_for() {
+    // Locks are not re-entrant: a participant that finds its own word in a lock it is
+    // taking does not hold it (the word came from a corrupt segment), and waiting would be
+    // for itself, forever. It takes the lock.
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let b = a.clone();
+    // On its own thread, left behind if it hangs: the test fails either way.
+    std::thread::spawn(move || {
+        let p = b.register().unwrap();
+        let word = b.u32(ROOT_OFF).unwrap();
+        word.store(p.lock_word(), Ordering::Relaxed);
+        p.lock(word);
+        p.unlock(word);
+        tx.send(word.load(Ordering::Relaxed)).unwrap();
+    });
+    let after = rx.recv_timeout(std::time::Duration::from_secs(10));
+    assert_eq!(after, Ok(0), "lock() waited for its own word");
+}
+
+#[test]
 fn threads_allocate_concurrently_without_overlap() {
     let a = Arena::create(Backing::Anonymous, &Config { capacity: 256 << 20, max_participants: 16 }).unwrap();
     let handles: Vec<_> = (0..4)

@@ -244,7 +244,7 @@ fn run_seed(seed: u64) -> Result<u64, String> {
 #[test]
 fn a_corrupted_segment_gives_errors_never_panics_or_hangs() {
     let from = env_u64("LARDER_CORRUPT_FROM", 0);
-    let seeds = env_u64("LARDER_CORRUPT_SEEDS", 24);
+    let seeds = env_u64("LARDER_CORRUPT_SEEDS", 64);
     let mut errors = 0;
     let mut failed = Vec::new();
     for seed in from..from + seeds {

@@ -1276,10 +1276,10 @@ pub(crate) fn segments(a: &Arena, db: u32) -> Result<Vec<(u64, u32)>, Error> {
     Ok(out)
 }
 
-/// Directory geometry (for the checker and statistics): (directory, global depth).
-/// Checks that the directory's block holds its 2^depth entries: walks of every entry (not
-/// lookups, which read one) would otherwise run through whatever follows it, 2^48 times
-/// for a corrupt depth.
+/// A database's directory and global depth, for walks of every entry (the checker,
+/// [`segments`], SWAPDB's clone): checked to fit in the directory's block, or a corrupt
+/// depth would walk them through whatever follows it, up to 2^48 entries. (Lookups, which
+/// read one entry, use `dir_word`.)
 pub(crate) fn directory(a: &Arena, db: u32) -> Result<(u64, u32), Error> {
     let (dir, g) = dir_word(a, db)?;
     if a.block_size(dir)? < 8 << g {

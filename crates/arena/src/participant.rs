@@ -980,8 +980,9 @@ impl Participant {
             };
             // A word naming this participant, which is waiting for the lock: no code path
             // takes a lock it holds (they are not re-entrant), so the word came from a
-            // corrupt segment. Waiting would be waiting for ourselves; take it.
-            if cur == self.lock_word {
+            // corrupt segment. Waiting would be waiting for ourselves; take it. (Unless
+            // this is a forked child's copy of the participant, whose parent may hold it.)
+            if cur == self.lock_word && getpid() == self.pid {
                 return;
             }
             spins = spins.wrapping_add(1);

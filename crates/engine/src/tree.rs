@@ -39,6 +39,13 @@ const HEAD: u64 = 16;
 /// counts below it add up (64 levels of 16) without overflowing.
 const MAX_COUNT: u64 = 1 << 40;
 
+fn checked_count(c: u64) -> Result<u64, Error> {
+    if c > MAX_COUNT {
+        return Err(Error::Corrupt("tree node with a bad element count"));
+    }
+    Ok(c)
+}
+
 /// One entry of a node, leaf or inner (a leaf entry leaves `child` 0 and `count` 1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Ent {
@@ -110,10 +117,7 @@ impl Node {
         let w = |b: &[u8], k: usize| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap());
         if inner {
             for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(32)) {
-                *e = Ent { prefix: w(b, 0), elem: w(b, 1), child: w(b, 2), count: w(b, 3) };
-                if e.count > MAX_COUNT {
-                    return Err(Error::Corrupt("tree node with a bad element count"));
-                }
+                *e = Ent { prefix: w(b, 0), elem: w(b, 1), child: w(b, 2), count: checked_count(w(b, 3))? };
             }
         } else {
             for (e, b) in node.ents[..n].iter_mut().zip(buf.chunks_exact(16)) {
@@ -189,7 +193,7 @@ impl<'a> View<'a> {
     #[inline]
     fn count(&self, i: usize) -> Result<u64, Error> {
         if self.inner {
-            self.word(i, 3).and_then(|c| if c > MAX_COUNT { Err(Error::Corrupt("tree node with a bad element count")) } else { Ok(c) })
+            self.word(i, 3).and_then(checked_count)
         } else {
             Ok(1)
         }
@@ -216,11 +220,7 @@ pub(crate) fn count(a: &Arena, node: u64) -> Result<u64, Error> {
     if node == 0 {
         return Ok(0);
     }
-    let c = a.u64(node + 8)?.load(std::sync::atomic::Ordering::Relaxed);
-    if c > MAX_COUNT {
-        return Err(Error::Corrupt("tree node with a bad element count"));
-    }
-    Ok(c)
+    checked_count(a.u64(node + 8)?.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 // ---- elements ----

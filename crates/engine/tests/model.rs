@@ -451,6 +451,59 @@ proptest! {
     }
 }
 
+/// A table that grows and shrinks back gives its index's pages back to the kernel, all but
+/// the few freed segments a participant keeps for its next splits (free blocks of 16-32 KiB
+/// past the first 32 on its list are discarded).
+#[test]
+fn a_shrunk_index_gives_its_pages_back() {
+    use std::os::unix::fs::MetadataExt;
+    let name = format!("test-shrink-{}", std::process::id());
+    let _ = larder_engine::Arena::unlink(&name);
+    let path = larder_engine::Arena::shm_path(&name).unwrap();
+    let resident = || std::fs::metadata(&path).unwrap().blocks() * 512;
+    let store = Store::open(StoreConfig {
+        backing: larder_engine::Backing::Named(name.clone()),
+        arena: larder_engine::ArenaConfig { capacity: 512 << 20, max_participants: 8 },
+        databases: 1,
+    })
+    .unwrap();
+    if store.arena().huge_pages() {
+        // Discards keep to whole 2 MiB pages there; what comes back depends on the layout.
+        eprintln!("skipped: this machine backs /dev/shm with huge pages");
+        let _ = larder_engine::Arena::unlink(&name);
+        return;
+    }
+    let mut h = store.handle().unwrap();
+    let n = 300_000u32;
+    for i in 0..n {
+        h.set(0, format!("key:{i:07}").as_bytes(), b"v", &SetOptions::default()).unwrap();
+    }
+    let grown = store.check().unwrap();
+    let before = resident();
+    for i in 0..n {
+        h.del(0, &[format!("key:{i:07}").as_bytes()]).unwrap();
+    }
+    for _ in 0..100 {
+        if h.retired_waiting() == 0 {
+            break;
+        }
+        h.collect().unwrap();
+    }
+    let shrunk = store.check().unwrap();
+    assert!(shrunk.ok(), "{:?}", &shrunk.problems[..shrunk.problems.len().min(5)]);
+    let after = resident();
+    let _ = larder_engine::Arena::unlink(&name);
+    // Each discarded segment (16.3 KiB) returns at least its three whole 4 KiB pages past
+    // the first; the items' pages stay (free small blocks keep theirs).
+    let freed_segments = grown.segments - shrunk.segments;
+    assert!(freed_segments > 100, "only {freed_segments} segments freed");
+    let want = (freed_segments - 32) * 3 * 4096;
+    assert!(
+        before.saturating_sub(after) >= want,
+        "resident went from {before} to {after} bytes; {freed_segments} freed segments should return {want}"
+    );
+}
+
 #[test]
 fn grows_through_many_splits_and_shrinks_back() {
     let store = Store::open(StoreConfig {

@@ -446,6 +446,12 @@ impl Arena {
         self.map.len()
     }
 
+    /// Whether the kernel backs this process's mapping with transparent huge pages (2 MiB).
+    /// Larder always asks for them; the machine decides: see the README's "Huge pages".
+    pub fn huge_pages(&self) -> bool {
+        self.map.huge()
+    }
+
     /// The per-segment hash seed (the same in every attached process).
     pub fn seed(&self) -> u64 {
         self.seed

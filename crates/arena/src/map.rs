@@ -22,8 +22,14 @@ use crate::Error;
 pub(crate) struct Mapping {
     base: *mut u8,
     len: u64,
+    /// The kernel backs this mapping with 2 MiB pages (see [`Mapping::new`]).
+    huge: bool,
     _map: memmap2::MmapRaw,
 }
+
+/// The size of a transparent huge page on x86-64 and of the PMD-sized ones elsewhere that
+/// matter here. Discards keep to whole ones of these when the mapping has them.
+pub(crate) const HUGE_PAGE: u64 = 2 << 20;
 
 // SAFETY: the mapping is plain shared memory; all access goes through atomics or
 // bounds-checked raw copies, which are safe to perform from any thread.
@@ -40,13 +46,22 @@ impl Mapping {
             .map_err(Error::Io)?;
         // Ask for transparent huge pages: a lookup touches a bucket and an item at random,
         // and with 4 KiB pages each is likely a TLB miss too. Only effective where the
-        // kernel allows huge pages for shared memory
-        // (/sys/kernel/mm/transparent_hugepage/shmem_enabled = advise or within_size);
-        // elsewhere it is ignored.
+        // kernel allows huge pages for shared memory: for memfd (the anonymous backing),
+        // /sys/kernel/mm/transparent_hugepage/shmem_enabled = advise or within_size; for
+        // /dev/shm, its tmpfs mounted with huge=advise or within_size. Elsewhere (Debian's
+        // default, a file on ext4) it is ignored.
         // SAFETY: the range is exactly the mapping just created; MADV_HUGEPAGE changes only
         // how the kernel backs it, never its contents.
         let _ = unsafe { rustix::mm::madvise(map.as_mut_ptr().cast(), len as usize, rustix::mm::Advice::LinuxHugepage) };
-        Ok(Mapping { base: map.as_mut_ptr(), len, _map: map })
+        // Whether it took: then `discard` must keep to whole huge pages. Skipped for a
+        // mapping smaller than one (the header a process peeks at before attaching).
+        let huge = len >= HUGE_PAGE && thp_eligible(map.as_mut_ptr() as usize);
+        Ok(Mapping { base: map.as_mut_ptr(), len, huge, _map: map })
+    }
+
+    /// The kernel backs this mapping with transparent huge pages.
+    pub(crate) fn huge(&self) -> bool {
+        self.huge
     }
 
     #[inline]
@@ -219,13 +234,22 @@ impl Mapping {
         Ok(())
     }
 
-    /// Tells the kernel the pages in `off..off+len` may be dropped (they read back as zero).
+    /// Tells the kernel the pages in `off..off+len` may be dropped (they read back as zero,
+    /// or keep their bytes where a huge page is kept whole: callers never rely on either).
     /// Used to give freed large runs back; a failure only means memory is not returned.
+    ///
+    /// On a mapping with huge pages, only the whole huge pages inside the range go: removing
+    /// part of one splits it for good (the kernel refills the hole with 4 KiB pages), and the
+    /// index's segments, freed and reused at every split, would turn a table of huge pages
+    /// into one of small pages as it grows.
     pub(crate) fn discard(&self, off: u64, len: u64) -> Result<(), Error> {
         self.check(off, len, 4096)?;
         if !len.is_multiple_of(4096) {
             return Err(Error::OutOfRange { off, size: len });
         }
+        let Some((off, len)) = (if self.huge { whole_huge_pages(off, len) } else { Some((off, len)) }) else {
+            return Ok(());
+        };
         // SAFETY: the range is inside our own shared mapping and page-aligned (checked);
         // MADV_REMOVE on a shared mapping only frees the backing pages, which then read as
         // zero for every process; callers only discard memory nobody references.
@@ -234,6 +258,36 @@ impl Mapping {
         };
         Ok(())
     }
+}
+
+/// The whole huge pages inside `off..off+len`, if any. Offsets in the file are what the
+/// kernel aligns huge pages to, and arena offsets are file offsets.
+pub(crate) fn whole_huge_pages(off: u64, len: u64) -> Option<(u64, u64)> {
+    let first = off.checked_next_multiple_of(HUGE_PAGE)?;
+    let end = (off + len) / HUGE_PAGE * HUGE_PAGE;
+    (end > first).then(|| (first, end - first))
+}
+
+/// Whether the kernel will back the mapping that starts at `addr` with transparent huge
+/// pages: its `THPeligible` line in `/proc/self/smaps`. Read once per mapping; false where
+/// the file or the line is missing (old kernels, no procfs).
+fn thp_eligible(addr: usize) -> bool {
+    std::fs::read_to_string("/proc/self/smaps").is_ok_and(|smaps| smaps_thp_eligible(&smaps, addr))
+}
+
+/// [`thp_eligible`] over the text of an smaps file.
+fn smaps_thp_eligible(smaps: &str, addr: usize) -> bool {
+    smaps_entry(smaps, addr).is_some_and(|mut e| e.any(|l| l.strip_prefix("THPeligible:").is_some_and(|v| v.trim() == "1")))
+}
+
+/// The field lines of the smaps entry of the mapping that starts at `addr`: those after its
+/// header line ("start-end perms offset dev inode path") up to the next header.
+fn smaps_entry(smaps: &str, addr: usize) -> Option<impl Iterator<Item = &str>> {
+    let head = format!("{addr:x}-");
+    let mut lines = smaps.lines().skip_while(move |l| !l.starts_with(&head));
+    lines.next()?;
+    let is_header = |l: &str| l.split(' ').next().is_some_and(|w| w.contains('-') && w.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()));
+    Some(lines.take_while(move |l| !is_header(l)))
 }
 
 /// Open-file-description locks on single bytes of the arena's file (`F_OFD_SETLK`,
@@ -461,5 +515,79 @@ unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
             }
             _ => std::ptr::copy_nonoverlapping(src, dst, n),
         }
+    }
+}
+
+#[cfg(test)]
+mod huge_tests {
+    use super::*;
+
+    #[test]
+    fn whole_huge_pages_keeps_inside_the_range() {
+        const H: u64 = HUGE_PAGE;
+        // Smaller than a huge page, or straddling a boundary without covering one: nothing.
+        assert_eq!(whole_huge_pages(4096, 60 * 1024), None);
+        assert_eq!(whole_huge_pages(H - 4096, 8192), None);
+        assert_eq!(whole_huge_pages(H + 4096, H - 4096 - 4096), None);
+        // Exactly one.
+        assert_eq!(whole_huge_pages(H, H), Some((H, H)));
+        // A run that keeps its first 4 KiB page (as purges do) and ends mid-page.
+        assert_eq!(whole_huge_pages(4096, 3 * H), Some((H, 2 * H)));
+        assert_eq!(whole_huge_pages(H + 4096, 3 * H), Some((2 * H, 2 * H)));
+    }
+
+    const SMAPS: &str = "\
+55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+Size:                132 kB
+THPeligible:           1
+VmFlags: rd wr mr mw me ac
+7f1303000000-7f1343000000 rw-s 00000000 00:1b 464                        /dev/shm/larder-x
+Size:            1048576 kB
+KernelPageSize:        4 kB
+ShmemPmdMapped:        0 kB
+THPeligible:           0
+VmFlags: rd wr sh mr mw me ms hg
+7f1343000000-7f1383000000 rw-s 00000000 00:01 99                         /memfd:larder (deleted)
+Size:            1048576 kB
+ShmemPmdMapped:     2048 kB
+THPeligible:           1
+VmFlags: rd wr sh mr mw me ms hg
+7f1383000000-7f1383001000 r--p 00000000 00:00 0
+Size:                  4 kB
+VmFlags: rd mr mw me
+7f1383001000-7f1383002000 r--p 00000000 00:00 0
+Size:                  4 kB
+THPeligible:           1
+";
+
+    #[test]
+    fn smaps_thp_eligible_reads_the_mapping_asked_for() {
+        assert!(!smaps_thp_eligible(SMAPS, 0x7f13_0300_0000));
+        assert!(smaps_thp_eligible(SMAPS, 0x7f13_4300_0000));
+        assert!(smaps_thp_eligible(SMAPS, 0x55d0_c0a0_0000));
+        // No line of its own: the next mapping's line is not taken for it.
+        assert!(!smaps_thp_eligible(SMAPS, 0x7f13_8300_0000));
+        // Not mapped at all, or only an end address that matches.
+        assert!(!smaps_thp_eligible(SMAPS, 0x1000));
+        assert!(!smaps_thp_eligible(SMAPS, 0x7f13_8300_2000));
+    }
+
+    #[test]
+    fn a_live_mapping_is_found_in_smaps() {
+        // Whatever the machine allows, the mapping's own entry is what is read.
+        let fd = rustix::fs::memfd_create("larder-thp-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let file = File::from(fd);
+        file.set_len(2 * HUGE_PAGE).unwrap();
+        let m = Mapping::new(&file, 2 * HUGE_PAGE).unwrap();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let entry: Vec<&str> = smaps_entry(&smaps, m.base as usize).expect("the mapping is in /proc/self/smaps").collect();
+        assert!(entry.iter().any(|l| l.starts_with("Size:") && l.ends_with(" 4096 kB")), "{entry:?}");
+        assert!(!entry.iter().any(|l| l.starts_with("VmFlags:") && !l.contains(" hg")), "MADV_HUGEPAGE was asked for: {entry:?}");
+        let line = entry.iter().find(|l| l.starts_with("THPeligible:")).expect("kernels since 5.0 print THPeligible");
+        assert_eq!(m.huge(), line.ends_with('1'), "{line}");
+        // A discard of part of it is always accepted, whatever it gives back.
+        m.write(0, &[7; 4096]).unwrap();
+        m.discard(4096, HUGE_PAGE).unwrap();
+        m.discard(0, 2 * HUGE_PAGE).unwrap();
     }
 }

@@ -96,6 +96,13 @@ pub fn run(args: &Args) -> Result<(), String> {
     let timer = timer_overhead_ns();
     out.num("timer_overhead_ns", timer);
     println!("(Instant::now() pair costs ~{timer:.0} ns; it is included in the single-op figures)");
+    let huge = Segment::create("probe", 64 << 20)?.1.arena().huge_pages();
+    out.num("huge_pages", f64::from(u8::from(huge)));
+    if huge {
+        println!("(segments are in 2 MiB pages: /dev/shm allows transparent huge pages)");
+    } else {
+        println!("(segments are in 4 KiB pages: /dev/shm is mounted without huge=; see the README's \"Huge pages\")");
+    }
     if want("get") || want("set") || want("remote") {
         for &keys in &args.keys {
             phase_ops(args, keys.max(1), &want, &mut out)?;

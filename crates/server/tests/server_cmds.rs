@@ -380,6 +380,18 @@ fn info_sections() {
     assert!(info_field(text, "used_memory_rss").parse::<u64>().unwrap() > 0);
     assert_eq!(info_field(text, "maxmemory"), "0");
     assert_eq!(info_field(text, "maxmemory_policy"), "noeviction");
+    // Huge pages are the machine's choice; the field says what the kernel did with the
+    // keyspace's memfd (every test server's is the same kind of mapping).
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let eligible: Vec<bool> = smaps
+        .split("\n")
+        .enumerate()
+        .filter(|(_, l)| l.ends_with("/memfd:larder (deleted)"))
+        .map(|(i, _)| smaps.split('\n').skip(i + 1).take(40).find(|l| l.starts_with("THPeligible:")).unwrap().ends_with('1'))
+        .collect();
+    assert!(!eligible.is_empty(), "the server's memfd is mapped");
+    assert!(eligible.iter().all(|&e| e == eligible[0]));
+    assert_eq!(info_field(text, "larder_arena_huge_pages"), if eligible[0] { "1" } else { "0" });
     assert_eq!(info_field(text, "loading"), "0");
     assert_eq!(info_field(text, "aof_enabled"), "0");
     assert_eq!(info_field(text, "rdb_changes_since_last_save"), "3");

@@ -347,6 +347,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("lazyfree_pending_objects:0");
             line!("lazyfreed_objects:0");
             line!("larder_arena_capacity:{}", shared.store.arena().capacity());
+            line!("larder_arena_huge_pages:{}", u8::from(shared.store.arena().huge_pages()));
         }
         "persistence" => {
             out.push_str("# Persistence\r\n");

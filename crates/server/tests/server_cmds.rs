@@ -383,11 +383,10 @@ fn info_sections() {
     // Huge pages are the machine's choice; the field says what the kernel did with the
     // keyspace's memfd (every test server's is the same kind of mapping).
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let eligible: Vec<bool> = smaps
-        .split("\n")
-        .enumerate()
-        .filter(|(_, l)| l.ends_with("/memfd:larder (deleted)"))
-        .map(|(i, _)| smaps.split('\n').skip(i + 1).take(40).find(|l| l.starts_with("THPeligible:")).unwrap().ends_with('1'))
+    let lines: Vec<&str> = smaps.lines().collect();
+    let eligible: Vec<bool> = (0..lines.len())
+        .filter(|&i| lines[i].ends_with("/memfd:larder (deleted)"))
+        .map(|i| lines[i + 1..].iter().take(40).find(|l| l.starts_with("THPeligible:")).unwrap().ends_with('1'))
         .collect();
     assert!(!eligible.is_empty(), "the server's memfd is mapped");
     assert!(eligible.iter().all(|&e| e == eligible[0]));

@@ -446,10 +446,11 @@ impl Arena {
         self.map.len()
     }
 
-    /// Whether the kernel backs this process's mapping with transparent huge pages (2 MiB).
-    /// Larder always asks for them; the machine decides: see the README's "Huge pages".
+    /// Whether this process's mapping is eligible for transparent huge pages (2 MiB on
+    /// x86-64): the kernel backs it with them wherever it can get one at a fault. Larder
+    /// always asks for them; the machine decides: see the README's "Huge pages".
     pub fn huge_pages(&self) -> bool {
-        self.map.huge()
+        self.map.huge_page() != 0
     }
 
     /// The per-segment hash seed (the same in every attached process).

@@ -22,14 +22,15 @@ use crate::Error;
 pub(crate) struct Mapping {
     base: *mut u8,
     len: u64,
-    /// The kernel backs this mapping with 2 MiB pages (see [`Mapping::new`]).
-    huge: bool,
+    /// The size of the huge pages the kernel may back this mapping with (see
+    /// [`Mapping::new`]), or 0 when it uses base pages only.
+    huge_page: u64,
     _map: memmap2::MmapRaw,
 }
 
-/// The size of a transparent huge page on x86-64 and of the PMD-sized ones elsewhere that
-/// matter here. Discards keep to whole ones of these when the mapping has them.
-pub(crate) const HUGE_PAGE: u64 = 2 << 20;
+/// The size of a transparent huge page on x86-64 (and arm64 with 4 KiB pages), used where
+/// the kernel does not say (`hpage_pmd_size`).
+const HUGE_PAGE: u64 = 2 << 20;
 
 // SAFETY: the mapping is plain shared memory; all access goes through atomics or
 // bounds-checked raw copies, which are safe to perform from any thread.
@@ -55,13 +56,16 @@ impl Mapping {
         let _ = unsafe { rustix::mm::madvise(map.as_mut_ptr().cast(), len as usize, rustix::mm::Advice::LinuxHugepage) };
         // Whether it took: then `discard` must keep to whole huge pages. Skipped for a
         // mapping smaller than one (the header a process peeks at before attaching).
-        let huge = len >= HUGE_PAGE && thp_eligible(map.as_mut_ptr() as usize);
-        Ok(Mapping { base: map.as_mut_ptr(), len, huge, _map: map })
+        let size = huge_page_size();
+        let huge_page = if len >= size && thp_eligible(map.as_mut_ptr() as usize) { size } else { 0 };
+        Ok(Mapping { base: map.as_mut_ptr(), len, huge_page, _map: map })
     }
 
-    /// The kernel backs this mapping with transparent huge pages.
-    pub(crate) fn huge(&self) -> bool {
-        self.huge
+    /// The size of the transparent huge pages the kernel may back this mapping with, or 0.
+    /// "May": the mapping is eligible for them (`THPeligible`); where a huge page cannot be
+    /// had at a fault, the kernel falls back to base pages for that range.
+    pub(crate) fn huge_page(&self) -> u64 {
+        self.huge_page
     }
 
     #[inline]
@@ -247,7 +251,8 @@ impl Mapping {
         if !len.is_multiple_of(4096) {
             return Err(Error::OutOfRange { off, size: len });
         }
-        let Some((off, len)) = (if self.huge { whole_huge_pages(off, len) } else { Some((off, len)) }) else {
+        let whole = if self.huge_page != 0 { whole_huge_pages(off, len, self.huge_page) } else { Some((off, len)) };
+        let Some((off, len)) = whole else {
             return Ok(());
         };
         // SAFETY: the range is inside our own shared mapping and page-aligned (checked);
@@ -260,12 +265,22 @@ impl Mapping {
     }
 }
 
-/// The whole huge pages inside `off..off+len`, if any. Offsets in the file are what the
-/// kernel aligns huge pages to, and arena offsets are file offsets.
-pub(crate) fn whole_huge_pages(off: u64, len: u64) -> Option<(u64, u64)> {
-    let first = off.checked_next_multiple_of(HUGE_PAGE)?;
-    let end = (off + len) / HUGE_PAGE * HUGE_PAGE;
+/// The whole huge pages of `size` bytes inside `off..off+len`, if any. Offsets in the file
+/// are what the kernel aligns huge pages to, and arena offsets are file offsets.
+pub(crate) fn whole_huge_pages(off: u64, len: u64, size: u64) -> Option<(u64, u64)> {
+    let first = off.checked_next_multiple_of(size)?;
+    let end = (off + len) / size * size;
     (end > first).then(|| (first, end - first))
+}
+
+/// The kernel's PMD-sized transparent huge page (2 MiB on x86-64; 32 MiB or 512 MiB on arm64
+/// with 16 or 64 KiB base pages), or 2 MiB where sysfs does not say.
+fn huge_page_size() -> u64 {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| s.is_power_of_two() && *s >= 4096)
+        .unwrap_or(HUGE_PAGE)
 }
 
 /// Whether the kernel will back the mapping that starts at `addr` with transparent huge
@@ -525,15 +540,18 @@ mod huge_tests {
     #[test]
     fn whole_huge_pages_keeps_inside_the_range() {
         const H: u64 = HUGE_PAGE;
+        let whole = |off, len| whole_huge_pages(off, len, H);
         // Smaller than a huge page, or straddling a boundary without covering one: nothing.
-        assert_eq!(whole_huge_pages(4096, 60 * 1024), None);
-        assert_eq!(whole_huge_pages(H - 4096, 8192), None);
-        assert_eq!(whole_huge_pages(H + 4096, H - 4096 - 4096), None);
+        assert_eq!(whole(4096, 60 * 1024), None);
+        assert_eq!(whole(H - 4096, 8192), None);
+        assert_eq!(whole(H + 4096, H - 4096 - 4096), None);
         // Exactly one.
-        assert_eq!(whole_huge_pages(H, H), Some((H, H)));
+        assert_eq!(whole(H, H), Some((H, H)));
         // A run that keeps its first 4 KiB page (as purges do) and ends mid-page.
-        assert_eq!(whole_huge_pages(4096, 3 * H), Some((H, 2 * H)));
-        assert_eq!(whole_huge_pages(H + 4096, 3 * H), Some((2 * H, 2 * H)));
+        assert_eq!(whole(4096, 3 * H), Some((H, 2 * H)));
+        assert_eq!(whole(H + 4096, 3 * H), Some((2 * H, 2 * H)));
+        // Another size (arm64 with 16 KiB base pages).
+        assert_eq!(whole_huge_pages(4096, 64 << 20, 32 << 20), Some((32 << 20, 32 << 20)));
     }
 
     const SMAPS: &str = "\
@@ -575,6 +593,10 @@ THPeligible:           1
     #[test]
     fn a_live_mapping_is_found_in_smaps() {
         // Whatever the machine allows, the mapping's own entry is what is read.
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            eprintln!("skipped: this kernel has no transparent huge pages");
+            return;
+        }
         let fd = rustix::fs::memfd_create("larder-thp-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         let file = File::from(fd);
         file.set_len(2 * HUGE_PAGE).unwrap();
@@ -584,7 +606,7 @@ THPeligible:           1
         assert!(entry.iter().any(|l| l.starts_with("Size:") && l.ends_with(" 4096 kB")), "{entry:?}");
         assert!(!entry.iter().any(|l| l.starts_with("VmFlags:") && !l.contains(" hg")), "MADV_HUGEPAGE was asked for: {entry:?}");
         let line = entry.iter().find(|l| l.starts_with("THPeligible:")).expect("kernels since 5.0 print THPeligible");
-        assert_eq!(m.huge(), line.ends_with('1'), "{line}");
+        assert_eq!(m.huge_page() != 0, line.ends_with('1'), "{line}");
         // A discard of part of it is always accepted, whatever it gives back.
         m.write(0, &[7; 4096]).unwrap();
         m.discard(4096, HUGE_PAGE).unwrap();

@@ -455,7 +455,8 @@ fn all_bytes(a: &Arena, off: u64, len: u64, b: u8) -> bool {
 /// Whether a discard of `off..off + len` gave its pages back: they read as zero. With huge
 /// pages only the whole 2 MiB pages inside the range go (and a range without one keeps all).
 fn given_back(a: &Arena, off: u64, len: u64) -> bool {
-    let gone = if a.huge_pages() { crate::map::whole_huge_pages(off, len) } else { Some((off, len)) };
+    let huge = a.map.huge_page();
+    let gone = if huge != 0 { crate::map::whole_huge_pages(off, len, huge) } else { Some((off, len)) };
     gone.is_none_or(|(off, len)| all_bytes(a, off, len, 0))
 }
 

@@ -423,7 +423,7 @@ impl Participant {
         // split and takes one again at the next: giving those pages back only to fault them
         // in again cost up to 13% of the insert rate, and every discard's TLB shootdown
         // stalls the other attached processes (a concurrent reader's p99.9 was 2-4.5 µs
-        // against 1.1-1.3 µs, `bench-engine` growth to 10M keys). A table that
+        // against 1.1-1.5 µs, `bench-engine` growth to 10M keys). A table that
         // shrinks still returns all but those few; the blocks spilled to the global stack
         // (the BATCH freed last, past the first BATCH) have all been discarded.
         if class_size(c) >= 16 * 1024 && n > BATCH {

@@ -6,6 +6,7 @@
 #   setup        apt packages (only when one is missing: one `apt-get update`, then install),
 #                a Python venv in .venv with tests/python/requirements.txt, and Redis's own
 #                test suite from Debian's redis source package, cached in tests/.cache/
+#   rustfmt      `cargo fmt --all --check` here and in fuzz/ (style: rustfmt.toml)
 #   cargo build  the workspace, all targets;  cargo test: `cargo test --workspace --no-fail-fast`
 #   release      `cargo build --release -p larder`
 #   server       `larder server` on free loopback ports (stopped on exit, whatever happens)
@@ -15,7 +16,7 @@
 # then a summary: each phase, its result and its time.
 #
 # What must pass (the exit code is 1 if one of these fails):
-#   cargo build, cargo test, the release build and the server start, always;
+#   rustfmt, cargo build, cargo test, the release build and the server start, always;
 #   PYTEST_REQUIRED=1        the client-library tests;
 #   MEMCCAPABLE_REQUIRED=1   memccapable's ascii checks;
 #   REDIS_SUITE_REQUIRED_UNITS="unit/type/string unit/type/incr unit/expire unit/keyspace
@@ -189,6 +190,17 @@ count_cargo() {
 }
 
 if [ "$LARDER_TEST_CARGO" = 1 ]; then
+  # Formatting first (seconds): rustfmt.toml is the project's style, and a diff that is
+  # all re-wrapping hides the change in it.
+  t=$SECONDS
+  need_fmt() { cargo fmt --version >/dev/null 2>&1; }
+  need_fmt || rustup component add rustfmt >/dev/null 2>&1
+  if need_fmt && cargo fmt --all --check >/dev/null && (cd fuzz && cargo fmt --all --check >/dev/null); then
+    row rustfmt ok $((SECONDS - t)) "" 1
+  else
+    need_fmt && { cargo fmt --all --check; (cd fuzz && cargo fmt --all --check); } | head -40
+    row rustfmt FAIL $((SECONDS - t)) "$(need_fmt && echo 'run cargo fmt --all (and in fuzz/)' || echo 'no rustfmt')" 1
+  fi
   t=$SECONDS
   if cargo build --workspace --all-targets; then
     row "cargo build" ok $((SECONDS - t)) "" 1

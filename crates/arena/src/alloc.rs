@@ -21,7 +21,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{Arena, Error, Participant, H_CLASS_STACKS, H_LARGE_DIRTY_OLDEST, H_LARGE_DIRTY_PAGES, H_LARGE_FREE_PAGES, H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, PAGE, UNIT};
+use crate::{
+    Arena, Error, Participant, H_CLASS_STACKS, H_LARGE_DIRTY_OLDEST, H_LARGE_DIRTY_PAGES, H_LARGE_FREE_PAGES,
+    H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, PAGE, UNIT,
+};
 
 pub(crate) const CACHE_ENTRY: u64 = 16;
 // The four u32 words of a cache entry (indexes, not byte offsets).
@@ -627,7 +630,10 @@ impl Participant {
     pub fn purge_dirty(&self, min_age_ms: u64) -> Result<u64, Error> {
         let a = &*self.arena;
         let oldest = a.u64(H_LARGE_DIRTY_OLDEST)?.load(Ordering::Relaxed);
-        if a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) == 0 || oldest == 0 || now_ms().saturating_sub(oldest) < min_age_ms {
+        if a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) == 0
+            || oldest == 0
+            || now_ms().saturating_sub(oldest) < min_age_ms
+        {
             return Ok(0);
         }
         let lock = a.large_lock()?;

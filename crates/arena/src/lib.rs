@@ -249,8 +249,9 @@ impl Arena {
     pub fn create(backing: Backing, config: &Config) -> Result<Arc<Arena>, Error> {
         let g = geometry(config.capacity, config.max_participants)?;
         let fd: OwnedFd = match &backing {
-            Backing::Anonymous => rustix::fs::memfd_create("larder", rustix::fs::MemfdFlags::CLOEXEC)
-                .map_err(|e| Error::Io(e.into()))?,
+            Backing::Anonymous => {
+                rustix::fs::memfd_create("larder", rustix::fs::MemfdFlags::CLOEXEC).map_err(|e| Error::Io(e.into()))?
+            }
             Backing::Named(name) => {
                 let path = shm_name(name)?;
                 rustix::shm::open(
@@ -258,7 +259,13 @@ impl Arena {
                     rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR,
                     rustix::fs::Mode::from_raw_mode(0o600),
                 )
-                .map_err(|e| if e == rustix::io::Errno::EXIST { Error::Exists(name.clone()) } else { Error::Io(e.into()) })?
+                .map_err(|e| {
+                    if e == rustix::io::Errno::EXIST {
+                        Error::Exists(name.clone())
+                    } else {
+                        Error::Io(e.into())
+                    }
+                })?
             }
             Backing::File(path) => std::fs::OpenOptions::new()
                 .read(true)
@@ -563,6 +570,6 @@ impl Arena {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod model_check;
+#[cfg(test)]
+mod tests;

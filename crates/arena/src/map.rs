@@ -53,7 +53,8 @@ impl Mapping {
         // default, a file on ext4) it is ignored.
         // SAFETY: the range is exactly the mapping just created; MADV_HUGEPAGE changes only
         // how the kernel backs it, never its contents.
-        let _ = unsafe { rustix::mm::madvise(map.as_mut_ptr().cast(), len as usize, rustix::mm::Advice::LinuxHugepage) };
+        let _ =
+            unsafe { rustix::mm::madvise(map.as_mut_ptr().cast(), len as usize, rustix::mm::Advice::LinuxHugepage) };
         // Whether it took: then `discard` must keep to whole huge pages. Skipped for a
         // mapping smaller than one (the header a process peeks at before attaching).
         let size = huge_page_size();
@@ -179,7 +180,9 @@ impl Mapping {
             return Err(Error::OutOfRange { off: dst, size: len });
         }
         // SAFETY: both ranges are inside the mapping and disjoint (checked above).
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(src as usize), self.base.add(dst as usize), len as usize) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(src as usize), self.base.add(dst as usize), len as usize)
+        };
         Ok(())
     }
 
@@ -225,7 +228,9 @@ impl Mapping {
             // SAFETY: the address is inside the mapping (checked); a prefetch never faults and
             // has no effect on memory contents.
             unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.base.add(off as usize) as *const i8)
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.base.add(off as usize) as *const i8
+                )
             };
         }
     }
@@ -292,7 +297,8 @@ fn thp_eligible(addr: usize) -> bool {
 
 /// [`thp_eligible`] over the text of an smaps file.
 fn smaps_thp_eligible(smaps: &str, addr: usize) -> bool {
-    smaps_entry(smaps, addr).is_some_and(|mut e| e.any(|l| l.strip_prefix("THPeligible:").is_some_and(|v| v.trim() == "1")))
+    smaps_entry(smaps, addr)
+        .is_some_and(|mut e| e.any(|l| l.strip_prefix("THPeligible:").is_some_and(|v| v.trim() == "1")))
 }
 
 /// The field lines of the smaps entry of the mapping that starts at `addr`: those after its
@@ -301,7 +307,9 @@ fn smaps_entry(smaps: &str, addr: usize) -> Option<impl Iterator<Item = &str>> {
     let head = format!("{addr:x}-");
     let mut lines = smaps.lines().skip_while(move |l| !l.starts_with(&head));
     lines.next()?;
-    let is_header = |l: &str| l.split(' ').next().is_some_and(|w| w.contains('-') && w.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()));
+    let is_header = |l: &str| {
+        l.split(' ').next().is_some_and(|w| w.contains('-') && w.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()))
+    };
     Some(lines.take_while(move |l| !is_header(l)))
 }
 
@@ -377,7 +385,8 @@ pub(crate) mod ofd {
         pub(crate) fn new(fd: OwnedFd) -> LockFd {
             install_fork_handler();
             let v = fd.as_raw_fd() + 1;
-            let entry = REGISTRY.iter().position(|e| e.compare_exchange(0, v, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+            let entry =
+                REGISTRY.iter().position(|e| e.compare_exchange(0, v, Ordering::AcqRel, Ordering::Relaxed).is_ok());
             LockFd { fd, entry }
         }
     }
@@ -602,9 +611,13 @@ THPeligible:           1
         file.set_len(2 * HUGE_PAGE).unwrap();
         let m = Mapping::new(&file, 2 * HUGE_PAGE).unwrap();
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let entry: Vec<&str> = smaps_entry(&smaps, m.base as usize).expect("the mapping is in /proc/self/smaps").collect();
+        let entry: Vec<&str> =
+            smaps_entry(&smaps, m.base as usize).expect("the mapping is in /proc/self/smaps").collect();
         assert!(entry.iter().any(|l| l.starts_with("Size:") && l.ends_with(" 4096 kB")), "{entry:?}");
-        assert!(!entry.iter().any(|l| l.starts_with("VmFlags:") && !l.contains(" hg")), "MADV_HUGEPAGE was asked for: {entry:?}");
+        assert!(
+            !entry.iter().any(|l| l.starts_with("VmFlags:") && !l.contains(" hg")),
+            "MADV_HUGEPAGE was asked for: {entry:?}"
+        );
         let line = entry.iter().find(|l| l.starts_with("THPeligible:")).expect("kernels since 5.0 print THPeligible");
         assert_eq!(m.huge_page() != 0, line.ends_with('1'), "{line}");
         // A discard of part of it is always accepted, whatever it gives back.

@@ -875,10 +875,29 @@ impl Locks {
         let free = Word { kind: Kind::Free, owner: NOBODY, gen: 0 };
         for p in self.procs.iter_mut() {
             if !p.alive || p.pc == Pc::Done {
-                *p = Proc { pc: Pc::Done, alive: p.alive, slot: 0, cur: free, seen_state: free, for_register: false, me: (0, 0), seen: (0, 0), victim: 0 };
+                *p = Proc {
+                    pc: Pc::Done,
+                    alive: p.alive,
+                    slot: 0,
+                    cur: free,
+                    seen_state: free,
+                    for_register: false,
+                    me: (0, 0),
+                    seen: (0, 0),
+                    victim: 0,
+                };
                 continue;
             }
-            let reaping = matches!(p.pc, Pc::ReapByte | Pc::ReapLoad | Pc::ReapClaim | Pc::ReapIntent | Pc::ReapBump | Pc::ReapFree | Pc::ReapDone);
+            let reaping = matches!(
+                p.pc,
+                Pc::ReapByte
+                    | Pc::ReapLoad
+                    | Pc::ReapClaim
+                    | Pc::ReapIntent
+                    | Pc::ReapBump
+                    | Pc::ReapFree
+                    | Pc::ReapDone
+            );
             if !reaping {
                 p.seen_state = free;
                 p.victim = 0;
@@ -891,7 +910,8 @@ impl Locks {
 
     /// The FREE store: the generation as it is now.
     fn store_free(&mut self, slot: u8) {
-        let gen = if self.flaw == LockFlaw::FreeBeforeBump { self.gen[slot as usize] + 1 } else { self.gen[slot as usize] };
+        let gen =
+            if self.flaw == LockFlaw::FreeBeforeBump { self.gen[slot as usize] + 1 } else { self.gen[slot as usize] };
         self.state[slot as usize] = Word { kind: Kind::Free, owner: NOBODY, gen };
     }
 
@@ -952,12 +972,9 @@ fn no_interleaving_or_death_lets_two_live_processes_hold_a_lock() {
 
 #[test]
 fn the_lock_check_finds_each_known_flaw() {
-    for flaw in [
-        LockFlaw::IgnoreLivenessByte,
-        LockFlaw::SkipIntent,
-        LockFlaw::NoGenerationBump,
-        LockFlaw::FreeBeforeBump,
-    ] {
+    for flaw in
+        [LockFlaw::IgnoreLivenessByte, LockFlaw::SkipIntent, LockFlaw::NoGenerationBump, LockFlaw::FreeBeforeBump]
+    {
         match explore(Locks::new(flaw)) {
             Ok(states) => panic!("{flaw:?} went unnoticed in {states} states"),
             Err(found) => eprintln!("{flaw:?}: {found}"),

@@ -32,8 +32,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::{Arena, Error, H_EPOCH, H_SLOT_HWM};
 use crate::map::ofd::LockFd;
+use crate::{Arena, Error, H_EPOCH, H_SLOT_HWM};
 
 const S_STATE: u64 = 0;
 const S_GEN: u64 = 8;
@@ -384,7 +384,10 @@ impl Arena {
                 let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
                 // Nobody reaps a CLAIMING slot whose claimer may live (see reap), so this
                 // exchange fails only if the arena is corrupt.
-                if state.compare_exchange(claimed | CLAIMING, claimed | LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                if state
+                    .compare_exchange(claimed | CLAIMING, claimed | LIVE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
                     unlock();
                     continue;
                 }
@@ -1067,7 +1070,10 @@ impl Drop for Participant {
         // participant holds its byte, so no reaper interferes). A slot a reaper has already
         // taken, judging this owner dead, is the reaper's, with its epoch, retire list and
         // generation: touching them could now touch a new owner's.
-        if state.compare_exchange(self.word, (self.word & !KIND) | REAPING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        if state
+            .compare_exchange(self.word, (self.word & !KIND) | REAPING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
             return;
         }
         if let Ok(e) = a.slot_u64(self.slot, S_EPOCH) {

@@ -563,7 +563,11 @@ fn a_refill_killed_halfway_hands_out_nothing_twice() {
     let q = a.register().unwrap();
     for _ in 0..8 {
         let b = q.alloc(size).unwrap();
-        assert!(b + cs <= live || b >= live + 2 * PAGE, "block {b:#x}+{cs} handed out inside live run {live:#x}+{}", 2 * PAGE);
+        assert!(
+            b + cs <= live || b >= live + 2 * PAGE,
+            "block {b:#x}+{cs} handed out inside live run {live:#x}+{}",
+            2 * PAGE
+        );
     }
 }
 
@@ -616,7 +620,9 @@ fn an_owner_holding_its_liveness_lock_is_alive_whatever_its_pid_shows() {
     assert!(a.slots()[p.slot() as usize].locked);
     let (start, ns) = Arena::identity_for_tests();
     assert_ne!(ns, 0, "no pid namespace inode from /proc/self/ns/pid");
-    for (pid, start, ns) in [(NO_SUCH_PID, 777, ns + 1), (1, 777, ns + 1), (NO_SUCH_PID, start, ns), (std::process::id(), start + 1, ns)] {
+    for (pid, start, ns) in
+        [(NO_SUCH_PID, 777, ns + 1), (1, 777, ns + 1), (NO_SUCH_PID, start, ns), (std::process::id(), start + 1, ns)]
+    {
         a.disguise_owner_for_tests(p.slot(), pid, start, ns);
         assert!(!a.reap(p.slot()), "a live owner shown as pid {pid} was reaped");
     }

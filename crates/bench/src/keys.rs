@@ -54,7 +54,9 @@ impl Pattern {
             "s" | "sequential" => Pattern::Sequential,
             "p" | "parallel" | "parallel-sequential" => Pattern::Parallel,
             "g" | "gaussian" => Pattern::Gaussian,
-            _ => return Err(format!("unknown key pattern {s:?} (random, sequential, parallel, gaussian or R, S, P, G)")),
+            _ => {
+                return Err(format!("unknown key pattern {s:?} (random, sequential, parallel, gaussian or R, S, P, G)"))
+            }
         })
     }
     pub fn name(self) -> &'static str {

@@ -255,7 +255,9 @@ impl Report {
 /// Runs the plan: every thread to completion, results merged.
 pub fn run(plan: &Plan) -> Result<Report, String> {
     let store = match (&plan.protocol, &plan.segment) {
-        (Protocol::Local, Some(name)) => Some(larder_engine::Store::attach(name).map_err(|e| format!("attach {name}: {e}"))?),
+        (Protocol::Local, Some(name)) => {
+            Some(larder_engine::Store::attach(name).map_err(|e| format!("attach {name}: {e}"))?)
+        }
         _ => None,
     };
     let shared = Shared {
@@ -349,7 +351,11 @@ pub fn main(args: &Args) -> Result<(), String> {
     }
     let s = &report.stats;
     if s.verify_failures > 0 {
-        return Err(format!("{} values read back were not the ones written: {}", s.verify_failures, s.first_errors.join("; ")));
+        return Err(format!(
+            "{} values read back were not the ones written: {}",
+            s.verify_failures,
+            s.first_errors.join("; ")
+        ));
     }
     if s.errors > 0 {
         return Err(format!("{} error replies: {}", s.errors, s.first_errors.join("; ")));
@@ -370,7 +376,11 @@ fn describe(plan: &Plan) -> String {
     let a = &plan.args;
     let target = match plan.protocol {
         Protocol::Local => format!("local segment {}", plan.segment.as_deref().unwrap_or("")),
-        p => format!("{} {}", if p == Protocol::Resp { "resp" } else { "memcache" }, plan.addr.map(|a| a.to_string()).unwrap_or_default()),
+        p => format!(
+            "{} {}",
+            if p == Protocol::Resp { "resp" } else { "memcache" },
+            plan.addr.map(|a| a.to_string()).unwrap_or_default()
+        ),
     };
     let run = match (plan.duration, plan.gen.requests) {
         (Some(d), _) => format!("{d} s"),
@@ -414,22 +424,43 @@ pub fn summary(plan: &Plan, r: &Report) -> String {
         s.misses,
         per(s.bytes_sent + s.bytes_received) / 1024.0
     );
-    let _ = writeln!(o, "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  (latency, µs)", "", "min", "mean", "p50", "p99", "p99.9", "max", "count");
+    let _ = writeln!(
+        o,
+        "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  (latency, µs)",
+        "", "min", "mean", "p50", "p99", "p99.9", "max", "count"
+    );
     for (name, h) in [("SET", &s.set_hist), ("READ", &s.get_hist), ("ALL", &s.all_hist())] {
         let l = Latency::of(h);
         if l.count > 0 {
-            let _ = writeln!(o, "{name:<6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10}", l.min, l.mean, l.p50, l.p99, l.p999, l.max, l.count);
+            let _ = writeln!(
+                o,
+                "{name:<6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10}",
+                l.min, l.mean, l.p50, l.p99, l.p999, l.max, l.count
+            );
         }
     }
     if s.errors > 0 || s.verify_failures > 0 {
-        let _ = writeln!(o, "{} error replies, {} wrong values: {}", s.errors, s.verify_failures, s.first_errors.join("; "));
+        let _ = writeln!(
+            o,
+            "{} error replies, {} wrong values: {}",
+            s.errors,
+            s.verify_failures,
+            s.first_errors.join("; ")
+        );
     }
     if plan.args.timeline {
         let _ = writeln!(o, "timeline ({} ms intervals): t(s) ops/s mean-µs max-µs", plan.interval_ms);
         for (i, b) in s.timeline.iter().enumerate() {
             let secs = plan.interval_ms as f64 / 1000.0;
             let mean = if b.ops > 0 { b.lat_sum_ns as f64 / b.ops as f64 / 1000.0 } else { 0.0 };
-            let _ = writeln!(o, "  {:8.2} {:>12.0} {:>10.2} {:>10.2}", i as f64 * secs, b.ops as f64 / secs, mean, b.lat_max_ns as f64 / 1000.0);
+            let _ = writeln!(
+                o,
+                "  {:8.2} {:>12.0} {:>10.2} {:>10.2}",
+                i as f64 * secs,
+                b.ops as f64 / secs,
+                mean,
+                b.lat_max_ns as f64 / 1000.0
+            );
         }
     }
     o
@@ -535,7 +566,11 @@ pub fn to_json(plan: &Plan, r: &Report) -> String {
         json_latency(&Latency::of(&s.set_hist)),
         json_latency(&Latency::of(&s.get_hist))
     );
-    let _ = writeln!(o, "  \"first_errors\": [{}],", s.first_errors.iter().map(|e| json_str(e)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        o,
+        "  \"first_errors\": [{}],",
+        s.first_errors.iter().map(|e| json_str(e)).collect::<Vec<_>>().join(", ")
+    );
     let secs = plan.interval_ms as f64 / 1000.0;
     let tl: Vec<String> = s
         .timeline

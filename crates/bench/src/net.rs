@@ -46,7 +46,8 @@ fn connect_all(plan: &Plan, t: usize, addr: SocketAddr) -> Result<(Poll, Vec<Con
     let mut conns = Vec::with_capacity(plan.clients);
     let total = (plan.threads * plan.clients) as u64;
     for c in 0..plan.clients {
-        let s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| format!("connect {addr}: {e}"))?;
+        let s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .map_err(|e| format!("connect {addr}: {e}"))?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
         s.set_nonblocking(true).map_err(|e| e.to_string())?;
         let mut stream = TcpStream::from_std(s);
@@ -74,7 +75,15 @@ pub fn run_thread(plan: &Plan, shared: &Shared, t: usize, addr: SocketAddr) -> R
     // Every thread set up (or failed): start together.
     let clock = shared.sync();
     let (mut poll, mut conns) = setup?;
-    let mut w = Worker { plan, clock, stats: Stats::new(plan.interval_ms), kbuf: Vec::new(), ends: Vec::new(), kscratch: Vec::new(), mscratch: Vec::new() };
+    let mut w = Worker {
+        plan,
+        clock,
+        stats: Stats::new(plan.interval_ms),
+        kbuf: Vec::new(),
+        ends: Vec::new(),
+        kscratch: Vec::new(),
+        mscratch: Vec::new(),
+    };
     let mut active = conns.len();
     let now = Instant::now();
     for (i, c) in conns.iter_mut().enumerate() {

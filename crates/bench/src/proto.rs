@@ -173,10 +173,12 @@ pub fn mc_reply(
                     return Ok(Some((e + 2, Status::Error(text(line)))));
                 }
                 let mut t = line.split(|&c| c == b' ');
-                let (Some(b"VALUE"), Some(key), Some(_flags), Some(len)) = (t.next(), t.next(), t.next(), t.next()) else {
+                let (Some(b"VALUE"), Some(key), Some(_flags), Some(len)) = (t.next(), t.next(), t.next(), t.next())
+                else {
                     return Err(format!("unexpected reply line {:?} to get", text(line)));
                 };
-                let len: usize = std::str::from_utf8(len).ok().and_then(|s| s.parse().ok()).ok_or("bad VALUE length")?;
+                let len: usize =
+                    std::str::from_utf8(len).ok().and_then(|s| s.parse().ok()).ok_or("bad VALUE length")?;
                 let start = e + 2;
                 let end = start + len;
                 if buf.len() < end + 2 {

@@ -41,7 +41,19 @@ fn server(floor: bool) -> (TestServer, u16, u16) {
     }
     for _ in 0..20 {
         let (p, m) = (free_port(), free_port());
-        let mut cli = vec!["server", "--bind", "127.0.0.1", "--port", &p, "--memcache-port", &m, "--threads", "2", "--capacity", "268435456"];
+        let mut cli = vec![
+            "server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &p,
+            "--memcache-port",
+            &m,
+            "--threads",
+            "2",
+            "--capacity",
+            "268435456",
+        ];
         if floor {
             cli.push("--floor");
         }
@@ -57,11 +69,33 @@ fn server(floor: bool) -> (TestServer, u16, u16) {
 /// Loads keys 0..999, then a verified mixed run; returns the mixed run's report.
 fn load_then_mix(proto: &str, port: u16, size: &str, extra: &[&str]) -> larder_bench::Report {
     let port = port.to_string();
-    let base = ["--protocol", proto, "--port", &port, "--key-max", "999", "--threads", "2", "--clients", "3", "--data-size", size];
-    let load: Vec<&str> = base.iter().copied().chain(["--ratio", "1:0", "--key-pattern", "P", "--requests", "1000", "--verify"]).collect();
+    let base = [
+        "--protocol",
+        proto,
+        "--port",
+        &port,
+        "--key-max",
+        "999",
+        "--threads",
+        "2",
+        "--clients",
+        "3",
+        "--data-size",
+        size,
+    ];
+    let load: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--ratio", "1:0", "--key-pattern", "P", "--requests", "1000", "--verify"])
+        .collect();
     let r = run(&Plan::new(&args(&load)).unwrap()).unwrap();
     assert_eq!((r.stats.sets, r.stats.errors), (1000, 0));
-    let mix: Vec<&str> = base.iter().copied().chain(["--ratio", "1:4", "--requests", "5000", "--verify"]).chain(extra.iter().copied()).collect();
+    let mix: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--ratio", "1:4", "--requests", "5000", "--verify"])
+        .chain(extra.iter().copied())
+        .collect();
     let r = run(&Plan::new(&args(&mix)).unwrap()).unwrap();
     assert_eq!(r.stats.ops(), 5000);
     assert_eq!((r.stats.errors, r.stats.verify_failures), (0, 0), "{:?}", r.stats.first_errors);
@@ -87,10 +121,37 @@ fn a_wrong_value_fails_the_run() {
     let (_s, resp, mc) = server(false);
     for (proto, port) in [("resp", resp), ("memcache", mc)] {
         let port = port.to_string();
-        let w = args(&["--protocol", proto, "--port", &port, "--key-max", "9", "--key-pattern", "P", "--ratio", "1:0", "--requests", "10", "-d", "40"]);
+        let w = args(&[
+            "--protocol",
+            proto,
+            "--port",
+            &port,
+            "--key-max",
+            "9",
+            "--key-pattern",
+            "P",
+            "--ratio",
+            "1:0",
+            "--requests",
+            "10",
+            "-d",
+            "40",
+        ]);
         run(&Plan::new(&w).unwrap()).unwrap();
         // Read back expecting 32-byte values: every read is a mismatch, and main() fails.
-        let r = args(&["--protocol", proto, "--port", &port, "--key-max", "9", "--ratio", "0:1", "--requests", "50", "--verify"]);
+        let r = args(&[
+            "--protocol",
+            proto,
+            "--port",
+            &port,
+            "--key-max",
+            "9",
+            "--ratio",
+            "0:1",
+            "--requests",
+            "50",
+            "--verify",
+        ]);
         let rep = run(&Plan::new(&r).unwrap()).unwrap();
         assert_eq!(rep.stats.verify_failures, 50, "{proto}");
         let err = larder_bench::main(&r).unwrap_err();
@@ -102,7 +163,21 @@ fn a_wrong_value_fails_the_run() {
 fn duration_warmup_and_timeline() {
     let (_s, resp, _) = server(false);
     let port = resp.to_string();
-    let a = args(&["--port", &port, "--threads", "1", "--clients", "2", "--duration", "0.6", "--warmup", "0.2", "--interval-ms", "100", "--verify"]);
+    let a = args(&[
+        "--port",
+        &port,
+        "--threads",
+        "1",
+        "--clients",
+        "2",
+        "--duration",
+        "0.6",
+        "--warmup",
+        "0.2",
+        "--interval-ms",
+        "100",
+        "--verify",
+    ]);
     let plan = Plan::new(&a).unwrap();
     let r = run(&plan).unwrap();
     assert!(r.stats.ops() > 0 && r.stats.errors == 0 && r.stats.verify_failures == 0);
@@ -120,7 +195,22 @@ fn floor_answers_without_the_keyspace() {
     for (proto, port) in [("resp", resp), ("memcache", mc)] {
         let port = port.to_string();
         // Nothing was written, yet every read hits: the floor answers a fixed value.
-        let a = args(&["--protocol", proto, "--port", &port, "--threads", "1", "--clients", "4", "--ratio", "1:1", "--requests", "2000", "--multiget", "3"]);
+        let a = args(&[
+            "--protocol",
+            proto,
+            "--port",
+            &port,
+            "--threads",
+            "1",
+            "--clients",
+            "4",
+            "--ratio",
+            "1:1",
+            "--requests",
+            "2000",
+            "--multiget",
+            "3",
+        ]);
         let r = run(&Plan::new(&a).unwrap()).unwrap();
         assert_eq!((r.stats.ops(), r.stats.errors), (2000, 0), "{proto}");
         assert_eq!(r.stats.hits, 3000, "{proto}");
@@ -145,11 +235,17 @@ fn local_mode_attaches_to_a_named_segment() {
     }
     let _u = Unlink(name.clone());
     let base = ["--protocol", "local", "--segment", &name, "--key-max", "1999", "--threads", "2"];
-    let load: Vec<&str> = base.iter().copied().chain(["--ratio", "1:0", "--key-pattern", "P", "--requests", "2000"]).collect();
+    let load: Vec<&str> =
+        base.iter().copied().chain(["--ratio", "1:0", "--key-pattern", "P", "--requests", "2000"]).collect();
     let r = run(&Plan::new(&args(&load)).unwrap()).unwrap();
     assert_eq!((r.stats.sets, r.stats.errors), (2000, 0));
     for extra in [&["--multiget", "1"][..], &["--multiget", "20"]] {
-        let mix: Vec<&str> = base.iter().copied().chain(["--ratio", "1:3", "--requests", "20000", "--verify"]).chain(extra.iter().copied()).collect();
+        let mix: Vec<&str> = base
+            .iter()
+            .copied()
+            .chain(["--ratio", "1:3", "--requests", "20000", "--verify"])
+            .chain(extra.iter().copied())
+            .collect();
         let r = run(&Plan::new(&args(&mix)).unwrap()).unwrap();
         assert_eq!(r.stats.ops(), 20000);
         assert_eq!((r.stats.errors, r.stats.verify_failures, r.stats.misses), (0, 0, 0), "{:?}", r.stats.first_errors);

@@ -75,13 +75,18 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                 r.problems.push(format!("db {db} entry {i}: points at a retired segment"));
             }
             if l <= g && (i >> (g - l)) != prefix {
-                r.problems.push(format!("db {db} entry {i}: segment prefix {prefix:#x} at depth {l} does not cover it"));
+                r.problems
+                    .push(format!("db {db} entry {i}: segment prefix {prefix:#x} at depth {l} does not cover it"));
             }
         }
         for (seg, entries) in &seg_entries {
             let (depth, _, count, prefix) = index::seg_header(a, *seg)?;
             if entries.len() as u64 != 1u64 << (g - depth.min(g)) {
-                r.problems.push(format!("db {db} segment {seg:#x}: {} entries, expected {}", entries.len(), 1u64 << (g - depth.min(g))));
+                r.problems.push(format!(
+                    "db {db} segment {seg:#x}: {} entries, expected {}",
+                    entries.len(),
+                    1u64 << (g - depth.min(g))
+                ));
             }
             if free.contains_key(seg) {
                 r.problems.push(format!("db {db} segment {seg:#x} is on a free list"));
@@ -126,12 +131,18 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
                     it.key(a, &mut key)?;
                     let h = index::key_hash(a.seed(), &key);
                     if depth > 0 && (h >> (64 - depth)) != prefix {
-                        r.problems.push(format!("db {db}: key {:?} is in a segment of another prefix", String::from_utf8_lossy(&key)));
+                        r.problems.push(format!(
+                            "db {db}: key {:?} is in a segment of another prefix",
+                            String::from_utf8_lossy(&key)
+                        ));
                     }
                     let home = index::bucket_of(h, depth);
                     let dist = (b + NB - home) % NB;
                     if dist >= index::WINDOW {
-                        r.problems.push(format!("db {db}: key {:?} in bucket {b}, home {home}", String::from_utf8_lossy(&key)));
+                        r.problems.push(format!(
+                            "db {db}: key {:?} in bucket {b}, home {home}",
+                            String::from_utf8_lossy(&key)
+                        ));
                     } else if dist > 0 {
                         displaced[home as usize] += 1;
                     }
@@ -161,7 +172,8 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
             for (b, &d) in displaced.iter().enumerate() {
                 let o = index::overflow_of(a, *seg, b as u64)? as u32;
                 if o != d && !pending {
-                    r.problems.push(format!("db {db} segment {seg:#x} bucket {b}: overflow {o} but {d} displaced keys"));
+                    r.problems
+                        .push(format!("db {db} segment {seg:#x} bucket {b}: overflow {o} but {d} displaced keys"));
                 }
             }
             if n != count && !pending {
@@ -169,7 +181,9 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
             }
             let expires = index::seg_expires(a, *seg)?;
             if expires != with_expiry && !pending {
-                r.problems.push(format!("db {db} segment {seg:#x}: expiry count {expires} but {with_expiry} keys with an expiry"));
+                r.problems.push(format!(
+                    "db {db} segment {seg:#x}: expiry count {expires} but {with_expiry} keys with an expiry"
+                ));
             }
             db_keys += n as u64;
         }

@@ -49,8 +49,8 @@ use larder_arena::{Arena, Participant};
 
 use crate::item::{self, parse_canonical_i64, ItemView, NewItem, Value};
 use crate::keyspace::Action;
-use crate::tree::{self, Edit};
 use crate::listtree::{self, get_varint, put_varint, Strip, BUF_BYTES, BUF_ENTRIES};
+use crate::tree::{self, Edit};
 use crate::{index, Error, Handle};
 
 /// The kind of a collection.
@@ -189,7 +189,14 @@ impl Drop for Coll<'_> {
 }
 
 impl<'a> Coll<'a> {
-    fn open(a: &'a Arena, p: Option<&'a Participant>, kind: Kind, it: Option<&ItemView>, limits: &'a Limits, spare: Option<&'a Spare>) -> Result<Coll<'a>, Error> {
+    fn open(
+        a: &'a Arena,
+        p: Option<&'a Participant>,
+        kind: Kind,
+        it: Option<&ItemView>,
+        limits: &'a Limits,
+        spare: Option<&'a Spare>,
+    ) -> Result<Coll<'a>, Error> {
         let mut c = Coll {
             a,
             p,
@@ -524,7 +531,12 @@ impl<'a> Coll<'a> {
     /// Lower bound in score order. `hint`: the target's score prefix, which settles every
     /// comparison with an element of another score without reading it; `by_score_only`:
     /// (prefix, exclusive) when the target is a score alone.
-    fn zseek(&mut self, cmp: &mut dyn FnMut(f64, &[u8]) -> Ordering, hint: Option<u64>, by_score_only: Option<(u64, bool)>) -> Result<u64, Error> {
+    fn zseek(
+        &mut self,
+        cmp: &mut dyn FnMut(f64, &[u8]) -> Ordering,
+        hint: Option<u64>,
+        by_score_only: Option<(u64, bool)>,
+    ) -> Result<u64, Error> {
         match &self.repr {
             Repr::Pack(v) => {
                 let mut lo = 0;
@@ -544,7 +556,11 @@ impl<'a> Coll<'a> {
                 let (mut k, mut v) = (Vec::new(), Vec::new());
                 tree::seek(a, r1, &mut |prefix, e| {
                     if let Some((target, excl)) = by_score_only {
-                        return Ok(if prefix < target || (excl && prefix == target) { Ordering::Less } else { Ordering::Greater });
+                        return Ok(if prefix < target || (excl && prefix == target) {
+                            Ordering::Less
+                        } else {
+                            Ordering::Greater
+                        });
                     }
                     if let Some(t) = hint {
                         if prefix != t {
@@ -702,7 +718,11 @@ impl<'a> Coll<'a> {
             }
             Repr::Tree { .. } => {
                 let (rank0, _) = self.seek_hashed(member)?;
-                let rank1 = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)), Some(score_key(score)), None)?;
+                let rank1 = self.zseek(
+                    &mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)),
+                    Some(score_key(score)),
+                    None,
+                )?;
                 let Repr::Tree { r0, r1 } = &mut self.repr else { unreachable!() };
                 let e = self.ed.elem(p, member, &score.to_le_bytes())?;
                 *r0 = tree::insert_at(p, &mut self.ed, *r0, rank0, field_hash(self.seed, member), e)?;
@@ -735,7 +755,8 @@ impl<'a> Coll<'a> {
         let h = field_hash(self.seed, member);
         match (old, found) {
             (Some(o), Some(old_e)) => {
-                let at = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(o), member)), Some(score_key(o)), None)?;
+                let at =
+                    self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(o), member)), Some(score_key(o)), None)?;
                 let Repr::Tree { r0, r1 } = &mut self.repr else { unreachable!() };
                 let (root1, out1) = tree::remove_at(p, &mut self.ed, *r1, at)?;
                 let (root0, out0) = tree::replace_at(p, &mut self.ed, *r0, rank0, h, e)?;
@@ -751,7 +772,8 @@ impl<'a> Coll<'a> {
                 self.len += 1;
             }
         }
-        let rank1 = self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)), Some(score_key(score)), None)?;
+        let rank1 =
+            self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(score), member)), Some(score_key(score)), None)?;
         let Repr::Tree { r1, .. } = &mut self.repr else { unreachable!() };
         *r1 = tree::insert_at(p, &mut self.ed, *r1, rank1, score_key(score), e)?;
         Ok(old)
@@ -776,7 +798,11 @@ impl<'a> Coll<'a> {
                 tree::read_elem(self.a, e, &mut k, &mut v)?;
                 let rank1 = if self.kind == Kind::ZSet {
                     let s = score_of(&v)?;
-                    Some(self.zseek(&mut |sc, m| (score_key(sc), m).cmp(&(score_key(s), key)), Some(score_key(s)), None)?)
+                    Some(self.zseek(
+                        &mut |sc, m| (score_key(sc), m).cmp(&(score_key(s), key)),
+                        Some(score_key(s)),
+                        None,
+                    )?)
                 } else {
                     None
                 };
@@ -1052,7 +1078,9 @@ impl<'a> Coll<'a> {
                 v.len() as u64 > ld(&l.hash_max_listpack_entries) || klen > max || vlen > max
             }
             Kind::Set => v.len() as u64 > ld(&l.set_max_intset_entries) || !is_int,
-            Kind::ZSet => v.len() as u64 > ld(&l.zset_max_listpack_entries) || klen > ld(&l.zset_max_listpack_value) as usize,
+            Kind::ZSet => {
+                v.len() as u64 > ld(&l.zset_max_listpack_entries) || klen > ld(&l.zset_max_listpack_value) as usize
+            }
             // Lists are never a Pack here: they keep their ends in Strips (see the module notes).
             Kind::List => false,
         };
@@ -1135,7 +1163,10 @@ impl Pack {
         let mut ents = Vec::new();
         let mut pos = 0;
         let take = |pos: &mut usize, n: u64| -> Result<(u32, u32), Error> {
-            let end = pos.checked_add(n as usize).filter(|&e| e <= buf.len()).ok_or(Error::Corrupt("truncated packed collection"))?;
+            let end = pos
+                .checked_add(n as usize)
+                .filter(|&e| e <= buf.len())
+                .ok_or(Error::Corrupt("truncated packed collection"))?;
             let r = (*pos as u32, n as u32);
             *pos = end;
             Ok(r)
@@ -1394,7 +1425,13 @@ pub(crate) fn check_item(
 
 /// Builds a deep copy of a collection item under a new key (COPY): a packed item's bytes
 /// are copied as they are; a tree is rebuilt from its elements.
-pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u64, version: u64) -> Result<u64, Error> {
+pub(crate) fn deep_copy(
+    p: &Participant,
+    it: &ItemView,
+    key: &[u8],
+    expire_at: u64,
+    version: u64,
+) -> Result<u64, Error> {
     let a = &**p.arena();
     let ty = it.ty();
     let mut raw = Vec::new();
@@ -1447,7 +1484,13 @@ pub(crate) fn deep_copy(p: &Participant, it: &ItemView, key: &[u8], expire_at: u
 impl Handle {
     /// Reads the collection under `key`: `f` gets a consistent snapshot. Ok(None) if the
     /// key is missing; `WRONGTYPE` if it holds another kind of value.
-    pub fn coll_read<R>(&self, db: u32, key: &[u8], kind: Kind, f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>) -> Result<Option<R>, Error> {
+    pub fn coll_read<R>(
+        &self,
+        db: u32,
+        key: &[u8],
+        kind: Kind,
+        f: impl FnOnce(&mut Coll<'_>) -> Result<R, Error>,
+    ) -> Result<Option<R>, Error> {
         let limits = self.store.limits();
         self.read(db, key, |a, it| {
             let mut c = Coll::open(a, None, kind, Some(it), limits, None)?;
@@ -1497,10 +1540,9 @@ impl Handle {
                 Some(o) => o.expire_at(a)?,
                 None => 0,
             };
-            let built = p
-                .next_version()
-                .map_err(Error::from)
-                .and_then(|version| c.encode(|value| item::build(p, &NewItem { key, value, expire_at, cflags: 0, version })));
+            let built = p.next_version().map_err(Error::from).and_then(|version| {
+                c.encode(|value| item::build(p, &NewItem { key, value, expire_at, cflags: 0, version }))
+            });
             match built {
                 Ok(off) => {
                     ed_out = Some(ed);

@@ -666,7 +666,6 @@ pub(crate) fn seg_count(a: &Arena, seg: u64) -> Result<u32, Error> {
     Ok(a.u32(seg + G_COUNT)?.load(Ordering::Relaxed))
 }
 
-
 /// [`retired`] and [`dirty`] of a segment, read in that order with one bounds check (the
 /// header's first seven words).
 #[inline]
@@ -759,7 +758,14 @@ struct Build {
 
 impl Build {
     fn new(depth: u32) -> Build {
-        Build { depth, buckets: vec![[0; 64]; NB as usize], used: vec![0; NB as usize], overflow: vec![0; NB as usize], count: 0, expires: 0 }
+        Build {
+            depth,
+            buckets: vec![[0; 64]; NB as usize],
+            used: vec![0; NB as usize],
+            overflow: vec![0; NB as usize],
+            count: 0,
+            expires: 0,
+        }
     }
 
     /// Places item `units` of hash `h` (with an expiry set if `expiry`) in its home bucket
@@ -1136,7 +1142,11 @@ pub(crate) fn unlock_many(p: &Participant, locked: &[u64]) -> Result<(), Error> 
 
 /// Reserves a slot for each new key. On `Full` or `Busy` for key k, every reservation made
 /// so far is released and (k, room) returned.
-pub(crate) fn reserve_many(p: &Participant, places: &mut [Placement], held: &[u64]) -> Result<Option<(usize, Room)>, Error> {
+pub(crate) fn reserve_many(
+    p: &Participant,
+    places: &mut [Placement],
+    held: &[u64],
+) -> Result<Option<(usize, Room)>, Error> {
     let mut taken: Vec<(u64, u64)> = Vec::new();
     // The home locks, and the displaced buckets earlier keys locked: a later key whose
     // window passes one of those may use its free slots (trying its lock again would fail
@@ -1293,12 +1303,7 @@ pub(crate) fn seg_header(a: &Arena, seg: u64) -> Result<(u32, bool, u32, u64), E
     if depth > MAX_DEPTH {
         return Err(Error::Corrupt("segment depth out of range"));
     }
-    Ok((
-        depth,
-        retired(a, seg)?,
-        seg_count(a, seg)?,
-        a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed),
-    ))
+    Ok((depth, retired(a, seg)?, seg_count(a, seg)?, a.u64(seg + G_PREFIX)?.load(Ordering::Relaxed)))
 }
 
 pub(crate) fn dir_entry(a: &Arena, dir: u64, i: u64) -> Result<(u64, u32), Error> {
@@ -1683,8 +1688,9 @@ mod tests {
                 // Few distinct values, so that matches (and zero tags) are common.
                 *b = if round % 2 == 0 { (next() % 4) as u8 } else { next() as u8 };
             }
-            let w: [AtomicU32; 16] =
-                std::array::from_fn(|i| AtomicU32::new(if i < 4 { u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap()) } else { 0 }));
+            let w: [AtomicU32; 16] = std::array::from_fn(|i| {
+                AtomicU32::new(if i < 4 { u32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap()) } else { 0 })
+            });
             for t in [0u8, 1, 2, 3, 0x80, 0xff, next() as u8] {
                 let want = (0..12).filter(|&i| bytes[i] == t).fold(0u32, |m, i| m | 1 << i);
                 assert_eq!(tag_hits(&w, t), want, "tags {bytes:?} t {t}");

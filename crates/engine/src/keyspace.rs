@@ -97,7 +97,14 @@ impl Handle {
     pub(crate) fn new(store: Store) -> Result<Handle, Error> {
         let p = store.arena().register()?;
         let rng = (now_ms() ^ (p.slot() as u64).rotate_left(32)) | 1;
-        Ok(Handle { store, p, rng, maybe_merge: Default::default(), expire_cursor: Vec::new(), list_spare: Default::default() })
+        Ok(Handle {
+            store,
+            p,
+            rng,
+            maybe_merge: Default::default(),
+            expire_cursor: Vec::new(),
+            list_spare: Default::default(),
+        })
     }
 
     pub fn store(&self) -> &Store {
@@ -699,7 +706,15 @@ impl Handle {
 
     /// RENAME, COPY and MOVE: both keys are locked together (in address order) so the
     /// change is atomic for every observer.
-    fn move_key(&mut self, db: u32, src: &[u8], dst_db: u32, dst: &[u8], replace: bool, delete_src: bool) -> Result<bool, Error> {
+    fn move_key(
+        &mut self,
+        db: u32,
+        src: &[u8],
+        dst_db: u32,
+        dst: &[u8],
+        replace: bool,
+        delete_src: bool,
+    ) -> Result<bool, Error> {
         let hs = self.hash(src);
         let hd = self.hash(dst);
         let _g = self.p.pin();
@@ -760,7 +775,10 @@ impl Handle {
                     // RENAME / MOVE: the new item takes over the collection (its tree stays).
                     let mut raw = Vec::new();
                     s.item.raw_value(a, &mut raw)?;
-                    item::build(p, &NewItem { key: dst, value: Value::Coll(s.item.ty(), &raw), expire_at, cflags: 0, version })
+                    item::build(
+                        p,
+                        &NewItem { key: dst, value: Value::Coll(s.item.ty(), &raw), expire_at, cflags: 0, version },
+                    )
                 } else {
                     crate::coll::deep_copy(p, &s.item, dst, expire_at, version)
                 };
@@ -1280,7 +1298,10 @@ mod tests {
         // a pinned writer was descheduled (2 cores, 3 threads): allocation failed with Full
         // in about 1 release run in 5. In 256 MiB (sparse) it passed 100 of 100, with 48 to
         // 1,923 swaps during the writes.
-        let config = StoreConfig { arena: ArenaConfig { capacity: 256 << 20, max_participants: 8 }, ..StoreConfig::small_for_tests() };
+        let config = StoreConfig {
+            arena: ArenaConfig { capacity: 256 << 20, max_participants: 8 },
+            ..StoreConfig::small_for_tests()
+        };
         let store = Store::open(config).unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         // Writers start once the swapper has swapped: on two cores they could otherwise

@@ -284,7 +284,11 @@ impl Store {
         // the publication before the check (Dekker's pattern; the blocker's side is a
         // SeqCst read-modify-write).
         std::sync::atomic::fence(SeqCst);
-        let (Ok(seq), Ok(waiters), Ok(blockers)) = (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS), self.push_word(PUSH_BLOCKERS)) else { return };
+        let (Ok(seq), Ok(waiters), Ok(blockers)) =
+            (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS), self.push_word(PUSH_BLOCKERS))
+        else {
+            return;
+        };
         if blockers.load(SeqCst) == 0 {
             return;
         }

@@ -212,7 +212,11 @@ fn read(a: &Arena, off: u64) -> Result<Block, Error> {
     let w = a.u32(off)?.load(std::sync::atomic::Ordering::Relaxed);
     if w & CHUNK == 0 {
         let n = Node::read(a, off)?;
-        return if w & INNER != 0 { Ok(Block::Inner(n)) } else { Err(Error::Corrupt("a list tree leaf that is not a chunk")) };
+        return if w & INNER != 0 {
+            Ok(Block::Inner(n))
+        } else {
+            Err(Error::Corrupt("a list tree leaf that is not a chunk"))
+        };
     }
     Ok(Block::Chunk(read_chunk(a, off)?))
 }
@@ -296,7 +300,14 @@ pub(crate) fn nth<R>(a: &Arena, root: u64, mut i: u64, f: impl FnOnce(&[u8]) -> 
 /// Calls `f(element)` for positions `from..to`, in order, until it returns false; returns
 /// whether it went to the end.
 pub(crate) fn walk(a: &Arena, root: u64, from: u64, to: u64, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<bool, Error> {
-    fn go(a: &Arena, node: u64, from: u64, to: u64, depth: u32, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<bool, Error> {
+    fn go(
+        a: &Arena,
+        node: u64,
+        from: u64,
+        to: u64,
+        depth: u32,
+        f: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<bool, Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -374,7 +385,13 @@ pub(crate) fn for_each_block(a: &Arena, root: u64, f: &mut dyn FnMut(u64) -> Res
 /// Checks a list tree: every chunk well formed and within its header's count, counts that
 /// agree, every chunk at the same depth. Returns the element count and the problems found.
 pub(crate) fn check(a: &Arena, root: u64) -> Result<(u64, Vec<String>), Error> {
-    fn go(a: &Arena, node: u64, depth: u32, chunk_depth: &mut Option<u32>, problems: &mut Vec<String>) -> Result<u64, Error> {
+    fn go(
+        a: &Arena,
+        node: u64,
+        depth: u32,
+        chunk_depth: &mut Option<u32>,
+        problems: &mut Vec<String>,
+    ) -> Result<u64, Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -416,8 +433,24 @@ pub(crate) fn check(a: &Arena, root: u64) -> Result<(u64, Vec<String>), Error> {
 // ---- writes ----
 
 /// Inserts `elem` at position `i`; returns the new root. `max`: elements per chunk.
-pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, elem: &[u8], max: usize) -> Result<u64, Error> {
-    fn go(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, elem: &[u8], max: usize, depth: u32) -> Result<(Ent, Option<Ent>), Error> {
+pub(crate) fn insert_at(
+    p: &Participant,
+    ed: &mut Edit,
+    root: u64,
+    i: u64,
+    elem: &[u8],
+    max: usize,
+) -> Result<u64, Error> {
+    fn go(
+        p: &Participant,
+        a: &Arena,
+        ed: &mut Edit,
+        node: u64,
+        i: u64,
+        elem: &[u8],
+        max: usize,
+        depth: u32,
+    ) -> Result<(Ent, Option<Ent>), Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -466,10 +499,25 @@ pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, elem:
 
 /// Removes the element at position `i`; returns the new root (0 when the list is now empty
 /// of tree elements) and the element.
-pub(crate) fn remove_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, max: usize) -> Result<(u64, Vec<u8>), Error> {
+pub(crate) fn remove_at(
+    p: &Participant,
+    ed: &mut Edit,
+    root: u64,
+    i: u64,
+    max: usize,
+) -> Result<(u64, Vec<u8>), Error> {
     /// The rewritten block's entry and (entries, capacity, is a chunk), or None if it emptied.
     type Left = Option<(Ent, usize, usize)>;
-    fn go(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, max: usize, old: &mut Vec<u8>, depth: u32) -> Result<Left, Error> {
+    fn go(
+        p: &Participant,
+        a: &Arena,
+        ed: &mut Edit,
+        node: u64,
+        i: u64,
+        max: usize,
+        old: &mut Vec<u8>,
+        depth: u32,
+    ) -> Result<Left, Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -553,8 +601,24 @@ fn collapse(p: &Participant, ed: &mut Edit, mut root: u64) -> Result<u64, Error>
 
 /// Adds the run `add` (one chunk's worth) at the front or the back of the tree with one path
 /// copy: joined to the edge chunk when both fit in one, else as a new chunk beside it.
-pub(crate) fn push_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool, add: &Strip, max: usize) -> Result<u64, Error> {
-    fn go(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, front: bool, add: &Strip, max: usize, depth: u32) -> Result<(Ent, Option<Ent>), Error> {
+pub(crate) fn push_edge(
+    p: &Participant,
+    ed: &mut Edit,
+    root: u64,
+    front: bool,
+    add: &Strip,
+    max: usize,
+) -> Result<u64, Error> {
+    fn go(
+        p: &Participant,
+        a: &Arena,
+        ed: &mut Edit,
+        node: u64,
+        front: bool,
+        add: &Strip,
+        max: usize,
+        depth: u32,
+    ) -> Result<(Ent, Option<Ent>), Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -603,7 +667,15 @@ pub(crate) fn push_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool, 
 /// Takes the front or back chunk out of a non-empty tree; returns the new root (0 when the
 /// tree is now empty) and the chunk's elements.
 pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) -> Result<(u64, Strip), Error> {
-    fn go(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, front: bool, out: &mut Strip, depth: u32) -> Result<Option<Ent>, Error> {
+    fn go(
+        p: &Participant,
+        a: &Arena,
+        ed: &mut Edit,
+        node: u64,
+        front: bool,
+        out: &mut Strip,
+        depth: u32,
+    ) -> Result<Option<Ent>, Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }

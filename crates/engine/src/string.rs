@@ -374,7 +374,12 @@ impl Handle {
     /// space-padded result) the protocol crate supplies. `f` returns the bytes to store and
     /// what to return, or None to leave the item alone and fail with [`Error::NotInteger`].
     /// Returns None if the key is missing.
-    pub fn rewrite<T>(&mut self, db: u32, key: &[u8], f: impl FnOnce(&[u8]) -> Option<(Vec<u8>, T)>) -> Result<Option<T>, Error> {
+    pub fn rewrite<T>(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> Option<(Vec<u8>, T)>,
+    ) -> Result<Option<T>, Error> {
         self.write(db, key, |p, old| {
             let Some(o) = old else { return Ok((Action::Keep, None)) };
             let mut v = Vec::new();
@@ -458,7 +463,14 @@ impl Handle {
     /// An append lands in place when the value's block has room after it; when it doesn't,
     /// the value moves to a block with room to spare ([`append_room`]), so building a value
     /// by appends costs amortised O(1) per byte, as Redis's string preallocation does.
-    pub fn concat(&mut self, db: u32, key: &[u8], data: &[u8], prepend: bool, create: bool) -> Result<Option<u64>, Error> {
+    pub fn concat(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        data: &[u8],
+        prepend: bool,
+        create: bool,
+    ) -> Result<Option<u64>, Error> {
         self.write(db, key, |p, old| {
             let a = p.arena();
             let mut v = Vec::new();
@@ -484,14 +496,23 @@ impl Handle {
             }
             let len = v.len() as u64;
             let off = match old {
-                None => item::build(p, &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                None => item::build(
+                    p,
+                    &NewItem { key, value: Value::of(&v), expire_at: 0, cflags: 0, version: p.next_version()? },
+                )?,
                 Some(o) if prepend => rebuild_value(p, o, Value::Edited(&v))?,
                 // Edited, not `Value::of`: an integer item can't grow in place (Redis, too,
                 // leaves an appended-to string raw; INCR still parses it).
                 Some(o) => {
                     let mut k = Vec::new();
                     o.key(a, &mut k)?;
-                    let it = NewItem { key: &k, value: Value::Edited(&v), expire_at: o.expire_at(a)?, cflags: o.cflags, version: p.next_version()? };
+                    let it = NewItem {
+                        key: &k,
+                        value: Value::Edited(&v),
+                        expire_at: o.expire_at(a)?,
+                        cflags: o.cflags,
+                        version: p.next_version()?,
+                    };
                     item::build_with_room(p, &it, append_room(len))?
                 }
             };
@@ -626,7 +647,10 @@ impl Handle {
             }
             let off = match old {
                 // A raw string, as Redis makes it, even from nothing.
-                None => item::build(p, &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                None => item::build(
+                    p,
+                    &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? },
+                )?,
                 Some(o) => rebuild_value(p, o, Value::Edited(&v))?,
             };
             Ok((Action::Put(off), was))
@@ -688,7 +712,10 @@ impl Handle {
             let len = v.len() as u64;
             let off = match old {
                 // A raw string, as Redis makes it, even from nothing.
-                None => item::build(p, &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? })?,
+                None => item::build(
+                    p,
+                    &NewItem { key, value: Value::Edited(&v), expire_at: 0, cflags: 0, version: p.next_version()? },
+                )?,
                 Some(o) => rebuild_value(p, o, Value::Edited(&v))?,
             };
             Ok((Action::Put(off), len))
@@ -868,7 +895,8 @@ impl Handle {
     /// assert_eq!(h.meta(0, b"k").unwrap().unwrap().expire_at, 0);
     /// ```
     pub fn touch_if_version(&mut self, db: u32, key: &[u8], expire_at: u64, version: u64) -> Result<bool, Error> {
-        Ok(self.touch_versioned(db, key, Expiry::at_or_clear(expire_at), false, Some(version))?.outcome == Outcome::Stored)
+        Ok(self.touch_versioned(db, key, Expiry::at_or_clear(expire_at), false, Some(version))?.outcome
+            == Outcome::Stored)
     }
 
     /// memcached `md <key> I`, marking the item stale: gives it a new version, so that CAS
@@ -898,14 +926,27 @@ impl Handle {
     /// assert_eq!(again.outcome, Outcome::Exists);
     /// assert_eq!(h.touch_and_invalidate(0, b"nope", Expiry::Clear, None).unwrap().outcome, Outcome::NotFound);
     /// ```
-    pub fn touch_and_invalidate(&mut self, db: u32, key: &[u8], expiry: Expiry, cas: Option<u64>) -> Result<SetReply, Error> {
+    pub fn touch_and_invalidate(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        expiry: Expiry,
+        cas: Option<u64>,
+    ) -> Result<SetReply, Error> {
         self.touch_versioned(db, key, expiry, true, cas)
     }
 
     /// The memcached touches: a string key's expiry, and a new version if `new_version`, with
     /// `cas` only on that version. A key of another type is no memcached item: `NotFound`,
     /// and it is left alone.
-    fn touch_versioned(&mut self, db: u32, key: &[u8], expiry: Expiry, new_version: bool, cas: Option<u64>) -> Result<SetReply, Error> {
+    fn touch_versioned(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        expiry: Expiry,
+        new_version: bool,
+        cas: Option<u64>,
+    ) -> Result<SetReply, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
             let reply = |outcome, version| SetReply { outcome, old: None, version };
@@ -1005,7 +1046,10 @@ fn rebuild_value(p: &Participant, old: &ItemView, value: Value<'_>) -> Result<u6
     let a = p.arena();
     let mut k = Vec::new();
     old.key(a, &mut k)?;
-    item::build(p, &NewItem { key: &k, value, expire_at: old.expire_at(a)?, cflags: old.cflags, version: p.next_version()? })
+    item::build(
+        p,
+        &NewItem { key: &k, value, expire_at: old.expire_at(a)?, cflags: old.cflags, version: p.next_version()? },
+    )
 }
 
 #[cfg(test)]

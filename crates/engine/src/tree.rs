@@ -395,8 +395,19 @@ fn walk_node(
 
 /// Calls `f` for every node and (when `elems`) every element of the tree: what a drop
 /// retires, and what the checker accounts for.
-pub(crate) fn for_each_block(a: &Arena, root: u64, elems: bool, f: &mut dyn FnMut(u64, bool) -> Result<(), Error>) -> Result<(), Error> {
-    fn go(a: &Arena, node: u64, elems: bool, depth: u32, f: &mut dyn FnMut(u64, bool) -> Result<(), Error>) -> Result<(), Error> {
+pub(crate) fn for_each_block(
+    a: &Arena,
+    root: u64,
+    elems: bool,
+    f: &mut dyn FnMut(u64, bool) -> Result<(), Error>,
+) -> Result<(), Error> {
+    fn go(
+        a: &Arena,
+        node: u64,
+        elems: bool,
+        depth: u32,
+        f: &mut dyn FnMut(u64, bool) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
@@ -562,7 +573,14 @@ fn split_insert(n: &Node, i: usize, e: Ent) -> (Node, Node) {
 }
 
 /// Inserts `(prefix, elem)` at position `i`; returns the new root.
-pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefix: u64, elem: u64) -> Result<u64, Error> {
+pub(crate) fn insert_at(
+    p: &Participant,
+    ed: &mut Edit,
+    root: u64,
+    i: u64,
+    prefix: u64,
+    elem: u64,
+) -> Result<u64, Error> {
     let a = &**p.arena();
     if root == 0 {
         let mut n = Node::new(false);
@@ -575,7 +593,15 @@ pub(crate) fn insert_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefi
     }
 }
 
-fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: Ent, depth: u32) -> Result<(Written, Option<Written>), Error> {
+fn insert_rec(
+    p: &Participant,
+    a: &Arena,
+    ed: &mut Edit,
+    node: u64,
+    i: u64,
+    e: Ent,
+    depth: u32,
+) -> Result<(Written, Option<Written>), Error> {
     if depth > 64 {
         return Err(Error::Corrupt("tree too deep"));
     }
@@ -610,7 +636,14 @@ fn insert_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, e: E
 
 /// Replaces the published `node` (read into `n`) by `n` with `ent` inserted at `pos`: one
 /// node, or two halves when it was full.
-pub(crate) fn place(p: &Participant, ed: &mut Edit, node: u64, mut n: Node, pos: usize, ent: Ent) -> Result<(Written, Option<Written>), Error> {
+pub(crate) fn place(
+    p: &Participant,
+    ed: &mut Edit,
+    node: u64,
+    mut n: Node,
+    pos: usize,
+    ent: Ent,
+) -> Result<(Written, Option<Written>), Error> {
     ed.drop_block(p, node)?;
     if n.n < n.max() {
         n.insert(pos, ent);
@@ -633,7 +666,14 @@ pub(crate) fn grow_root(p: &Participant, ed: &mut Edit, l: Written, r: Written) 
 }
 
 /// Replaces the element at position `i`; returns the new root and the old element.
-pub(crate) fn replace_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, prefix: u64, elem: u64) -> Result<(u64, u64), Error> {
+pub(crate) fn replace_at(
+    p: &Participant,
+    ed: &mut Edit,
+    root: u64,
+    i: u64,
+    prefix: u64,
+    elem: u64,
+) -> Result<(u64, u64), Error> {
     let a = &**p.arena();
     let mut old = 0;
     let w = replace_rec(p, a, ed, root, i, prefix, elem, &mut old, 0)?;
@@ -641,7 +681,17 @@ pub(crate) fn replace_at(p: &Participant, ed: &mut Edit, root: u64, i: u64, pref
 }
 
 #[allow(clippy::too_many_arguments)]
-fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, prefix: u64, elem: u64, old: &mut u64, depth: u32) -> Result<Written, Error> {
+fn replace_rec(
+    p: &Participant,
+    a: &Arena,
+    ed: &mut Edit,
+    node: u64,
+    i: u64,
+    prefix: u64,
+    elem: u64,
+    old: &mut u64,
+    depth: u32,
+) -> Result<Written, Error> {
     if depth > 64 {
         return Err(Error::Corrupt("tree too deep"));
     }
@@ -650,7 +700,11 @@ fn replace_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, pre
         let (k, base) = child_at(&n, i)?;
         n.ents[k] = replace_rec(p, a, ed, n.ents[k].child, i - base, prefix, elem, old, depth + 1)?;
     } else {
-        let e = n.ents.get_mut(i as usize).filter(|_| (i as usize) < n.n).ok_or(Error::Corrupt("tree position out of range"))?;
+        let e = n
+            .ents
+            .get_mut(i as usize)
+            .filter(|_| (i as usize) < n.n)
+            .ok_or(Error::Corrupt("tree position out of range"))?;
         *old = e.elem;
         e.prefix = prefix;
         e.elem = elem;
@@ -696,7 +750,15 @@ fn collapse(p: &Participant, a: &Arena, ed: &mut Edit, mut root: u64) -> Result<
 }
 
 /// Returns the rewritten node's entry, entry count and capacity (None if it emptied).
-fn remove_rec(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, i: u64, old: &mut u64, depth: u32) -> Result<Option<(Written, usize, usize)>, Error> {
+fn remove_rec(
+    p: &Participant,
+    a: &Arena,
+    ed: &mut Edit,
+    node: u64,
+    i: u64,
+    old: &mut u64,
+    depth: u32,
+) -> Result<Option<(Written, usize, usize)>, Error> {
     if depth > 64 {
         return Err(Error::Corrupt("tree too deep"));
     }
@@ -774,7 +836,11 @@ pub(crate) fn build(p: &Participant, ed: &mut Edit, elems: &[(u64, u64)]) -> Res
 /// Checks a tree's structure: counts agree, separators are each child's first element,
 /// inner nodes hold at least one entry, every leaf is at the same depth. Returns the
 /// element count and calls `f(prefix, elem)` in order.
-pub(crate) fn check(a: &Arena, root: u64, f: &mut dyn FnMut(u64, u64) -> Result<(), Error>) -> Result<Vec<String>, Error> {
+pub(crate) fn check(
+    a: &Arena,
+    root: u64,
+    f: &mut dyn FnMut(u64, u64) -> Result<(), Error>,
+) -> Result<Vec<String>, Error> {
     let mut problems = Vec::new();
     let mut leaf_depth = None;
     fn go(

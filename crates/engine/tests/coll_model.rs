@@ -401,7 +401,8 @@ fn readers_keep_their_version_while_a_writer_changes_a_tree() {
                     // Every version is a run of consecutive integers (pops at the head,
                     // pushes at the tail): a torn read would break the run.
                     let v = h.coll_read(0, b"l", Kind::List, |c| c.entries()).unwrap().unwrap();
-                    let ints: Vec<u32> = v.iter().map(|(k, _)| u32::from_le_bytes(k[..4].try_into().unwrap())).collect();
+                    let ints: Vec<u32> =
+                        v.iter().map(|(k, _)| u32::from_le_bytes(k[..4].try_into().unwrap())).collect();
                     assert!(ints.windows(2).all(|w| w[1] == w[0] + 1), "torn list");
                     n += 1;
                 }

@@ -253,7 +253,12 @@ fn a_corrupted_segment_gives_errors_never_panics_or_hangs() {
             Err(f) => failed.push(f),
         }
     }
-    assert!(failed.is_empty(), "{} of {seeds} corrupted segments broke the engine:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {seeds} corrupted segments broke the engine:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
     // The scribbles must have been noticed somewhere, or this test proves nothing.
     assert!(errors > 0, "no corruption was ever detected");
 }

@@ -288,7 +288,9 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
             let delta = *q as f64 / 4.0;
             let old = match m.get(&k) {
                 None => Some(0.0),
-                Some((v, _)) => std::str::from_utf8(v).ok().and_then(|s| s.parse::<f64>().ok()).filter(|f| f.is_finite()),
+                Some((v, _)) => {
+                    std::str::from_utf8(v).ok().and_then(|s| s.parse::<f64>().ok()).filter(|f| f.is_finite())
+                }
             };
             match (h.incr_by_float(0, &k, delta), old) {
                 (Ok(got), Some(old)) => {
@@ -326,7 +328,9 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
             let k = key(*k);
             let mut out = Vec::new();
             let at = if *ttl { far } else { 0 };
-            let got = h.touch_get_framed(0, &k, at, &mut out, |out, _, len| out.extend_from_slice(&(len as u32).to_le_bytes()));
+            let got = h.touch_get_framed(0, &k, at, &mut out, |out, _, len| {
+                out.extend_from_slice(&(len as u32).to_le_bytes())
+            });
             match m.get_mut(&k) {
                 Some(e) => {
                     let meta = got.unwrap().unwrap();

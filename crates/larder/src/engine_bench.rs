@@ -266,7 +266,8 @@ impl OpStats {
 
     fn row(&self, op: &str, place: &str) {
         // A run that timed no single ops (empty histogram) shows dashes there.
-        let single = |v: f64, w: usize| if self.single_max > 0.0 { format!("{v:>w$.0}") } else { format!("{:>w$}", "-") };
+        let single =
+            |v: f64, w: usize| if self.single_max > 0.0 { format!("{v:>w$.0}") } else { format!("{:>w$}", "-") };
         println!(
             "  {op:<7} {place:<7} {:>9.1} {:>9.1} {} {} {} {} {:>10.2}",
             self.batch_p50,
@@ -1401,7 +1402,15 @@ fn phase_colls(out: &mut Report) -> Result<(), String> {
             Ok(())
         })?;
         let _ = h.collect();
-        for (name, v) in [("hget", hget), ("hset", hset), ("zadd", zadd), ("zrank", zrank), ("zrange_10", zrange), ("lindex_mid", lindex), ("rpush_lpop", push_pop)] {
+        for (name, v) in [
+            ("hget", hget),
+            ("hset", hset),
+            ("zadd", zadd),
+            ("zrank", zrank),
+            ("zrange_10", zrange),
+            ("lindex_mid", lindex),
+            ("rpush_lpop", push_pop),
+        ] {
             rows.entry(name).or_insert([0.0; 2])[slot] = v;
         }
     }

@@ -14,7 +14,11 @@ mod engine_bench;
 use larder::stress;
 
 #[derive(Parser)]
-#[command(name = "larder", version, about = "Larder: one in-memory keyspace, served over Redis and memcached protocols and shared memory")]
+#[command(
+    name = "larder",
+    version,
+    about = "Larder: one in-memory keyspace, served over Redis and memcached protocols and shared memory"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -99,8 +103,15 @@ fn segment(op: SegmentOp) -> Result<(), String> {
             let a = store.arena();
             println!("segment    {}", larder_engine::Arena::shm_path(&name).map_err(|e| e.to_string())?.display());
             println!("capacity   {} bytes", a.capacity());
-            println!("in use     {} bytes of pages ({} held by data, the rest free large runs)", a.pages_in_use_bytes(), a.pages_held_bytes());
-            println!("dirty      {} bytes of free runs not yet given back to the kernel (at most)", a.dirty_free_bytes());
+            println!(
+                "in use     {} bytes of pages ({} held by data, the rest free large runs)",
+                a.pages_in_use_bytes(),
+                a.pages_held_bytes()
+            );
+            println!(
+                "dirty      {} bytes of free runs not yet given back to the kernel (at most)",
+                a.dirty_free_bytes()
+            );
             println!("epoch      {}", a.epoch());
             println!("databases  {}", store.databases());
             let h = store.handle().map_err(|e| e.to_string())?;

@@ -119,9 +119,17 @@ pub enum CollOp {
 
 pub fn coll_op(id: u32, s: u64) -> CollOp {
     match s % 4 {
-        0 => CollOp::HSet(format!("w{id}:h{}", s % 7).into_bytes(), format!("f{}", (s / 4) % 50).into_bytes(), value(id, s)),
+        0 => CollOp::HSet(
+            format!("w{id}:h{}", s % 7).into_bytes(),
+            format!("f{}", (s / 4) % 50).into_bytes(),
+            value(id, s),
+        ),
         1 => CollOp::ZAdd(format!("w{id}:z").into_bytes(), format!("m{}", (s / 4) % 300).into_bytes(), s as f64),
-        2 => CollOp::SetMember(format!("w{id}:s").into_bytes(), format!("m{}", (s / 4) % 400).into_bytes(), (s / 1600).is_multiple_of(2)),
+        2 => CollOp::SetMember(
+            format!("w{id}:s").into_bytes(),
+            format!("m{}", (s / 4) % 400).into_bytes(),
+            (s / 1600).is_multiple_of(2),
+        ),
         _ => CollOp::Push(format!("w{id}:l").into_bytes(), value(id, s)),
     }
 }
@@ -132,11 +140,12 @@ pub fn apply_coll_op(h: &mut larder_engine::Handle, op: &CollOp) -> Result<(), l
         CollOp::ZAdd(k, m, sc) => h.coll_write(0, k, Kind::ZSet, true, |c| c.zput(m, *sc)).map(|_| ()),
         CollOp::SetMember(k, m, true) => h.coll_write(0, k, Kind::Set, true, |c| c.put(m, b"")).map(|_| ()),
         CollOp::SetMember(k, m, false) => h.coll_write(0, k, Kind::Set, false, |c| c.del(m)).map(|_| ()),
-        CollOp::Push(k, v) => h.coll_write(0, k, Kind::List, true, |c| {
-            let n = c.len();
-            c.insert_at(n, v)
-        })
-        .map(|_| ()),
+        CollOp::Push(k, v) => h
+            .coll_write(0, k, Kind::List, true, |c| {
+                let n = c.len();
+                c.insert_at(n, v)
+            })
+            .map(|_| ()),
     }
 }
 
@@ -145,7 +154,8 @@ pub fn apply_coll_op(h: &mut larder_engine::Handle, op: &CollOp) -> Result<(), l
 /// sorted-set scores matching their members.
 pub fn check_colls(h: &larder_engine::Handle, id: u32) -> Result<(), String> {
     let e = |e: larder_engine::Error| e.to_string();
-    let list = h.coll_read(0, format!("w{id}:l").as_bytes(), Kind::List, |c| c.entries()).map_err(e)?.unwrap_or_default();
+    let list =
+        h.coll_read(0, format!("w{id}:l").as_bytes(), Kind::List, |c| c.entries()).map_err(e)?.unwrap_or_default();
     let mut last = None;
     for (v, _) in &list {
         let s = verify(v).ok_or_else(|| format!("torn list element {:?}", String::from_utf8_lossy(v)))?;
@@ -155,7 +165,10 @@ pub fn check_colls(h: &larder_engine::Handle, id: u32) -> Result<(), String> {
         last = Some(s);
     }
     for g in 0..7 {
-        let hash = h.coll_read(0, format!("w{id}:h{g}").as_bytes(), Kind::Hash, |c| c.entries()).map_err(e)?.unwrap_or_default();
+        let hash = h
+            .coll_read(0, format!("w{id}:h{g}").as_bytes(), Kind::Hash, |c| c.entries())
+            .map_err(e)?
+            .unwrap_or_default();
         for (f, v) in &hash {
             let s = verify(v).ok_or_else(|| format!("torn hash value under {:?}", String::from_utf8_lossy(f)))?;
             if format!("f{}", (s / 4) % 50).as_bytes() != &f[..] || s % 7 != g {

@@ -71,10 +71,21 @@ fn check_logs(h: &larder_engine::Handle, id: u32, acked: &[u64], in_flight: &[u6
     assert!(want.values().map(Vec::len).sum::<usize>() > 100, "too few appends acknowledged");
     for (k, acked_here) in want {
         let v = h.get(0, &k).unwrap().unwrap();
-        let got = log_entries(&v).unwrap_or_else(|| panic!("log {:?} is torn: {:?}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v)));
+        let got = log_entries(&v).unwrap_or_else(|| {
+            panic!("log {:?} is torn: {:?}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v))
+        });
         let extra: Vec<u64> = got.iter().copied().filter(|s| acked_here.binary_search(s).is_err()).collect();
-        assert!(extra.iter().all(|s| in_flight.contains(s)), "log {:?} holds appends never made: {extra:?}", String::from_utf8_lossy(&k));
-        assert_eq!(got.len() - extra.len(), acked_here.len(), "log {:?} lost acknowledged appends", String::from_utf8_lossy(&k));
+        assert!(
+            extra.iter().all(|s| in_flight.contains(s)),
+            "log {:?} holds appends never made: {extra:?}",
+            String::from_utf8_lossy(&k)
+        );
+        assert_eq!(
+            got.len() - extra.len(),
+            acked_here.len(),
+            "log {:?} lost acknowledged appends",
+            String::from_utf8_lossy(&k)
+        );
     }
 }
 
@@ -97,7 +108,8 @@ fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, Vec<O
             }
         }
     }
-    let mut out: HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> = last.iter().map(|(k, (_, v))| (k.clone(), vec![v.clone()])).collect();
+    let mut out: HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> =
+        last.iter().map(|(k, (_, v))| (k.clone(), vec![v.clone()])).collect();
     for &s in in_flight {
         for (k, v) in result(s) {
             if last.get(&k).is_none_or(|(ls, _)| s > *ls) {
@@ -152,7 +164,12 @@ fn writers_killed_at_random_points_lose_no_acknowledged_write() {
             if let Some(v) = &got {
                 assert!(verify(v).is_some(), "torn value under {:?}", String::from_utf8_lossy(&k));
             }
-            assert!(allowed.contains(&got), "key {:?}: got {:?}", String::from_utf8_lossy(&k), got.map(|v| String::from_utf8_lossy(&v).into_owned()));
+            assert!(
+                allowed.contains(&got),
+                "key {:?}: got {:?}",
+                String::from_utf8_lossy(&k),
+                got.map(|v| String::from_utf8_lossy(&v).into_owned())
+            );
         }
         check_logs(&h, id, acked, &in_flight);
         // Multi-key sets are atomic: the three keys of a group agree.
@@ -254,7 +271,8 @@ fn a_file_backed_store_keeps_acknowledged_writes_across_a_crash_and_restarts() {
 fn crash_in_the_middle_of_a_split_is_finished_by_the_reaper() {
     let (seg, store) = segment("split");
     let ack = tmp("ack-split");
-    let status = worker(&seg.0, "grow", 7, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "split-publish").status().unwrap();
+    let status =
+        worker(&seg.0, "grow", 7, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "split-publish").status().unwrap();
     assert!(!status.success(), "the worker should have died at the failpoint");
     let acked = acks(&ack);
     assert!(acked.len() > 100, "died before any split: {}", acked.len());
@@ -293,7 +311,8 @@ fn crash_in_the_middle_of_a_merge_is_finished_by_the_reaper() {
     let ack = tmp("ack-merge");
     // Deletes the keys in order until the first merge, and dies halfway through pointing
     // the directory at the merged segment.
-    let status = worker(&seg.0, "shrink", 8, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "merge-publish").status().unwrap();
+    let status =
+        worker(&seg.0, "shrink", 8, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "merge-publish").status().unwrap();
     assert!(!status.success(), "the worker should have died at the failpoint");
     let acked = acks(&ack);
     assert!(acked.len() > 1000, "died before deleting much: {}", acked.len());
@@ -390,7 +409,8 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
     let shm = seg.0.clone();
     let ack0 = tmp("cack0");
     let ack1 = tmp("cack1");
-    let mut reader = worker(&shm, "coll-reader", 0, None, 0, 60.0).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut reader =
+        worker(&shm, "coll-reader", 0, None, 0, 60.0).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let mut w0 = worker(&shm, "coll-writer", 0, Some(&ack0), 0, 60.0).spawn().unwrap();
     let mut in_flight1 = Vec::new();
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
@@ -437,9 +457,15 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
         }
         let state = |op: &CollOp| -> String {
             match op {
-                CollOp::HSet(k, f, _) => format!("{:?}", h.coll_read(0, k, Kind::Hash, |c| c.find(f)).unwrap().flatten()),
-                CollOp::ZAdd(k, m, _) => format!("{:?}", h.coll_read(0, k, Kind::ZSet, |c| c.score(m)).unwrap().flatten()),
-                CollOp::SetMember(k, m, _) => format!("{:?}", h.coll_read(0, k, Kind::Set, |c| c.contains(m)).unwrap().unwrap_or(false)),
+                CollOp::HSet(k, f, _) => {
+                    format!("{:?}", h.coll_read(0, k, Kind::Hash, |c| c.find(f)).unwrap().flatten())
+                }
+                CollOp::ZAdd(k, m, _) => {
+                    format!("{:?}", h.coll_read(0, k, Kind::ZSet, |c| c.score(m)).unwrap().flatten())
+                }
+                CollOp::SetMember(k, m, _) => {
+                    format!("{:?}", h.coll_read(0, k, Kind::Set, |c| c.contains(m)).unwrap().unwrap_or(false))
+                }
                 CollOp::Push(..) => String::new(),
             }
         };
@@ -461,7 +487,11 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
                 }
             }
             let got = state(&op);
-            assert!(allowed.contains(&got), "writer {id} target {:?}: got {got}, allowed {allowed:?}", String::from_utf8_lossy(t));
+            assert!(
+                allowed.contains(&got),
+                "writer {id} target {:?}: got {got}, allowed {allowed:?}",
+                String::from_utf8_lossy(t)
+            );
         }
         // Every acknowledged push is in the list; anything else there was in flight.
         let list: Vec<u64> = h
@@ -500,7 +530,8 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
 /// namespace (CI runs as root); elsewhere the test says it cannot run and passes.
 #[test]
 fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
-    let can = Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).status().is_ok_and(|s| s.success());
+    let can =
+        Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).status().is_ok_and(|s| s.success());
     if !can {
         eprintln!("SKIPPED: `unshare --pid --fork --mount-proc` is not permitted here");
         return;
@@ -527,7 +558,11 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
         // Look for dead owners many times while it writes, and write beside it.
         let mut h = store.handle().unwrap();
         for i in 0..200u64 {
-            assert_eq!(store.arena().reap_dead(), 0, "a live writer in another pid namespace was reaped (own /proc: {own_proc})");
+            assert_eq!(
+                store.arena().reap_dead(),
+                0,
+                "a live writer in another pid namespace was reaped (own /proc: {own_proc})"
+            );
             h.set(0, format!("here:{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -537,7 +572,11 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
         let deadline = Instant::now() + Duration::from_secs(10);
         while store.arena().slots().iter().any(|s| s.pid == 1 && s.state == "live") {
             store.arena().reap_dead();
-            assert!(Instant::now() < deadline, "the killed writer's slot was never reaped: {:?}", store.arena().slots());
+            assert!(
+                Instant::now() < deadline,
+                "the killed writer's slot was never reaped: {:?}",
+                store.arena().slots()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         let acked = acks(&ack);

@@ -27,10 +27,7 @@ static DTABLE: [u8; 256] = decode_table();
 /// Decodes `src` into `out`, returning the decoded length, or `None` where
 /// memcached's decoder returns 0 (including when `out` is too small).
 pub(crate) fn decode(src: &[u8], out: &mut [u8]) -> Option<usize> {
-    let count = src
-        .iter()
-        .filter(|&&b| DTABLE[b as usize] != INVALID)
-        .count();
+    let count = src.iter().filter(|&&b| DTABLE[b as usize] != INVALID).count();
     if count == 0 || count % 4 != 0 || count / 4 * 3 > out.len() {
         return None;
     }
@@ -84,12 +81,7 @@ pub(crate) fn encode(src: &[u8], out: &mut Vec<u8>) {
         ]);
     }
     match *chunks.remainder() {
-        [a] => out.extend_from_slice(&[
-            TABLE[(a >> 2) as usize],
-            TABLE[((a & 0x03) << 4) as usize],
-            b'=',
-            b'=',
-        ]),
+        [a] => out.extend_from_slice(&[TABLE[(a >> 2) as usize], TABLE[((a & 0x03) << 4) as usize], b'=', b'=']),
         [a, b] => out.extend_from_slice(&[
             TABLE[(a >> 2) as usize],
             TABLE[(((a & 0x03) << 4) | (b >> 4)) as usize],
@@ -112,9 +104,7 @@ mod tests {
     #[test]
     fn roundtrip() {
         for len in 0..20u8 {
-            let src: Vec<u8> = (0..len)
-                .map(|i| i.wrapping_mul(37).wrapping_add(200))
-                .collect();
+            let src: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37).wrapping_add(200)).collect();
             let mut enc = Vec::new();
             encode(&src, &mut enc);
             if len == 0 {

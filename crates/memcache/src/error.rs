@@ -60,9 +60,7 @@ impl ErrorReply {
         match self {
             ErrorReply::Error => b"ERROR\r\n",
             ErrorReply::BadFormat => b"CLIENT_ERROR bad command line format\r\n",
-            ErrorReply::DeleteUsage => {
-                b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
-            }
+            ErrorReply::DeleteUsage => b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
             ErrorReply::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
             ErrorReply::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
             ErrorReply::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",

@@ -63,9 +63,7 @@ pub mod reply;
 pub use error::{Error, ErrorReply, KeyAt};
 pub use meta::{ArithMode, MetaFlags, MetaKey, SetMode};
 pub use num::{counter_value, parse_counter, parse_u32};
-pub use parse::{
-    advance_window, parse, parse_window, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens,
-};
+pub use parse::{advance_window, parse, parse_window, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens};
 
 /// Parser limits. The defaults are memcached 1.6's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,12 +88,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            item_size_max: 1024 * 1024,
-            max_key_len: 250,
-            max_unterminated_line: 2048,
-            read_buffer_size: 16384,
-        }
+        Limits { item_size_max: 1024 * 1024, max_key_len: 250, max_unterminated_line: 2048, read_buffer_size: 16384 }
     }
 }
 

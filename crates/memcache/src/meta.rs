@@ -28,11 +28,7 @@ pub struct MetaKey<'a> {
 
 impl<'a> MetaKey<'a> {
     pub(crate) fn text(raw: &'a [u8]) -> Self {
-        MetaKey {
-            raw,
-            decoded_len: 0,
-            decoded: [0; MAX_DECODED_KEY],
-        }
+        MetaKey { raw, decoded_len: 0, decoded: [0; MAX_DECODED_KEY] }
     }
 
     /// Decodes `raw` as base64 (memcached's lenient decoder).
@@ -230,10 +226,7 @@ pub(crate) fn preparse<'a>(
     flags: &[&'a [u8]],
     section: &'a [u8],
 ) -> Result<(MetaKey<'a>, MetaFlags<'a>), ErrorReply> {
-    let mut of = MetaFlags {
-        section,
-        ..MetaFlags::default()
-    };
+    let mut of = MetaFlags { section, ..MetaFlags::default() };
     let mut key = MetaKey::text(key_raw);
     let mut seen = [false; 127];
     let mut err: Option<ErrorReply> = None;

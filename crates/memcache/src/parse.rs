@@ -467,19 +467,13 @@ fn unterminated<'a>(
     // The buffer ends inside the line: memcached moves the line to the front
     // and reads on. (A buffer no larger than the unterminated-line limit would
     // never be given up on; keep the loop finite all the same.)
-    *window = limits
-        .read_buffer_size
-        .max(limits.max_unterminated_line + 1);
+    *window = limits.read_buffer_size.max(limits.max_unterminated_line + 1);
     None
 }
 
 #[inline]
 fn reply(reply: ErrorReply, consumed: usize, silent: bool) -> Error {
-    Error::Reply {
-        reply,
-        consumed,
-        silent,
-    }
+    Error::Reply { reply, consumed, silent }
 }
 
 /// The first (up to) 23 tokens, as memcached's `tokenize_command` keeps them.
@@ -566,18 +560,8 @@ fn parse_line<'a>(
             }
             count += 1;
         }
-        let keys = Keys {
-            tokens: keys_start,
-            remaining: count,
-        };
-        return Ok(Some((
-            Request::Get {
-                command,
-                exptime,
-                keys,
-            },
-            line_len,
-        )));
+        let keys = Keys { tokens: keys_start, remaining: count };
+        return Ok(Some((Request::Get { command, exptime, keys }, line_len)));
     }
 
     if cmd == b"stats" {
@@ -613,17 +597,9 @@ fn parse_line<'a>(
             };
             let key = t[1];
             let req = if cmd == b"incr" {
-                Request::Incr {
-                    key,
-                    delta,
-                    noreply,
-                }
+                Request::Incr { key, delta, noreply }
             } else {
-                Request::Decr {
-                    key,
-                    delta,
-                    noreply,
-                }
+                Request::Decr { key, delta, noreply }
             };
             Ok(Some((req, line_len)))
         }
@@ -638,14 +614,7 @@ fn parse_line<'a>(
             let Some(exptime) = parse_i32(t[2]) else {
                 return Err(reply(ErrorReply::InvalidExptime, line_len, noreply));
             };
-            Ok(Some((
-                Request::Touch {
-                    key: t[1],
-                    exptime,
-                    noreply,
-                },
-                line_len,
-            )))
+            Ok(Some((Request::Touch { key: t[1], exptime, noreply }, line_len)))
         }
         b"delete" => {
             if !(3..=5).contains(&nt) {
@@ -657,8 +626,7 @@ fn parse_line<'a>(
                 // allowed besides noreply.
                 let hold_is_zero = t[2] == b"0";
                 noreply = tk.noreply();
-                let valid =
-                    (nt == 4 && (hold_is_zero || noreply)) || (nt == 5 && hold_is_zero && noreply);
+                let valid = (nt == 4 && (hold_is_zero || noreply)) || (nt == 5 && hold_is_zero && noreply);
                 if !valid {
                     return Err(reply(ErrorReply::DeleteUsage, line_len, noreply));
                 }
@@ -722,9 +690,7 @@ fn parse_store<'a>(
     if t[1].len() > limits.max_key_len {
         return bad(ErrorReply::BadFormat);
     }
-    let (Some(flags), Some(exptime), Some(vlen)) =
-        (parse_u32(t[2]), parse_i32(t[3]), parse_i32(t[4]))
-    else {
+    let (Some(flags), Some(exptime), Some(vlen)) = (parse_u32(t[2]), parse_i32(t[3]), parse_i32(t[4])) else {
         return bad(ErrorReply::BadFormat);
     };
     let mut cas = 0;
@@ -753,21 +719,9 @@ fn parse_store<'a>(
         return Ok(None);
     };
     let Ok(data) = data else {
-        return Err(reply(
-            ErrorReply::BadDataChunk,
-            line_len + vlen + 2,
-            noreply,
-        ));
+        return Err(reply(ErrorReply::BadDataChunk, line_len + vlen + 2, noreply));
     };
-    let req = Store {
-        command,
-        key: t[1],
-        flags,
-        exptime,
-        data,
-        cas,
-        noreply,
-    };
+    let req = Store { command, key: t[1], flags, exptime, data, cas, noreply };
     Ok(Some((Request::Store(req), line_len + vlen + 2)))
 }
 
@@ -789,11 +743,7 @@ fn data_block(buf: &[u8], line_len: usize, vlen: usize) -> Option<Result<&[u8], 
 /// Where `key` (a subslice of `buf`) sits in `buf`.
 #[inline]
 fn key_at(buf: &[u8], key: &[u8], base64: bool) -> KeyAt {
-    KeyAt {
-        start: offset_in(buf, key),
-        len: key.len(),
-        base64,
-    }
+    KeyAt { start: offset_in(buf, key), len: key.len(), base64 }
 }
 
 /// Byte offset of `tok` (a subslice of `line`) within `line`.
@@ -845,11 +795,7 @@ fn parse_meta<'a>(
         return err(ErrorReply::BadFormat);
     }
     if nt > MFLAG_MAX_OPT_LENGTH {
-        return err(if sub == b'g' {
-            ErrorReply::MgOptionsTooLong
-        } else {
-            ErrorReply::OptionsTooLong
-        });
+        return err(if sub == b'g' { ErrorReply::MgOptionsTooLong } else { ErrorReply::OptionsTooLong });
     }
     let flag_toks = &t[flags_from.min(tk.n)..tk.n];
     let section = match flag_toks.first() {
@@ -885,10 +831,7 @@ fn parse_meta<'a>(
             if flags.opaque_too_long {
                 return err(ErrorReply::OpaqueTooLong);
             }
-            Ok(Some((
-                Request::MetaArithmetic { key, flags, mode },
-                line_len,
-            )))
+            Ok(Some((Request::MetaArithmetic { key, flags, mode }, line_len)))
         }
         _ => {
             // process_mset_command
@@ -898,15 +841,8 @@ fn parse_meta<'a>(
             };
             // From here on memcached swallows the data block on error, and
             // meta errors are never silenced by q.
-            let swallow = |r| {
-                Err(Error::Swallow {
-                    reply: r,
-                    consumed: line_len,
-                    skip: vlen + 2,
-                    silent: false,
-                    unlink: None,
-                })
-            };
+            let swallow =
+                |r| Err(Error::Swallow { reply: r, consumed: line_len, skip: vlen + 2, silent: false, unlink: None });
             let (key, flags) = match preparse(t[1], flag_toks, section) {
                 Ok(kf) => kf,
                 Err(r) => return swallow(r),
@@ -935,15 +871,7 @@ fn parse_meta<'a>(
             let Ok(data) = data else {
                 return Err(reply(ErrorReply::BadDataChunk, line_len + vlen + 2, false));
             };
-            Ok(Some((
-                Request::MetaSet {
-                    key,
-                    flags,
-                    mode,
-                    data,
-                },
-                line_len + vlen + 2,
-            )))
+            Ok(Some((Request::MetaSet { key, flags, mode, data }, line_len + vlen + 2)))
         }
     }
 }

@@ -9,21 +9,11 @@ fn lim() -> Limits {
 /// strict prefix is merely incomplete.
 fn ok(input: &[u8]) -> Request<'_> {
     for i in 0..input.len() {
-        assert_eq!(
-            parse(&input[..i], &lim()),
-            Ok(None),
-            "prefix {i} of {:?}",
-            String::from_utf8_lossy(input)
-        );
+        assert_eq!(parse(&input[..i], &lim()), Ok(None), "prefix {i} of {:?}", String::from_utf8_lossy(input));
     }
     match parse(input, &lim()) {
         Ok(Some((req, n))) => {
-            assert_eq!(
-                n,
-                input.len(),
-                "consumed for {:?}",
-                String::from_utf8_lossy(input)
-            );
+            assert_eq!(n, input.len(), "consumed for {:?}", String::from_utf8_lossy(input));
             req
         }
         other => panic!("{:?} -> {other:?}", String::from_utf8_lossy(input)),
@@ -41,11 +31,7 @@ fn err(input: &[u8]) -> Error {
 fn reply_err(input: &[u8], r: ErrorReply) {
     assert_eq!(
         err(input),
-        Error::Reply {
-            reply: r,
-            consumed: input.len(),
-            silent: false
-        },
+        Error::Reply { reply: r, consumed: input.len(), silent: false },
         "{:?}",
         String::from_utf8_lossy(input)
     );
@@ -54,11 +40,7 @@ fn reply_err(input: &[u8], r: ErrorReply) {
 fn silent_err(input: &[u8], r: ErrorReply) {
     assert_eq!(
         err(input),
-        Error::Reply {
-            reply: r,
-            consumed: input.len(),
-            silent: true
-        },
+        Error::Reply { reply: r, consumed: input.len(), silent: true },
         "{:?}",
         String::from_utf8_lossy(input)
     );
@@ -73,11 +55,7 @@ fn store(input: &[u8]) -> Store<'_> {
 
 fn keys(input: &[u8]) -> (RetrieveCommand, i32, Vec<&[u8]>) {
     match ok(input) {
-        Request::Get {
-            command,
-            exptime,
-            keys,
-        } => {
+        Request::Get { command, exptime, keys } => {
             assert_eq!(keys.len(), keys.count());
             (command, exptime, keys.collect())
         }
@@ -92,37 +70,17 @@ fn set_forms() {
     let s = store(b"set foo 5 100 3\r\nbar\r\n");
     assert_eq!(
         s,
-        Store {
-            command: StoreCommand::Set,
-            key: b"foo",
-            flags: 5,
-            exptime: 100,
-            data: b"bar",
-            cas: 0,
-            noreply: false
-        }
+        Store { command: StoreCommand::Set, key: b"foo", flags: 5, exptime: 100, data: b"bar", cas: 0, noreply: false }
     );
     assert!(store(b"set foo 0 0 3 noreply\r\nbar\r\n").noreply);
     // Any other token in the noreply slot is ignored.
     assert!(!store(b"set foo 0 0 3 norepl\r\nbar\r\n").noreply);
     assert_eq!(store(b"add k 0 0 1\r\nx\r\n").command, StoreCommand::Add);
-    assert_eq!(
-        store(b"replace k 0 0 1\r\nx\r\n").command,
-        StoreCommand::Replace
-    );
-    assert_eq!(
-        store(b"append k 0 0 1\r\nx\r\n").command,
-        StoreCommand::Append
-    );
-    assert_eq!(
-        store(b"prepend k 0 0 1\r\nx\r\n").command,
-        StoreCommand::Prepend
-    );
+    assert_eq!(store(b"replace k 0 0 1\r\nx\r\n").command, StoreCommand::Replace);
+    assert_eq!(store(b"append k 0 0 1\r\nx\r\n").command, StoreCommand::Append);
+    assert_eq!(store(b"prepend k 0 0 1\r\nx\r\n").command, StoreCommand::Prepend);
     let c = store(b"cas k 1 2 1 99\r\nx\r\n");
-    assert_eq!(
-        (c.command, c.cas, c.noreply),
-        (StoreCommand::Cas, 99, false)
-    );
+    assert_eq!((c.command, c.cas, c.noreply), (StoreCommand::Cas, 99, false));
     let c = store(b"cas k 1 2 1 18446744073709551615 noreply\r\nx\r\n");
     assert_eq!((c.cas, c.noreply), (u64::MAX, true));
     // Negative exptime is valid (immediately expired); flags up to u32::MAX.
@@ -231,24 +189,14 @@ fn set_bad_line() {
     let buf = b"set k 0 0 -1\r\nhello\r\n";
     let e = err(buf);
     assert_eq!(e.consumed(), 14);
-    assert_eq!(
-        err(&buf[14..]),
-        Error::Reply {
-            reply: R::Error,
-            consumed: 7,
-            silent: false
-        }
-    );
+    assert_eq!(err(&buf[14..]), Error::Reply { reply: R::Error, consumed: 7, silent: false });
 }
 
 #[test]
 fn set_too_large_swallows() {
     // memcached's -I counts the item: 48-byte header, 8-byte CAS, key + NUL, 4 bytes of
     // flags unless 0, value + \r\n. Key "k", flags 0, -I 1024: values up to 964 bytes.
-    let l = Limits {
-        item_size_max: 1024,
-        ..lim()
-    };
+    let l = Limits { item_size_max: 1024, ..lim() };
     let line = b"set k 0 0 965\r\n";
     // Reported as soon as the line is complete, data not yet buffered; set drops the
     // key's old value.
@@ -259,11 +207,7 @@ fn set_too_large_swallows() {
             consumed: line.len(),
             skip: 967,
             silent: false,
-            unlink: Some(KeyAt {
-                start: 4,
-                len: 1,
-                base64: false
-            }),
+            unlink: Some(KeyAt { start: 4, len: 1, base64: false }),
         })
     );
     let e = parse(line, &l).unwrap_err();
@@ -294,39 +238,19 @@ fn set_too_large_swallows() {
     // memcached 1.6.18's defaults (-I 1m): a 3-byte key takes 1,048,514 bytes.
     assert!(matches!(ok(&at(b"set kkk 0 0 1048514\r\n", 1_048_514)), Request::Store(_)));
     assert_eq!(err(b"set kkk 0 0 1048515\r\n").kind(), Some(R::TooLarge));
-    assert_eq!(
-        err(b"set k 0 0 1048577\r\n").reply(),
-        Some(&b"SERVER_ERROR object too large for cache\r\n"[..])
-    );
+    assert_eq!(err(b"set k 0 0 1048577\r\n").reply(), Some(&b"SERVER_ERROR object too large for cache\r\n"[..]));
 }
 
 #[test]
 fn set_bad_data_chunk() {
     let buf = b"set k 0 0 2\r\nabcd\r\n";
-    assert_eq!(
-        err(buf),
-        Error::Reply {
-            reply: R::BadDataChunk,
-            consumed: 17,
-            silent: false
-        }
-    );
+    assert_eq!(err(buf), Error::Reply { reply: R::BadDataChunk, consumed: 17, silent: false });
     // memcached then reads the leftover "\r\n" as an (invalid) command.
-    assert_eq!(
-        err(&buf[17..]),
-        Error::Reply {
-            reply: R::Error,
-            consumed: 2,
-            silent: false
-        }
-    );
+    assert_eq!(err(&buf[17..]), Error::Reply { reply: R::Error, consumed: 2, silent: false });
     // LF alone does not terminate data.
     assert_eq!(err(b"set k 0 0 1\r\nx\nz").kind(), Some(R::BadDataChunk));
     let e = err(b"set k 0 0 1 noreply\r\nxyz");
-    assert_eq!(
-        (e.kind(), e.reply(), e.consumed()),
-        (Some(R::BadDataChunk), None, 24)
-    );
+    assert_eq!((e.kind(), e.reply(), e.consumed()), (Some(R::BadDataChunk), None, 24));
 }
 
 #[test]
@@ -343,21 +267,12 @@ fn storage_incomplete_data() {
 
 #[test]
 fn get_forms() {
-    assert_eq!(
-        keys(b"get a\r\n"),
-        (RetrieveCommand::Get, 0, vec![&b"a"[..]])
-    );
+    assert_eq!(keys(b"get a\r\n"), (RetrieveCommand::Get, 0, vec![&b"a"[..]]));
     assert_eq!(keys(b"get a  b c \r\n").2, vec![&b"a"[..], b"b", b"c"]);
     assert_eq!(keys(b"gets a b\n").0, RetrieveCommand::Gets);
     assert_eq!(keys(b"bget a\r\n").0, RetrieveCommand::Get);
-    assert_eq!(
-        keys(b"gat 10 a b\r\n"),
-        (RetrieveCommand::Gat, 10, vec![&b"a"[..], b"b"])
-    );
-    assert_eq!(
-        keys(b"gats -1 a\r\n"),
-        (RetrieveCommand::Gats, -1, vec![&b"a"[..]])
-    );
+    assert_eq!(keys(b"gat 10 a b\r\n"), (RetrieveCommand::Gat, 10, vec![&b"a"[..], b"b"]));
+    assert_eq!(keys(b"gats -1 a\r\n"), (RetrieveCommand::Gats, -1, vec![&b"a"[..]]));
     // gat with only an exptime: memcached answers END.
     assert_eq!(keys(b"gat 10\r\n"), (RetrieveCommand::Gat, 10, vec![]));
     assert!(RetrieveCommand::Gats.returns_cas() && RetrieveCommand::Gats.touches());
@@ -389,9 +304,7 @@ fn get_many_keys() {
     line.extend_from_slice(b"\r\n");
     let (req, n) = parse(&line, &lim()).unwrap().unwrap();
     assert_eq!(n, line.len());
-    let Request::Get { keys, .. } = req else {
-        panic!()
-    };
+    let Request::Get { keys, .. } = req else { panic!() };
     assert_eq!(keys.len(), 10_000);
     assert_eq!(keys.clone().nth(9_999), Some(&b"key:9999"[..]));
     assert_eq!(keys.last(), Some(&b"key:9999"[..]));
@@ -403,30 +316,9 @@ fn get_many_keys() {
 
 #[test]
 fn incr_decr() {
-    assert_eq!(
-        ok(b"incr k 5\r\n"),
-        Request::Incr {
-            key: b"k",
-            delta: 5,
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"decr k 5 noreply\r\n"),
-        Request::Decr {
-            key: b"k",
-            delta: 5,
-            noreply: true
-        }
-    );
-    assert_eq!(
-        ok(b"incr k 18446744073709551615\r\n"),
-        Request::Incr {
-            key: b"k",
-            delta: u64::MAX,
-            noreply: false
-        }
-    );
+    assert_eq!(ok(b"incr k 5\r\n"), Request::Incr { key: b"k", delta: 5, noreply: false });
+    assert_eq!(ok(b"decr k 5 noreply\r\n"), Request::Decr { key: b"k", delta: 5, noreply: true });
+    assert_eq!(ok(b"incr k 18446744073709551615\r\n"), Request::Incr { key: b"k", delta: u64::MAX, noreply: false });
     reply_err(b"incr k\r\n", R::Error);
     reply_err(b"incr k 1 noreply x\r\n", R::Error);
     reply_err(b"decr\r\n", R::Error);
@@ -440,22 +332,8 @@ fn incr_decr() {
 
 #[test]
 fn touch() {
-    assert_eq!(
-        ok(b"touch k 10\r\n"),
-        Request::Touch {
-            key: b"k",
-            exptime: 10,
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"touch k -1 noreply\r\n"),
-        Request::Touch {
-            key: b"k",
-            exptime: -1,
-            noreply: true
-        }
-    );
+    assert_eq!(ok(b"touch k 10\r\n"), Request::Touch { key: b"k", exptime: 10, noreply: false });
+    assert_eq!(ok(b"touch k -1 noreply\r\n"), Request::Touch { key: b"k", exptime: -1, noreply: true });
     reply_err(b"touch k\r\n", R::Error);
     reply_err(b"touch k 1 2 3\r\n", R::Error);
     reply_err(b"touch k x\r\n", R::InvalidExptime);
@@ -466,43 +344,16 @@ fn touch() {
 
 #[test]
 fn delete() {
-    assert_eq!(
-        ok(b"delete k\r\n"),
-        Request::Delete {
-            key: b"k",
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"delete k noreply\r\n"),
-        Request::Delete {
-            key: b"k",
-            noreply: true
-        }
-    );
-    assert_eq!(
-        ok(b"delete k 0\r\n"),
-        Request::Delete {
-            key: b"k",
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"delete k 0 noreply\r\n"),
-        Request::Delete {
-            key: b"k",
-            noreply: true
-        }
-    );
+    assert_eq!(ok(b"delete k\r\n"), Request::Delete { key: b"k", noreply: false });
+    assert_eq!(ok(b"delete k noreply\r\n"), Request::Delete { key: b"k", noreply: true });
+    assert_eq!(ok(b"delete k 0\r\n"), Request::Delete { key: b"k", noreply: false });
+    assert_eq!(ok(b"delete k 0 noreply\r\n"), Request::Delete { key: b"k", noreply: true });
     reply_err(b"delete\r\n", R::Error);
     reply_err(b"delete k 0 noreply x\r\n", R::Error);
     reply_err(b"delete k 1\r\n", R::DeleteUsage);
     reply_err(b"delete k noreply 0\r\n", R::DeleteUsage);
     silent_err(b"delete k 1 noreply\r\n", R::DeleteUsage);
-    assert_eq!(
-        R::DeleteUsage.as_str(),
-        "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
-    );
+    assert_eq!(R::DeleteUsage.as_str(), "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
     let long = [b"delete ".as_slice(), &[b'k'; 251], b"\r\n"].concat();
     reply_err(&long, R::BadFormat);
     let long = [b"delete ".as_slice(), &[b'k'; 251], b" noreply\r\n"].concat();
@@ -511,42 +362,12 @@ fn delete() {
 
 #[test]
 fn flush_all() {
-    assert_eq!(
-        ok(b"flush_all\r\n"),
-        Request::FlushAll {
-            delay: None,
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"flush_all 10\r\n"),
-        Request::FlushAll {
-            delay: Some(10),
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"flush_all noreply\r\n"),
-        Request::FlushAll {
-            delay: None,
-            noreply: true
-        }
-    );
-    assert_eq!(
-        ok(b"flush_all 0 noreply\r\n"),
-        Request::FlushAll {
-            delay: Some(0),
-            noreply: true
-        }
-    );
+    assert_eq!(ok(b"flush_all\r\n"), Request::FlushAll { delay: None, noreply: false });
+    assert_eq!(ok(b"flush_all 10\r\n"), Request::FlushAll { delay: Some(10), noreply: false });
+    assert_eq!(ok(b"flush_all noreply\r\n"), Request::FlushAll { delay: None, noreply: true });
+    assert_eq!(ok(b"flush_all 0 noreply\r\n"), Request::FlushAll { delay: Some(0), noreply: true });
     // Third token not noreply: ignored, like memcached.
-    assert_eq!(
-        ok(b"flush_all 5 x\r\n"),
-        Request::FlushAll {
-            delay: Some(5),
-            noreply: false
-        }
-    );
+    assert_eq!(ok(b"flush_all 5 x\r\n"), Request::FlushAll { delay: Some(5), noreply: false });
     reply_err(b"flush_all x\r\n", R::InvalidExptime);
     reply_err(b"flush_all noreply x\r\n", R::InvalidExptime);
     silent_err(b"flush_all x noreply\r\n", R::InvalidExptime);
@@ -558,31 +379,15 @@ fn misc_commands() {
     assert_eq!(ok(b"version\r\n"), Request::Version);
     assert_eq!(ok(b"version please\r\n"), Request::Version);
     assert_eq!(ok(b"quit\r\n"), Request::Quit);
-    assert_eq!(
-        ok(b"verbosity 1\r\n"),
-        Request::Verbosity {
-            level: 1,
-            noreply: false
-        }
-    );
-    assert_eq!(
-        ok(b"verbosity 1 noreply\r\n"),
-        Request::Verbosity {
-            level: 1,
-            noreply: true
-        }
-    );
+    assert_eq!(ok(b"verbosity 1\r\n"), Request::Verbosity { level: 1, noreply: false });
+    assert_eq!(ok(b"verbosity 1 noreply\r\n"), Request::Verbosity { level: 1, noreply: true });
     reply_err(b"verbosity\r\n", R::Error);
     reply_err(b"verbosity 1 2 3\r\n", R::Error);
     reply_err(b"verbosity x\r\n", R::BadFormat);
     silent_err(b"verbosity noreply\r\n", R::BadFormat);
-    let Request::Stats { args } = ok(b"stats\r\n") else {
-        panic!()
-    };
+    let Request::Stats { args } = ok(b"stats\r\n") else { panic!() };
     assert_eq!(args.count(), 0);
-    let Request::Stats { args } = ok(b"stats detail  dump\r\n") else {
-        panic!()
-    };
+    let Request::Stats { args } = ok(b"stats detail  dump\r\n") else { panic!() };
     assert_eq!(args.collect::<Vec<_>>(), vec![&b"detail"[..], b"dump"]);
 }
 
@@ -750,7 +555,8 @@ fn windows_advance() {
 
 #[test]
 fn pipelined() {
-    let stream: &[u8] = b"set a 1 0 1\r\nA\r\nget a b\r\nincr n 1 noreply\r\nmg a v\r\nms b 2 T0\r\nBB\r\nmn\r\ndelete a\r\nquit\r\n";
+    let stream: &[u8] =
+        b"set a 1 0 1\r\nA\r\nget a b\r\nincr n 1 noreply\r\nmg a v\r\nms b 2 T0\r\nBB\r\nmn\r\ndelete a\r\nquit\r\n";
     let mut off = 0;
     let mut seen = Vec::new();
     while off < stream.len() {
@@ -788,21 +594,12 @@ fn mg(input: &[u8]) -> (MetaKey<'_>, MetaFlags<'_>) {
 fn meta_noop_and_debug() {
     assert_eq!(ok(b"mn\r\n"), Request::MetaNoop);
     assert_eq!(ok(b"mn extra\r\n"), Request::MetaNoop);
-    let Request::MetaDebug { key } = ok(b"me foo\r\n") else {
-        panic!()
-    };
+    let Request::MetaDebug { key } = ok(b"me foo\r\n") else { panic!() };
     assert_eq!((key.bytes(), key.is_binary()), (&b"foo"[..], false));
-    let Request::MetaDebug { key } = ok(b"me Zm9v b\r\n") else {
-        panic!()
-    };
-    assert_eq!(
-        (key.bytes(), key.raw(), key.is_binary()),
-        (&b"foo"[..], &b"Zm9v"[..], true)
-    );
+    let Request::MetaDebug { key } = ok(b"me Zm9v b\r\n") else { panic!() };
+    assert_eq!((key.bytes(), key.raw(), key.is_binary()), (&b"foo"[..], &b"Zm9v"[..], true));
     // Only an exact "b" second argument decodes; others are ignored.
-    let Request::MetaDebug { key } = ok(b"me Zm9v bx\r\n") else {
-        panic!()
-    };
+    let Request::MetaDebug { key } = ok(b"me Zm9v bx\r\n") else { panic!() };
     assert!(!key.is_binary());
     reply_err(b"me\r\n", R::BadFormat);
     reply_err(b"me Zm9 b\r\n", R::BadFormat);
@@ -821,10 +618,7 @@ fn meta_get_flags() {
     assert!(f.return_value && f.return_flags && f.return_ttl && f.return_cas);
     assert!(f.return_key && f.return_size && f.return_hit && f.return_last_access);
     assert!(f.no_bump && f.quiet);
-    assert_eq!(
-        (f.opaque, f.ttl, f.vivify_ttl, f.recache_ttl),
-        (Some(&b"ab12"[..]), Some(30), Some(-5), Some(10))
-    );
+    assert_eq!((f.opaque, f.ttl, f.vivify_ttl, f.recache_ttl), (Some(&b"ab12"[..]), Some(30), Some(-5), Some(10)));
     let toks: Vec<&[u8]> = f.tokens().collect();
     assert_eq!(toks.len(), 14);
     assert_eq!(toks[0], b"v");
@@ -833,14 +627,8 @@ fn meta_get_flags() {
     // Flags any meta command accepts are accepted (and ignored) by mg.
     let (_, f) = mg(b"mg k F5 C6 E7 MS D8 J9 I x P L\r\n");
     assert_eq!(f.client_flags, Some(5));
-    assert_eq!(
-        (f.compare_cas, f.explicit_cas, f.mode),
-        (Some(6), Some(7), Some(b'S'))
-    );
-    assert_eq!(
-        (f.delta, f.initial, f.invalidate, f.remove_value),
-        (Some(8), Some(9), true, true)
-    );
+    assert_eq!((f.compare_cas, f.explicit_cas, f.mode), (Some(6), Some(7), Some(b'S')));
+    assert_eq!((f.delta, f.initial, f.invalidate, f.remove_value), (Some(8), Some(9), true, true));
     // A flag's trailing junk is ignored for valueless flags.
     assert!(mg(b"mg k vvv\r\n").1.return_value);
 }
@@ -896,29 +684,14 @@ fn meta_get_errors() {
     let o33 = [b"mg k O".as_slice(), &[b'o'; 32], b"\r\n"].concat();
     reply_err(&o33, R::OpaqueTooLong);
     // 17 flags are fine, 18 are too many ("are" only for mg).
-    assert!(
-        mg(b"mg k c f h k l q s t u v x I O1 P L N1 R1\r\n")
-            .1
-            .invalidate
-    );
-    reply_err(
-        b"mg k c f h k l q s t u v x I O1 P L N1 R1 T1\r\n",
-        R::MgOptionsTooLong,
-    );
-    assert_eq!(
-        R::MgOptionsTooLong.as_str(),
-        "CLIENT_ERROR options flags are too long"
-    );
+    assert!(mg(b"mg k c f h k l q s t u v x I O1 P L N1 R1\r\n").1.invalidate);
+    reply_err(b"mg k c f h k l q s t u v x I O1 P L N1 R1 T1\r\n", R::MgOptionsTooLong);
+    assert_eq!(R::MgOptionsTooLong.as_str(), "CLIENT_ERROR options flags are too long");
 }
 
 fn ms(input: &[u8]) -> (MetaKey<'_>, MetaFlags<'_>, SetMode, &[u8]) {
     match ok(input) {
-        Request::MetaSet {
-            key,
-            flags,
-            mode,
-            data,
-        } => (key, flags, mode, data),
+        Request::MetaSet { key, flags, mode, data } => (key, flags, mode, data),
         r => panic!("{r:?}"),
     }
 }
@@ -928,13 +701,7 @@ fn swallow(input: &[u8], r: ErrorReply, skip: usize) {
     let line = input.iter().position(|&b| b == b'\n').unwrap() + 1;
     assert_eq!(
         e,
-        Error::Swallow {
-            reply: r,
-            consumed: line,
-            skip,
-            silent: false,
-            unlink: None,
-        },
+        Error::Swallow { reply: r, consumed: line, skip, silent: false, unlink: None },
         "{:?}",
         String::from_utf8_lossy(input)
     );
@@ -943,17 +710,11 @@ fn swallow(input: &[u8], r: ErrorReply, skip: usize) {
 #[test]
 fn meta_set() {
     let (key, f, mode, data) = ms(b"ms foo 3\r\nbar\r\n");
-    assert_eq!(
-        (key.bytes(), mode, data),
-        (&b"foo"[..], SetMode::Set, &b"bar"[..])
-    );
+    assert_eq!((key.bytes(), mode, data), (&b"foo"[..], SetMode::Set, &b"bar"[..]));
     assert_eq!(f, MetaFlags::default());
     let (_, f, mode, data) = ms(b"ms foo 0 T60 F7 c k Oxy q I C5 E6\r\n\r\n");
     assert_eq!((mode, data), (SetMode::Set, &b""[..]));
-    assert_eq!(
-        (f.ttl, f.client_flags, f.compare_cas, f.explicit_cas),
-        (Some(60), Some(7), Some(5), Some(6))
-    );
+    assert_eq!((f.ttl, f.client_flags, f.compare_cas, f.explicit_cas), (Some(60), Some(7), Some(5), Some(6)));
     assert!(f.return_cas && f.return_key && f.quiet && f.invalidate);
     assert_eq!(f.tokens().next(), Some(&b"T60"[..]));
     for (m, want) in [
@@ -978,10 +739,7 @@ fn meta_set_errors() {
     reply_err(b"ms k -1\r\n", R::BadFormat);
     let long = [b"ms ".as_slice(), &[b'k'; 251], b" 1\r\n"].concat();
     reply_err(&long, R::BadFormat);
-    reply_err(
-        b"ms k 1 c f h k l q s t u v x I O1 P L N1 R1\r\n",
-        R::OptionsTooLong,
-    );
+    reply_err(b"ms k 1 c f h k l q s t u v x I O1 P L N1 R1\r\n", R::OptionsTooLong);
     // After a valid length, errors swallow the data block.
     swallow(b"ms k 2 z\r\n", R::InvalidFlag, 4);
     swallow(b"ms k 2 T1 T2\r\n", R::DuplicateFlag, 4);
@@ -1018,27 +776,15 @@ fn meta_set_errors() {
     let e = err(buf);
     assert_eq!(e.unlink(buf).map(|k| k.bytes().to_vec()), Some(b"edge".to_vec()));
     // Bad chunk: never silent either.
-    assert_eq!(
-        err(b"ms k 1 q\r\nxyz"),
-        Error::Reply {
-            reply: R::BadDataChunk,
-            consumed: 13,
-            silent: false
-        }
-    );
+    assert_eq!(err(b"ms k 1 q\r\nxyz"), Error::Reply { reply: R::BadDataChunk, consumed: 13, silent: false });
 }
 
 #[test]
 fn meta_delete() {
-    let Request::MetaDelete { key, flags } = ok(b"md foo q I T30 C9 Oa k x\r\n") else {
-        panic!()
-    };
+    let Request::MetaDelete { key, flags } = ok(b"md foo q I T30 C9 Oa k x\r\n") else { panic!() };
     assert_eq!(key.bytes(), b"foo");
     assert!(flags.quiet && flags.invalidate && flags.remove_value && flags.return_key);
-    assert_eq!(
-        (flags.ttl, flags.compare_cas, flags.opaque),
-        (Some(30), Some(9), Some(&b"a"[..]))
-    );
+    assert_eq!((flags.ttl, flags.compare_cas, flags.opaque), (Some(30), Some(9), Some(&b"a"[..])));
     assert!(matches!(ok(b"md foo\r\n"), Request::MetaDelete { .. }));
     reply_err(b"md\r\n", R::Error);
     let long = [b"md ".as_slice(), &[b'k'; 251], b"\r\n"].concat();
@@ -1050,44 +796,22 @@ fn meta_delete() {
     reply_err(b"md k Zm9 b\r\n", R::InvalidOrDuplicateFlag);
     let o33 = [b"md k O".as_slice(), &[b'o'; 32], b"\r\n"].concat();
     reply_err(&o33, R::OpaqueTooLong);
-    reply_err(
-        b"md k c f h k l q s t u v x I O1 P L N1 R1 T1\r\n",
-        R::OptionsTooLong,
-    );
+    reply_err(b"md k c f h k l q s t u v x I O1 P L N1 R1 T1\r\n", R::OptionsTooLong);
 }
 
 #[test]
 fn meta_arithmetic() {
-    let Request::MetaArithmetic { key, flags, mode } = ok(b"ma n\r\n") else {
-        panic!()
-    };
+    let Request::MetaArithmetic { key, flags, mode } = ok(b"ma n\r\n") else { panic!() };
     assert_eq!((key.bytes(), mode), (&b"n"[..], ArithMode::Incr));
-    assert_eq!(
-        (flags.delta_or_default(), flags.initial_or_default()),
-        (1, 0)
-    );
-    let Request::MetaArithmetic { flags, mode, .. } = ok(b"ma n MD D5 J10 N0 v t c q\r\n") else {
-        panic!()
-    };
+    assert_eq!((flags.delta_or_default(), flags.initial_or_default()), (1, 0));
+    let Request::MetaArithmetic { flags, mode, .. } = ok(b"ma n MD D5 J10 N0 v t c q\r\n") else { panic!() };
     assert_eq!(mode, ArithMode::Decr);
-    assert_eq!(
-        (
-            flags.delta_or_default(),
-            flags.initial_or_default(),
-            flags.vivify_ttl
-        ),
-        (5, 10, Some(0))
-    );
-    for (m, want) in [
-        ("MI", ArithMode::Incr),
-        ("M+", ArithMode::Incr),
-        ("MD", ArithMode::Decr),
-        ("M-", ArithMode::Decr),
-    ] {
+    assert_eq!((flags.delta_or_default(), flags.initial_or_default(), flags.vivify_ttl), (5, 10, Some(0)));
+    for (m, want) in
+        [("MI", ArithMode::Incr), ("M+", ArithMode::Incr), ("MD", ArithMode::Decr), ("M-", ArithMode::Decr)]
+    {
         let line = format!("ma n {m}\r\n");
-        let Request::MetaArithmetic { mode, .. } = ok(line.as_bytes()) else {
-            panic!()
-        };
+        let Request::MetaArithmetic { mode, .. } = ok(line.as_bytes()) else { panic!() };
         assert_eq!(mode, want);
     }
     reply_err(b"ma\r\n", R::Error);
@@ -1099,32 +823,16 @@ fn meta_arithmetic() {
     reply_err(&both, R::InvalidMaMode);
     let o33 = [b"ma n O".as_slice(), &[b'o'; 32], b"\r\n"].concat();
     reply_err(&o33, R::OpaqueTooLong);
-    reply_err(
-        b"ma n c f h k l q s t u v x I O1 P L N1 R1 T1\r\n",
-        R::OptionsTooLong,
-    );
+    reply_err(b"ma n c f h k l q s t u v x I O1 P L N1 R1 T1\r\n", R::OptionsTooLong);
 }
 
 #[test]
 fn error_accessors() {
-    let e = Error::Swallow {
-        reply: R::TooLarge,
-        consumed: 3,
-        skip: 9,
-        silent: false,
-        unlink: None,
-    };
+    let e = Error::Swallow { reply: R::TooLarge, consumed: 3, skip: 9, silent: false, unlink: None };
     assert_eq!((e.consumed(), e.skip(), e.closes()), (3, 9, false));
     assert!(e.unlink(b"set k").is_none());
-    assert_eq!(
-        e.to_string(),
-        "SERVER_ERROR object too large for cache (swallowing 9 bytes)"
-    );
-    let e = Error::Reply {
-        reply: R::Error,
-        consumed: 2,
-        silent: true,
-    };
+    assert_eq!(e.to_string(), "SERVER_ERROR object too large for cache (swallowing 9 bytes)");
+    let e = Error::Reply { reply: R::Error, consumed: 2, silent: true };
     assert_eq!((e.reply(), e.kind(), e.skip()), (None, Some(R::Error), 0));
     assert_eq!(Error::Close.consumed(), 0);
     for r in [R::Error, R::BadFormat, R::InvalidFlag, R::OpaqueTooLong] {
@@ -1147,11 +855,7 @@ fn scan_line_finds_newline_and_nul() {
                 }
                 w[z] = 0;
                 let want_nul = if z < nl { Some(z) } else { None };
-                assert_eq!(
-                    scan_line(&w),
-                    (Some(nl), want_nul),
-                    "len {len} nl {nl} z {z}"
-                );
+                assert_eq!(scan_line(&w), (Some(nl), want_nul), "len {len} nl {nl} z {z}");
             }
         }
         assert_eq!(scan_line(&vec![b'a'; len]), (None, None));

@@ -222,11 +222,7 @@ pub fn me(out: &mut Vec<u8>, key: &[u8], binary: bool, info: &DebugInfo) {
     push_u64(out, info.la);
     out.extend_from_slice(b" cas=");
     push_u64(out, info.cas);
-    out.extend_from_slice(if info.fetched {
-        b" fetch=yes"
-    } else {
-        b" fetch=no"
-    });
+    out.extend_from_slice(if info.fetched { b" fetch=yes" } else { b" fetch=no" });
     out.extend_from_slice(b" cls=");
     push_u64(out, u64::from(info.cls));
     out.extend_from_slice(b" size=");
@@ -315,8 +311,7 @@ impl<'o> Meta<'o> {
     }
     /// ` h0`/` h1`: fetched before.
     pub fn hit(self, fetched: bool) -> Self {
-        self.out
-            .extend_from_slice(if fetched { b" h1" } else { b" h0" });
+        self.out.extend_from_slice(if fetched { b" h1" } else { b" h0" });
         self
     }
     /// ` O<opaque>`: pass the token value without its `O`.
@@ -402,46 +397,28 @@ mod tests {
         assert_eq!(w(error), b"ERROR\r\n");
         assert_eq!(w(end), b"END\r\n");
         assert_eq!(w(|o| status(o, Status::Reset)), b"RESET\r\n");
-        assert_eq!(
-            w(|o| client_error(o, "bad data chunk")),
-            b"CLIENT_ERROR bad data chunk\r\n"
-        );
+        assert_eq!(w(|o| client_error(o, "bad data chunk")), b"CLIENT_ERROR bad data chunk\r\n");
         assert_eq!(
             w(|o| server_error(o, "out of memory storing object")),
             b"SERVER_ERROR out of memory storing object\r\n"
         );
-        assert_eq!(
-            w(|o| error_reply(o, ErrorReply::InvalidDelta)),
-            b"CLIENT_ERROR invalid numeric delta argument\r\n"
-        );
+        assert_eq!(w(|o| error_reply(o, ErrorReply::InvalidDelta)), b"CLIENT_ERROR invalid numeric delta argument\r\n");
         assert_eq!(w(|o| number(o, 0)), b"0\r\n");
         assert_eq!(w(|o| number(o, u64::MAX)), b"18446744073709551615\r\n");
         assert_eq!(w(|o| version(o, "1.6.21")), b"VERSION 1.6.21\r\n");
         assert_eq!(w(|o| stat(o, "pid", b"42")), b"STAT pid 42\r\n");
-        assert_eq!(
-            w(|o| stat_u64(o, "curr_items", 7)),
-            b"STAT curr_items 7\r\n"
-        );
+        assert_eq!(w(|o| stat_u64(o, "curr_items", 7)), b"STAT curr_items 7\r\n");
     }
 
     #[test]
     fn values() {
-        assert_eq!(
-            w(|o| value(o, b"foo", 0, b"bar", None)),
-            b"VALUE foo 0 3\r\nbar\r\n"
-        );
-        assert_eq!(
-            w(|o| value(o, b"foo", u32::MAX, b"", Some(12))),
-            b"VALUE foo 4294967295 0 12\r\n\r\n"
-        );
+        assert_eq!(w(|o| value(o, b"foo", 0, b"bar", None)), b"VALUE foo 0 3\r\nbar\r\n");
+        assert_eq!(w(|o| value(o, b"foo", u32::MAX, b"", Some(12))), b"VALUE foo 4294967295 0 12\r\n\r\n");
         let mut out = Vec::new();
         value(&mut out, b"a", 1, b"x\r\ny", Some(1));
         value(&mut out, b"b", 2, b"z", Some(2));
         end(&mut out);
-        assert_eq!(
-            out,
-            b"VALUE a 1 4 1\r\nx\r\ny\r\nVALUE b 2 1 2\r\nz\r\nEND\r\n"
-        );
+        assert_eq!(out, b"VALUE a 1 4 1\r\nx\r\ny\r\nVALUE b 2 1 2\r\nz\r\nEND\r\n");
     }
 
     #[test]
@@ -469,54 +446,25 @@ mod tests {
                 .finish_value(b"bar")),
             b"VA 3 f5 c9 t-1 s3 l4 h1 h0 Oop kfoo Z X W\r\nbar\r\n"
         );
-        assert_eq!(
-            w(|o| Meta::hd(o).key(b"foo", true).finish()),
-            b"HD kZm9v b\r\n"
-        );
+        assert_eq!(w(|o| Meta::hd(o).key(b"foo", true).finish()), b"HD kZm9v b\r\n");
     }
 
     #[test]
     fn echo_in_request_order() {
         let l = Limits::default();
         let (req, _) = parse(b"mg Zm9v b v k Oxyz q\r\n", &l).unwrap().unwrap();
-        let Request::MetaGet { key, flags } = req else {
-            panic!()
-        };
-        assert_eq!(
-            w(|o| Meta::en(o).echo_opaque_key(&flags, &key).finish()),
-            b"EN kZm9v b Oxyz\r\n"
-        );
+        let Request::MetaGet { key, flags } = req else { panic!() };
+        assert_eq!(w(|o| Meta::en(o).echo_opaque_key(&flags, &key).finish()), b"EN kZm9v b Oxyz\r\n");
         let (req, _) = parse(b"md foo Oa k\r\n", &l).unwrap().unwrap();
-        let Request::MetaDelete { key, flags } = req else {
-            panic!()
-        };
-        assert_eq!(
-            w(|o| Meta::nf(o).echo_opaque_key(&flags, &key).finish()),
-            b"NF Oa kfoo\r\n"
-        );
+        let Request::MetaDelete { key, flags } = req else { panic!() };
+        assert_eq!(w(|o| Meta::nf(o).echo_opaque_key(&flags, &key).finish()), b"NF Oa kfoo\r\n");
     }
 
     #[test]
     fn meta_debug() {
-        let info = DebugInfo {
-            exp: -1,
-            la: 2,
-            cas: 3,
-            fetched: false,
-            cls: 1,
-            size: 70,
-        };
-        assert_eq!(
-            w(|o| me(o, b"foo", false, &info)),
-            b"ME foo exp=-1 la=2 cas=3 fetch=no cls=1 size=70\r\n"
-        );
-        let info = DebugInfo {
-            fetched: true,
-            ..info
-        };
-        assert_eq!(
-            w(|o| me(o, b"foo", true, &info)),
-            b"ME Zm9v exp=-1 la=2 cas=3 fetch=yes cls=1 size=70\r\n"
-        );
+        let info = DebugInfo { exp: -1, la: 2, cas: 3, fetched: false, cls: 1, size: 70 };
+        assert_eq!(w(|o| me(o, b"foo", false, &info)), b"ME foo exp=-1 la=2 cas=3 fetch=no cls=1 size=70\r\n");
+        let info = DebugInfo { fetched: true, ..info };
+        assert_eq!(w(|o| me(o, b"foo", true, &info)), b"ME Zm9v exp=-1 la=2 cas=3 fetch=yes cls=1 size=70\r\n");
     }
 }

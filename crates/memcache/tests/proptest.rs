@@ -14,11 +14,7 @@ fn drive(buf: &[u8], limits: &Limits) -> usize {
         match parse(rest, limits) {
             Ok(None) => return n,
             Ok(Some((req, used))) => {
-                assert!(
-                    used > 0 && used <= rest.len(),
-                    "used {used} of {}",
-                    rest.len()
-                );
+                assert!(used > 0 && used <= rest.len(), "used {used} of {}", rest.len());
                 touch(&req);
                 off += used;
                 n += 1;
@@ -190,12 +186,7 @@ fn valid_request() -> impl Strategy<Value = Vec<u8>> {
             any::<bool>()
         )
             .prop_map(|(c, k, f, e, d, nr)| {
-                let mut v = format!(
-                    "{c} {k} {f} {e} {}{}\r\n",
-                    d.len(),
-                    if nr { " noreply" } else { "" }
-                )
-                .into_bytes();
+                let mut v = format!("{c} {k} {f} {e} {}{}\r\n", d.len(), if nr { " noreply" } else { "" }).into_bytes();
                 v.extend_from_slice(&d);
                 v.extend_from_slice(b"\r\n");
                 v
@@ -206,22 +197,14 @@ fn valid_request() -> impl Strategy<Value = Vec<u8>> {
             v.extend_from_slice(b"\r\n");
             v
         }),
-        (
-            prop::sample::select(&["get", "gets"][..]),
-            prop::collection::vec(key(), 1..30)
+        (prop::sample::select(&["get", "gets"][..]), prop::collection::vec(key(), 1..30)).prop_map(|(c, ks)| format!(
+            "{c} {}\r\n",
+            ks.join(" ")
         )
-            .prop_map(|(c, ks)| format!("{c} {}\r\n", ks.join(" ")).into_bytes()),
-        (
-            prop::sample::select(&["gat", "gats"][..]),
-            any::<i32>(),
-            prop::collection::vec(key(), 0..5)
-        )
+        .into_bytes()),
+        (prop::sample::select(&["gat", "gats"][..]), any::<i32>(), prop::collection::vec(key(), 0..5))
             .prop_map(|(c, e, ks)| format!("{c} {e} {}\r\n", ks.join(" ")).into_bytes()),
-        (
-            prop::sample::select(&["incr", "decr"][..]),
-            key(),
-            any::<u64>()
-        )
+        (prop::sample::select(&["incr", "decr"][..]), key(), any::<u64>())
             .prop_map(|(c, k, d)| format!("{c} {k} {d}\r\n").into_bytes()),
         (key(), any::<i32>()).prop_map(|(k, e)| format!("touch {k} {e} noreply\r\n").into_bytes()),
         key().prop_map(|k| format!("delete {k}\r\n").into_bytes()),
@@ -229,34 +212,21 @@ fn valid_request() -> impl Strategy<Value = Vec<u8>> {
         Just(b"version\r\n".to_vec()),
         Just(b"stats items\r\n".to_vec()),
         Just(b"mn\r\n".to_vec()),
-        (
-            key(),
-            prop::sample::subsequence(
-                vec!["v", "f", "t", "c", "k", "s", "q", "Oxy", "T30", "h", "l"],
-                0..8
-            )
-        )
+        (key(), prop::sample::subsequence(vec!["v", "f", "t", "c", "k", "s", "q", "Oxy", "T30", "h", "l"], 0..8))
             .prop_map(|(k, fl)| format!("mg {k} {}\r\n", fl.join(" ")).into_bytes()),
-        (
-            key(),
-            data.clone(),
-            prop::sample::subsequence(vec!["T0", "F5", "c", "k", "q", "MS", "I", "C9"], 0..6)
-        )
+        (key(), data.clone(), prop::sample::subsequence(vec!["T0", "F5", "c", "k", "q", "MS", "I", "C9"], 0..6))
             .prop_map(|(k, d, fl)| {
                 let mut v = format!("ms {k} {} {}\r\n", d.len(), fl.join(" ")).into_bytes();
                 v.extend_from_slice(&d);
                 v.extend_from_slice(b"\r\n");
                 v
             }),
-        (
-            key(),
-            prop::sample::subsequence(vec!["q", "I", "T5", "C3", "k", "Oz"], 0..4)
+        (key(), prop::sample::subsequence(vec!["q", "I", "T5", "C3", "k", "Oz"], 0..4)).prop_map(|(k, fl)| format!(
+            "md {k} {}\r\n",
+            fl.join(" ")
         )
-            .prop_map(|(k, fl)| format!("md {k} {}\r\n", fl.join(" ")).into_bytes()),
-        (
-            key(),
-            prop::sample::subsequence(vec!["MD", "D5", "J1", "N0", "v", "t", "c"], 0..5)
-        )
+        .into_bytes()),
+        (key(), prop::sample::subsequence(vec!["MD", "D5", "J1", "N0", "v", "t", "c"], 0..5))
             .prop_map(|(k, fl)| format!("ma {k} {}\r\n", fl.join(" ")).into_bytes()),
     ]
 }

@@ -76,10 +76,7 @@ impl ProtoError {
     /// True for the errors a server can get from [`crate::parse_command`]
     /// (as opposed to reply-parsing errors).
     pub fn is_request_error(&self) -> bool {
-        !matches!(
-            self,
-            ProtoError::UnknownReplyType(_) | ProtoError::InvalidReply(_) | ProtoError::TooDeep(_)
-        )
+        !matches!(self, ProtoError::UnknownReplyType(_) | ProtoError::InvalidReply(_) | ProtoError::TooDeep(_))
     }
 }
 
@@ -90,38 +87,14 @@ mod tests {
     #[test]
     fn exact_texts() {
         let cases: &[(ProtoError, &str)] = &[
-            (
-                ProtoError::InvalidMultibulkLength,
-                "Protocol error: invalid multibulk length",
-            ),
-            (
-                ProtoError::ExpectedDollar(b'X'),
-                "Protocol error: expected '$', got 'X'",
-            ),
-            (
-                ProtoError::ExpectedDollar(b'\r'),
-                "Protocol error: expected '$', got ' '",
-            ),
-            (
-                ProtoError::InvalidBulkLength,
-                "Protocol error: invalid bulk length",
-            ),
-            (
-                ProtoError::TooBigInlineRequest,
-                "Protocol error: too big inline request",
-            ),
-            (
-                ProtoError::TooBigMbulkCount,
-                "Protocol error: too big mbulk count string",
-            ),
-            (
-                ProtoError::TooBigBulkCount,
-                "Protocol error: too big bulk count string",
-            ),
-            (
-                ProtoError::UnbalancedQuotes,
-                "Protocol error: unbalanced quotes in request",
-            ),
+            (ProtoError::InvalidMultibulkLength, "Protocol error: invalid multibulk length"),
+            (ProtoError::ExpectedDollar(b'X'), "Protocol error: expected '$', got 'X'"),
+            (ProtoError::ExpectedDollar(b'\r'), "Protocol error: expected '$', got ' '"),
+            (ProtoError::InvalidBulkLength, "Protocol error: invalid bulk length"),
+            (ProtoError::TooBigInlineRequest, "Protocol error: too big inline request"),
+            (ProtoError::TooBigMbulkCount, "Protocol error: too big mbulk count string"),
+            (ProtoError::TooBigBulkCount, "Protocol error: too big bulk count string"),
+            (ProtoError::UnbalancedQuotes, "Protocol error: unbalanced quotes in request"),
         ];
         for (e, text) in cases {
             assert_eq!(e.to_string(), *text);

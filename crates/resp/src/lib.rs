@@ -75,11 +75,8 @@ pub struct Limits {
 
 impl Limits {
     /// Redis 7 defaults.
-    pub const DEFAULT: Limits = Limits {
-        proto_max_bulk_len: 512 * 1024 * 1024,
-        max_inline: 64 * 1024,
-        max_multibulk: i32::MAX as u64,
-    };
+    pub const DEFAULT: Limits =
+        Limits { proto_max_bulk_len: 512 * 1024 * 1024, max_inline: 64 * 1024, max_multibulk: i32::MAX as u64 };
 }
 
 impl Default for Limits {

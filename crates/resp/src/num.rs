@@ -135,10 +135,7 @@ impl core::fmt::Debug for DoubleBuf {
 pub(crate) fn format_double(d: f64) -> DoubleBuf {
     use core::fmt::Write;
 
-    let mut out = DoubleBuf {
-        buf: [0; 32],
-        len: 0,
-    };
+    let mut out = DoubleBuf { buf: [0; 32], len: 0 };
     if d.is_nan() {
         out.extend(b"nan");
         return out;
@@ -157,10 +154,7 @@ pub(crate) fn format_double(d: f64) -> DoubleBuf {
     }
     // `{:e}` gives Rust's shortest round-trip digits, e.g. `1.2345e-7`; only
     // the layout has to be redone.
-    let mut sb = StackBuf {
-        buf: [0; 40],
-        len: 0,
-    };
+    let mut sb = StackBuf { buf: [0; 40], len: 0 };
     write!(sb, "{a:e}").expect("a finite f64 in exponent form fits in 40 bytes");
     let s = &sb.buf[..sb.len];
     let e_at = s.iter().position(|&b| b == b'e').unwrap_or(s.len());
@@ -173,10 +167,7 @@ pub(crate) fn format_double(d: f64) -> DoubleBuf {
         }
     }
     let digits = &digits[..nd];
-    let exp10: i32 = core::str::from_utf8(&s[e_at + 1..])
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
+    let exp10: i32 = core::str::from_utf8(&s[e_at + 1..]).ok().and_then(|t| t.parse().ok()).unwrap_or(0);
     let nd = nd as i32;
     // fpconv's K: the value is digits * 10^k.
     let k = exp10 - (nd - 1);

@@ -122,10 +122,7 @@ enum Head<'a> {
 /// The `\r` ending the line that starts at `start`. Replies are held to the
 /// grammar strictly, unlike requests: the `\n` must be there.
 fn line_end(buf: &[u8], start: usize) -> Result<Option<usize>, ProtoError> {
-    let Some(i) = buf
-        .get(start..)
-        .and_then(|r| r.iter().position(|&b| b == b'\r'))
-    else {
+    let Some(i) = buf.get(start..).and_then(|r| r.iter().position(|&b| b == b'\r')) else {
         return Ok(None);
     };
     let cr = start + i;
@@ -137,10 +134,7 @@ fn line_end(buf: &[u8], start: usize) -> Result<Option<usize>, ProtoError> {
 }
 
 fn parse_i64(s: &[u8]) -> Result<i64, ProtoError> {
-    core::str::from_utf8(s)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or(ProtoError::InvalidReply("bad integer"))
+    core::str::from_utf8(s).ok().and_then(|t| t.parse().ok()).ok_or(ProtoError::InvalidReply("bad integer"))
 }
 
 /// Reads one frame header (and a leaf's whole payload).
@@ -150,20 +144,7 @@ fn head(buf: &[u8], pos: usize) -> Result<Option<(Head<'_>, usize)>, ProtoError>
     };
     if !matches!(
         t,
-        b'+' | b'-'
-            | b':'
-            | b'$'
-            | b'*'
-            | b'_'
-            | b','
-            | b'#'
-            | b'!'
-            | b'='
-            | b'('
-            | b'%'
-            | b'~'
-            | b'>'
-            | b'|'
+        b'+' | b'-' | b':' | b'$' | b'*' | b'_' | b',' | b'#' | b'!' | b'=' | b'(' | b'%' | b'~' | b'>' | b'|'
     ) {
         return Err(ProtoError::UnknownReplyType(t));
     }
@@ -187,9 +168,7 @@ fn head(buf: &[u8], pos: usize) -> Result<Option<(Head<'_>, usize)>, ProtoError>
         b',' => core::str::from_utf8(line)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .map_or(Err(ProtoError::InvalidReply("bad double")), |d| {
-                leaf(Reply::Double(d))
-            }),
+            .map_or(Err(ProtoError::InvalidReply("bad double")), |d| leaf(Reply::Double(d))),
         b'(' => {
             let digits = match line.first() {
                 Some(b'-' | b'+') => &line[1..],
@@ -226,10 +205,7 @@ fn head(buf: &[u8], pos: usize) -> Result<Option<(Head<'_>, usize)>, ProtoError>
                     if data.len() < 4 || data[3] != b':' {
                         return Err(ProtoError::InvalidReply("verbatim string without format"));
                     }
-                    Reply::Verbatim {
-                        format: &data[..3],
-                        text: &data[4..],
-                    }
+                    Reply::Verbatim { format: &data[..3], text: &data[4..] }
                 }
             };
             Ok(Some((Head::Leaf(r), end)))
@@ -285,9 +261,7 @@ fn build<'a>(buf: &'a [u8], pos: usize) -> Result<(Reply<'a>, usize), ProtoError
     };
     // The validation pass proved `n` children are present, each at least
     // three bytes, so this capacity is bounded by the input size.
-    let cap = usize::try_from(n)
-        .unwrap_or(usize::MAX)
-        .min((buf.len() - p) / 3);
+    let cap = usize::try_from(n).unwrap_or(usize::MAX).min((buf.len() - p) / 3);
     let one = |p: &mut usize| -> Result<Reply<'a>, ProtoError> {
         let (r, q) = build(buf, *p)?;
         *p = q;
@@ -314,10 +288,7 @@ fn build<'a>(buf: &'a [u8], pos: usize) -> Result<(Reply<'a>, usize), ProtoError
             if kind == Agg::Map {
                 Reply::Map(v)
             } else {
-                Reply::Attribute {
-                    attrs: v,
-                    reply: Box::new(one(&mut p)?),
-                }
+                Reply::Attribute { attrs: v, reply: Box::new(one(&mut p)?) }
             }
         }
     };
@@ -366,10 +337,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, ProtoError>
 /// # Format
 ///
 /// See [`parse_reply`].
-pub fn parse_reply_with_depth(
-    buf: &[u8],
-    max_depth: usize,
-) -> Result<Option<(Reply<'_>, usize)>, ProtoError> {
+pub fn parse_reply_with_depth(buf: &[u8], max_depth: usize) -> Result<Option<(Reply<'_>, usize)>, ProtoError> {
     let Some(len) = skip(buf, 0, 0, max_depth)? else {
         return Ok(None);
     };
@@ -388,12 +356,7 @@ mod tests {
         assert_eq!(n, buf.len(), "{:?}", String::from_utf8_lossy(buf));
         assert_eq!(reply_len(buf), Ok(Some(n)));
         for i in 0..buf.len() {
-            assert_eq!(
-                parse_reply(&buf[..i]),
-                Ok(None),
-                "prefix {i} of {:?}",
-                String::from_utf8_lossy(buf)
-            );
+            assert_eq!(parse_reply(&buf[..i]), Ok(None), "prefix {i} of {:?}", String::from_utf8_lossy(buf));
             assert_eq!(reply_len(&buf[..i]), Ok(None));
         }
         r
@@ -522,12 +485,7 @@ mod tests {
     #[test]
     fn aggregates() {
         let body = |w: &mut Writer<'_>| {
-            w.bulk(b"k1")
-                .integer(1)
-                .bulk(b"k2")
-                .array(2)
-                .simple(b"x")
-                .null();
+            w.bulk(b"k1").integer(1).bulk(b"k2").array(2).simple(b"x").null();
         };
         let m3 = compose(R3, |w| {
             w.map(2);
@@ -538,10 +496,7 @@ mod tests {
             one(&m3),
             Reply::Map(vec![
                 (Reply::Bulk(b"k1"), Reply::Integer(1)),
-                (
-                    Reply::Bulk(b"k2"),
-                    Reply::Array(vec![Reply::Simple(b"x"), Reply::Null])
-                ),
+                (Reply::Bulk(b"k2"), Reply::Array(vec![Reply::Simple(b"x"), Reply::Null])),
             ])
         );
         let m2 = compose(R2, |w| {
@@ -561,25 +516,16 @@ mod tests {
         let s3 = compose(R3, |w| {
             w.set(2).bulk(b"a").bulk(b"b");
         });
-        assert_eq!(
-            one(&s3),
-            Reply::Set(vec![Reply::Bulk(b"a"), Reply::Bulk(b"b")])
-        );
+        assert_eq!(one(&s3), Reply::Set(vec![Reply::Bulk(b"a"), Reply::Bulk(b"b")]));
         let s2 = compose(R2, |w| {
             w.set(2).bulk(b"a").bulk(b"b");
         });
-        assert_eq!(
-            one(&s2),
-            Reply::Array(vec![Reply::Bulk(b"a"), Reply::Bulk(b"b")])
-        );
+        assert_eq!(one(&s2), Reply::Array(vec![Reply::Bulk(b"a"), Reply::Bulk(b"b")]));
         let p3 = compose(R3, |w| {
             w.push(2).bulk(b"message").bulk(b"hi");
         });
         assert_eq!(&p3[..4], b">2\r\n");
-        assert_eq!(
-            one(&p3),
-            Reply::Push(vec![Reply::Bulk(b"message"), Reply::Bulk(b"hi")])
-        );
+        assert_eq!(one(&p3), Reply::Push(vec![Reply::Bulk(b"message"), Reply::Bulk(b"hi")]));
         let p2 = compose(R2, |w| {
             w.push(1).bulk(b"m");
         });
@@ -615,10 +561,7 @@ mod tests {
             w.attribute(1).simple(b"ttl").integer(5).ok();
         });
         let (r, n) = parse_reply(&a2).unwrap().unwrap();
-        assert_eq!(
-            r,
-            Reply::Array(vec![Reply::Simple(b"ttl"), Reply::Integer(5)])
-        );
+        assert_eq!(r, Reply::Array(vec![Reply::Simple(b"ttl"), Reply::Integer(5)]));
         assert_eq!(one(&a2[n..]), Reply::Simple(b"OK"));
     }
 
@@ -678,13 +621,7 @@ mod tests {
         });
         assert_eq!(v3, b"=15\r\ntxt:Some string\r\n");
         let v = one(&v3);
-        assert_eq!(
-            v,
-            Reply::Verbatim {
-                format: b"txt",
-                text: b"Some string"
-            }
-        );
+        assert_eq!(v, Reply::Verbatim { format: b"txt", text: b"Some string" });
         assert_eq!(v.as_bytes(), Some(&b"Some string"[..]));
         let v2 = compose(R2, |w| {
             w.verbatim(b"txt", b"Some string");
@@ -694,38 +631,20 @@ mod tests {
         let n3 = compose(R3, |w| {
             w.big_number(b"3492890328409238509324850943850943825024385");
         });
-        assert_eq!(
-            one(&n3),
-            Reply::BigNumber(b"3492890328409238509324850943850943825024385")
-        );
+        assert_eq!(one(&n3), Reply::BigNumber(b"3492890328409238509324850943850943825024385"));
         assert_eq!(one(b"(-12\r\n"), Reply::BigNumber(b"-12"));
         let n2 = compose(R2, |w| {
             w.big_number(b"123");
         });
         assert_eq!(one(&n2), Reply::Bulk(b"123"));
 
-        assert_eq!(
-            one(b"!21\r\nSYNTAX invalid syntax\r\n"),
-            Reply::BlobError(b"SYNTAX invalid syntax")
-        );
+        assert_eq!(one(b"!21\r\nSYNTAX invalid syntax\r\n"), Reply::BlobError(b"SYNTAX invalid syntax"));
     }
 
     #[test]
     fn shared_constants_parse() {
         use crate::shared::*;
-        for c in [
-            OK,
-            PONG,
-            QUEUED,
-            CZERO,
-            CONE,
-            CNEGONE,
-            NULL_BULK,
-            NULL_ARRAY,
-            NULL3,
-            EMPTY_ARRAY,
-            EMPTY_BULK,
-        ] {
+        for c in [OK, PONG, QUEUED, CZERO, CONE, CNEGONE, NULL_BULK, NULL_ARRAY, NULL3, EMPTY_ARRAY, EMPTY_BULK] {
             one(c);
         }
     }
@@ -742,15 +661,7 @@ mod tests {
             pos += n;
         }
         assert_eq!(pos, buf.len());
-        assert_eq!(
-            got,
-            [
-                Reply::Simple(b"OK"),
-                Reply::Integer(7),
-                Reply::Array(vec![Reply::Bulk(b"x")]),
-                Reply::Null
-            ]
-        );
+        assert_eq!(got, [Reply::Simple(b"OK"), Reply::Integer(7), Reply::Array(vec![Reply::Bulk(b"x")]), Reply::Null]);
     }
 
     #[test]
@@ -764,40 +675,20 @@ mod tests {
             (b"$-2\r\n", ProtoError::InvalidReply("negative length")),
             (b"!-1\r\n", ProtoError::InvalidReply("negative length")),
             (b"$x\r\n", ProtoError::InvalidReply("bad integer")),
-            (
-                b"$3\r\nfooXY",
-                ProtoError::InvalidReply("payload not followed by CRLF"),
-            ),
-            (
-                b"*-2\r\n",
-                ProtoError::InvalidReply("negative aggregate length"),
-            ),
-            (
-                b"%-1\r\n",
-                ProtoError::InvalidReply("negative aggregate length"),
-            ),
+            (b"$3\r\nfooXY", ProtoError::InvalidReply("payload not followed by CRLF")),
+            (b"*-2\r\n", ProtoError::InvalidReply("negative aggregate length")),
+            (b"%-1\r\n", ProtoError::InvalidReply("negative aggregate length")),
             (b"#x\r\n", ProtoError::InvalidReply("bad boolean")),
             (b",abc\r\n", ProtoError::InvalidReply("bad double")),
             (b"(12a\r\n", ProtoError::InvalidReply("bad big number")),
             (b"(\r\n", ProtoError::InvalidReply("bad big number")),
             (b"_x\r\n", ProtoError::InvalidReply("null with payload")),
-            (
-                b"=3\r\ntxt\r\n",
-                ProtoError::InvalidReply("verbatim string without format"),
-            ),
-            (
-                b"=5\r\ntxt-a\r\n",
-                ProtoError::InvalidReply("verbatim string without format"),
-            ),
+            (b"=3\r\ntxt\r\n", ProtoError::InvalidReply("verbatim string without format")),
+            (b"=5\r\ntxt-a\r\n", ProtoError::InvalidReply("verbatim string without format")),
             (b"*1\r\n?\r\n", ProtoError::UnknownReplyType(b'?')),
         ];
         for (buf, e) in bad {
-            assert_eq!(
-                parse_reply(buf),
-                Err(*e),
-                "{:?}",
-                String::from_utf8_lossy(buf)
-            );
+            assert_eq!(parse_reply(buf), Err(*e), "{:?}", String::from_utf8_lossy(buf));
             assert_eq!(reply_len(buf), Err(*e));
         }
     }
@@ -817,20 +708,11 @@ mod tests {
             deep.extend_from_slice(b"*1\r\n");
         }
         deep.extend_from_slice(b":1\r\n");
-        assert_eq!(
-            parse_reply(&deep),
-            Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH))
-        );
-        assert_eq!(
-            parse_reply(&deep[..deep.len() - 4]),
-            Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH))
-        );
+        assert_eq!(parse_reply(&deep), Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH)));
+        assert_eq!(parse_reply(&deep[..deep.len() - 4]), Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH)));
         // Attribute chains recurse too and are counted.
         let chain = b"|0\r\n".repeat(1000);
-        assert_eq!(
-            parse_reply(&chain),
-            Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH))
-        );
+        assert_eq!(parse_reply(&chain), Err(ProtoError::TooDeep(DEFAULT_MAX_DEPTH)));
         let ok = b"*1\r\n*1\r\n:1\r\n";
         assert_eq!(parse_reply_with_depth(ok, 2).unwrap().unwrap().1, ok.len());
         assert_eq!(parse_reply_with_depth(ok, 1), Err(ProtoError::TooDeep(1)));

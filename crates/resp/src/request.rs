@@ -65,11 +65,7 @@ impl Args {
     /// The arguments in order; `buf` as for [`Args::get`]. An argument whose
     /// range does not fit `buf` is yielded as empty.
     pub fn iter<'a>(&'a self, buf: &'a [u8]) -> ArgsIter<'a> {
-        ArgsIter {
-            args: self,
-            buf,
-            next: 0,
-        }
+        ArgsIter { args: self, buf, next: 0 }
     }
 
     /// The range of `buf` holding argument `i`, or `None` if it is out of
@@ -208,11 +204,7 @@ impl Sink for Args {
     }
     #[inline]
     fn borrowed(&mut self, start: usize, end: usize) {
-        self.spans.push(Span {
-            start,
-            end,
-            owned: false,
-        });
+        self.spans.push(Span { start, end, owned: false });
     }
     fn owned_begin(&mut self) {
         self.pending = self.scratch.len();
@@ -224,11 +216,7 @@ impl Sink for Args {
         self.scratch.extend_from_slice(b);
     }
     fn owned_end(&mut self) {
-        self.spans.push(Span {
-            start: self.pending,
-            end: self.scratch.len(),
-            owned: true,
-        });
+        self.spans.push(Span { start: self.pending, end: self.scratch.len(), owned: true });
     }
 }
 
@@ -322,11 +310,7 @@ impl<'a> Sink for CowSink<'a> {
 /// parse_command_into(rest, &Limits::default(), &mut args).unwrap().unwrap();
 /// assert_eq!(args.get(rest, 0), Some(&b"PING"[..]));
 /// ```
-pub fn parse_command_into(
-    buf: &[u8],
-    limits: &Limits,
-    args: &mut Args,
-) -> Result<Option<usize>, ProtoError> {
+pub fn parse_command_into(buf: &[u8], limits: &Limits, args: &mut Args) -> Result<Option<usize>, ProtoError> {
     parse_with(buf, limits, args)
 }
 
@@ -345,31 +329,20 @@ pub fn parse_command_into(
 /// assert_eq!(n, 13);
 /// assert_eq!(cmd.iter().collect::<Vec<_>>(), [&b"set"[..], b"k", b"a b"]);
 /// ```
-pub fn parse_command<'a>(
-    buf: &'a [u8],
-    limits: &Limits,
-) -> Result<Option<(Command<'a>, usize)>, ProtoError> {
+pub fn parse_command<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Command<'a>, usize)>, ProtoError> {
     // Validate first without storing anything, so that the frequent
     // incomplete case allocates nothing; the second pass cannot fail.
     let mut counter = Counter(0);
     let Some(consumed) = parse_with(buf, limits, &mut counter)? else {
         return Ok(None);
     };
-    let mut sink = CowSink {
-        buf,
-        args: Vec::with_capacity(counter.0),
-        cur: Vec::new(),
-    };
+    let mut sink = CowSink { buf, args: Vec::with_capacity(counter.0), cur: Vec::new() };
     let again = parse_with(buf, limits, &mut sink)?;
     debug_assert_eq!(again, Some(consumed));
     Ok(Some((Command { args: sink.args }, consumed)))
 }
 
-fn parse_with<S: Sink>(
-    buf: &[u8],
-    limits: &Limits,
-    sink: &mut S,
-) -> Result<Option<usize>, ProtoError> {
+fn parse_with<S: Sink>(buf: &[u8], limits: &Limits, sink: &mut S) -> Result<Option<usize>, ProtoError> {
     let mut pos = 0;
     loop {
         sink.clear();
@@ -446,12 +419,7 @@ fn plain_len(buf: &[u8], start: usize) -> Option<(u64, usize)> {
     None
 }
 
-fn multibulk<S: Sink>(
-    buf: &[u8],
-    start: usize,
-    limits: &Limits,
-    sink: &mut S,
-) -> Result<Option<usize>, ProtoError> {
+fn multibulk<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -> Result<Option<usize>, ProtoError> {
     let (count, cr) = match plain_len(buf, start + 1) {
         Some((n, cr)) if n <= limits.max_multibulk => (n, cr),
         _ => {
@@ -503,19 +471,10 @@ fn multibulk<S: Sink>(
     Ok(Some(pos))
 }
 
-fn inline<S: Sink>(
-    buf: &[u8],
-    start: usize,
-    limits: &Limits,
-    sink: &mut S,
-) -> Result<Option<usize>, ProtoError> {
+fn inline<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -> Result<Option<usize>, ProtoError> {
     let rest = &buf[start..];
     let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
-        return if rest.len() > limits.max_inline {
-            Err(ProtoError::TooBigInlineRequest)
-        } else {
-            Ok(None)
-        };
+        return if rest.len() > limits.max_inline { Err(ProtoError::TooBigInlineRequest) } else { Ok(None) };
     };
     let mut line_end = start + nl;
     if nl > 0 && rest[nl - 1] == b'\r' {
@@ -584,11 +543,7 @@ fn split_args<S: Sink>(buf: &[u8], lo: usize, hi: usize, sink: &mut S) -> Result
             if inq {
                 match c {
                     None => return Err(ProtoError::UnbalancedQuotes),
-                    Some(b'\\') => match (
-                        at(p + 1),
-                        at(p + 2).and_then(hex_val),
-                        at(p + 3).and_then(hex_val),
-                    ) {
+                    Some(b'\\') => match (at(p + 1), at(p + 2).and_then(hex_val), at(p + 3).and_then(hex_val)) {
                         (Some(b'x'), Some(h), Some(l)) => {
                             sink.owned_byte(h * 16 + l);
                             p += 3;
@@ -700,14 +655,9 @@ mod tests {
         let mut args = Args::new();
         let a = parse_command_into(buf, limits, &mut args)
             .map(|o| o.map(|n| (args.iter(buf).map(<[u8]>::to_vec).collect::<Vec<_>>(), n)));
-        let b = parse_command(buf, limits)
-            .map(|o| o.map(|(c, n)| (c.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), n)));
-        assert_eq!(
-            a,
-            b,
-            "entry points disagree on {:?}",
-            String::from_utf8_lossy(buf)
-        );
+        let b =
+            parse_command(buf, limits).map(|o| o.map(|(c, n)| (c.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), n)));
+        assert_eq!(a, b, "entry points disagree on {:?}", String::from_utf8_lossy(buf));
         if let Ok(Some((_, n))) = &a {
             assert!(*n <= buf.len() && *n > 0);
         }
@@ -719,11 +669,7 @@ mod tests {
     }
 
     fn args_of(buf: &[u8]) -> Vec<String> {
-        ok(buf)
-            .0
-            .into_iter()
-            .map(|a| String::from_utf8_lossy(&a).into_owned())
-            .collect()
+        ok(buf).0.into_iter().map(|a| String::from_utf8_lossy(&a).into_owned()).collect()
     }
 
     fn err(buf: &[u8]) -> String {
@@ -739,12 +685,7 @@ mod tests {
     /// Every strict prefix must be incomplete, never an error or a result.
     fn assert_prefixes_incomplete(buf: &[u8]) {
         for i in 0..buf.len() {
-            assert_eq!(
-                parse(&buf[..i]),
-                Ok(None),
-                "prefix {i} of {:?}",
-                String::from_utf8_lossy(buf)
-            );
+            assert_eq!(parse(&buf[..i]), Ok(None), "prefix {i} of {:?}", String::from_utf8_lossy(buf));
         }
     }
 
@@ -752,13 +693,7 @@ mod tests {
     fn multibulk_basic() {
         let buf = mb(&[b"SET", b"key", b"va\r\nl"]);
         assert_eq!(buf, b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nva\r\nl\r\n");
-        assert_eq!(
-            ok(&buf),
-            (
-                vec![b"SET".to_vec(), b"key".to_vec(), b"va\r\nl".to_vec()],
-                buf.len()
-            )
-        );
+        assert_eq!(ok(&buf), (vec![b"SET".to_vec(), b"key".to_vec(), b"va\r\nl".to_vec()], buf.len()));
         assert_eq!(args_of(b"*1\r\n$0\r\n\r\n"), [""]);
     }
 
@@ -766,9 +701,7 @@ mod tests {
     fn multibulk_is_zero_copy() {
         let buf = mb(&[b"GET", b"k"]);
         let mut args = Args::new();
-        parse_command_into(&buf, &lim(), &mut args)
-            .unwrap()
-            .unwrap();
+        parse_command_into(&buf, &lim(), &mut args).unwrap().unwrap();
         assert_eq!(args.buf_range(0), Some(8..11));
         assert_eq!(args.get(&buf, 1).unwrap().as_ptr(), buf[17..].as_ptr());
         let (cmd, _) = parse_command(&buf, &lim()).unwrap().unwrap();
@@ -826,10 +759,7 @@ mod tests {
         assert_eq!(ok(b"\r\n\n*0\r\nPING\r\n"), (vec![b"PING".to_vec()], 13));
         assert_eq!(ok(b"*0\r\n*1\r\n$1"), (vec![], 4));
         assert_eq!(parse(b"*0\r"), Ok(None));
-        assert_eq!(
-            err(b"\r\n*x\r\n"),
-            "Protocol error: invalid multibulk length"
-        );
+        assert_eq!(err(b"\r\n*x\r\n"), "Protocol error: invalid multibulk length");
     }
 
     #[test]
@@ -846,23 +776,12 @@ mod tests {
             b"*9223372036854775808\r\n",
             b"*1\n$1\r\n", // the first \r is what ends the count line
         ] {
-            assert_eq!(
-                err(bad),
-                "Protocol error: invalid multibulk length",
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+            assert_eq!(err(bad), "Protocol error: invalid multibulk length", "{:?}", String::from_utf8_lossy(bad));
         }
         // INT_MAX itself is a valid count: it just waits for arguments.
         assert_eq!(parse(b"*2147483647\r\n"), Ok(None));
-        let small = Limits {
-            max_multibulk: 2,
-            ..lim()
-        };
-        assert_eq!(
-            parse_lim(b"*3\r\n", &small),
-            Err(ProtoError::InvalidMultibulkLength)
-        );
+        let small = Limits { max_multibulk: 2, ..lim() };
+        assert_eq!(parse_lim(b"*3\r\n", &small), Err(ProtoError::InvalidMultibulkLength));
         assert_eq!(parse_lim(b"*2\r\n", &small), Ok(None));
     }
 
@@ -879,50 +798,21 @@ mod tests {
             b"*1\r\n$9223372036854775807\r\n",
             b"*1\r\n$99999999999999999999999\r\n",
         ] {
-            assert_eq!(
-                err(bad),
-                "Protocol error: invalid bulk length",
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+            assert_eq!(err(bad), "Protocol error: invalid bulk length", "{:?}", String::from_utf8_lossy(bad));
         }
         // Exactly proto-max-bulk-len is allowed and waits for the payload.
         assert_eq!(parse(b"*1\r\n$536870912\r\n"), Ok(None));
-        let small = Limits {
-            proto_max_bulk_len: 3,
-            ..lim()
-        };
-        assert_eq!(
-            parse_lim(b"*1\r\n$4\r\nabcd\r\n", &small),
-            Err(ProtoError::InvalidBulkLength)
-        );
-        assert_eq!(
-            parse_lim(b"*1\r\n$3\r\nabc\r\n", &small)
-                .unwrap()
-                .unwrap()
-                .1,
-            13
-        );
-        let huge = Limits {
-            proto_max_bulk_len: u64::MAX,
-            ..lim()
-        };
-        assert_eq!(
-            parse_lim(b"*1\r\n$9223372036854775807\r\n", &huge),
-            Ok(None)
-        );
+        let small = Limits { proto_max_bulk_len: 3, ..lim() };
+        assert_eq!(parse_lim(b"*1\r\n$4\r\nabcd\r\n", &small), Err(ProtoError::InvalidBulkLength));
+        assert_eq!(parse_lim(b"*1\r\n$3\r\nabc\r\n", &small).unwrap().unwrap().1, 13);
+        let huge = Limits { proto_max_bulk_len: u64::MAX, ..lim() };
+        assert_eq!(parse_lim(b"*1\r\n$9223372036854775807\r\n", &huge), Ok(None));
     }
 
     #[test]
     fn expected_dollar() {
-        assert_eq!(
-            err(b"*1\r\n:1\r\n"),
-            "Protocol error: expected '$', got ':'"
-        );
-        assert_eq!(
-            err(b"*2\r\n$1\r\na\r\nX\r\n"),
-            "Protocol error: expected '$', got 'X'"
-        );
+        assert_eq!(err(b"*1\r\n:1\r\n"), "Protocol error: expected '$', got ':'");
+        assert_eq!(err(b"*2\r\n$1\r\na\r\nX\r\n"), "Protocol error: expected '$', got 'X'");
         assert_eq!(err(b"*1\r\n\r\n"), "Protocol error: expected '$', got ' '");
         // The type byte is only judged once the whole header line is in.
         assert_eq!(parse(b"*1\r\nX"), Ok(None));
@@ -977,10 +867,7 @@ mod tests {
         assert_eq!(parse(b"*1\r\n$3\r\nfooX"), Ok(None));
         // A payload shorter than announced swallows what follows, and the
         // parse derails on the leftovers.
-        assert_eq!(
-            err(b"*2\r\n$5\r\nab\r\n$1\r\nc\r\n"),
-            "Protocol error: expected '$', got ' '"
-        );
+        assert_eq!(err(b"*2\r\n$5\r\nab\r\n$1\r\nc\r\n"), "Protocol error: expected '$', got ' '");
     }
 
     #[test]
@@ -1011,24 +898,12 @@ mod tests {
 
     #[test]
     fn inline_quoting() {
-        assert_eq!(
-            args_of(b"set k \"hello world\"\r\n"),
-            ["set", "k", "hello world"]
-        );
-        assert_eq!(
-            args_of(b"set k 'hello world'\r\n"),
-            ["set", "k", "hello world"]
-        );
+        assert_eq!(args_of(b"set k \"hello world\"\r\n"), ["set", "k", "hello world"]);
+        assert_eq!(args_of(b"set k 'hello world'\r\n"), ["set", "k", "hello world"]);
         assert_eq!(args_of(b"\"\"\n"), [""]);
         assert_eq!(args_of(b"a '' b\n"), ["a", "", "b"]);
-        assert_eq!(
-            args_of(b"\"\\n\\r\\t\\b\\a\\\\\\\"\\q\\'\"\n"),
-            ["\n\r\t\x08\x07\\\"q'"]
-        );
-        assert_eq!(
-            ok(b"\"\\x41\\x6a\\xff\\xZZ\\x4\"\n").0,
-            [b"Aj\xffxZZx4".to_vec()]
-        );
+        assert_eq!(args_of(b"\"\\n\\r\\t\\b\\a\\\\\\\"\\q\\'\"\n"), ["\n\r\t\x08\x07\\\"q'"]);
+        assert_eq!(ok(b"\"\\x41\\x6a\\xff\\xZZ\\x4\"\n").0, [b"Aj\xffxZZx4".to_vec()]);
         assert_eq!(args_of(b"'it\\'s' 'a\\b'\n"), ["it's", "a\\b"]);
         assert_eq!(args_of(b"'\"' \"'\"\n"), ["\"", "'"]);
         // A quote can open in the middle of a token.
@@ -1053,12 +928,7 @@ mod tests {
             b"'abc\\'\n",
             b"\"\\x4\n",
         ] {
-            assert_eq!(
-                err(bad),
-                "Protocol error: unbalanced quotes in request",
-                "{:?}",
-                String::from_utf8_lossy(bad)
-            );
+            assert_eq!(err(bad), "Protocol error: unbalanced quotes in request", "{:?}", String::from_utf8_lossy(bad));
         }
     }
 
@@ -1081,9 +951,6 @@ mod tests {
         assert_eq!(args.len(), 2);
         assert_eq!(args.iter(&b).len(), 2);
         assert_eq!(args.get(&b, 2), None);
-        assert_eq!(
-            parse_command_into(b"*2\r\n$3\r\nGET\r\n", &lim(), &mut args),
-            Ok(None)
-        );
+        assert_eq!(parse_command_into(b"*2\r\n$3\r\nGET\r\n", &lim(), &mut args), Ok(None));
     }
 }

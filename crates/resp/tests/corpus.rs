@@ -28,11 +28,7 @@ fn replay(name: &Path, buf: &[u8]) {
     let mut args = Args::new();
     let mut pos = 0;
     while let Ok(Some(n)) = parse_command_into(&buf[pos..], &limits, &mut args) {
-        assert!(
-            n > 0 && n <= buf.len() - pos,
-            "{}: consumed {n} at {pos}",
-            name.display()
-        );
+        assert!(n > 0 && n <= buf.len() - pos, "{}: consumed {n} at {pos}", name.display());
         assert_eq!(args.iter(&buf[pos..]).count(), args.len());
         let other = parse_command(&buf[pos..], &limits).unwrap().unwrap();
         assert_eq!(other.1, n, "{}", name.display());
@@ -41,11 +37,7 @@ fn replay(name: &Path, buf: &[u8]) {
     }
     let mut pos = 0;
     while let Ok(Some((_, n))) = parse_reply(&buf[pos..]) {
-        assert!(
-            n > 0 && n <= buf.len() - pos,
-            "{}: consumed {n} at {pos}",
-            name.display()
-        );
+        assert!(n > 0 && n <= buf.len() - pos, "{}: consumed {n} at {pos}", name.display());
         assert_eq!(reply_len(&buf[pos..]), Ok(Some(n)), "{}", name.display());
         pos += n;
     }
@@ -78,30 +70,12 @@ fn seed_expectations() {
     let read = |n: &str| fs::read(root.join(n)).unwrap();
     let limits = Limits::default();
     let err = |n: &str| parse_command(&read(n), &limits).unwrap_err().to_string();
-    assert_eq!(
-        err("req_bad_count.bin"),
-        "Protocol error: invalid multibulk length"
-    );
-    assert_eq!(
-        err("req_bad_bulk_len.bin"),
-        "Protocol error: invalid bulk length"
-    );
-    assert_eq!(
-        err("req_negative_bulk.bin"),
-        "Protocol error: invalid bulk length"
-    );
-    assert_eq!(
-        err("req_expected_dollar.bin"),
-        "Protocol error: expected '$', got ':'"
-    );
-    assert_eq!(
-        err("inline_unbalanced.bin"),
-        "Protocol error: unbalanced quotes in request"
-    );
-    assert_eq!(
-        err("inline_quote_glued.bin"),
-        "Protocol error: unbalanced quotes in request"
-    );
+    assert_eq!(err("req_bad_count.bin"), "Protocol error: invalid multibulk length");
+    assert_eq!(err("req_bad_bulk_len.bin"), "Protocol error: invalid bulk length");
+    assert_eq!(err("req_negative_bulk.bin"), "Protocol error: invalid bulk length");
+    assert_eq!(err("req_expected_dollar.bin"), "Protocol error: expected '$', got ':'");
+    assert_eq!(err("inline_unbalanced.bin"), "Protocol error: unbalanced quotes in request");
+    assert_eq!(err("inline_quote_glued.bin"), "Protocol error: unbalanced quotes in request");
     for n in [
         "req_truncated_payload.bin",
         "req_truncated_header.bin",

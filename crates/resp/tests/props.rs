@@ -1,8 +1,7 @@
 //! Property tests over the public API.
 
 use larder_resp::{
-    parse_command, parse_command_into, parse_reply, reply_len, write_command, Args, Limits,
-    Protocol, Reply, Writer,
+    parse_command, parse_command_into, parse_reply, reply_len, write_command, Args, Limits, Protocol, Reply, Writer,
 };
 use proptest::prelude::*;
 
@@ -15,16 +14,14 @@ type Parsed = Result<Option<(Vec<Vec<u8>>, usize)>, larder_resp::ProtoError>;
 /// Arguments of the request at the start of `buf`, via the reusable path.
 fn args_of(buf: &[u8]) -> Parsed {
     let mut args = Args::new();
-    parse_command_into(buf, &lim(), &mut args)
-        .map(|o| o.map(|n| (args.iter(buf).map(<[u8]>::to_vec).collect(), n)))
+    parse_command_into(buf, &lim(), &mut args).map(|o| o.map(|n| (args.iter(buf).map(<[u8]>::to_vec).collect(), n)))
 }
 
 /// Fragments that make random input look like RESP often enough to reach
 /// deep parser states.
 const TOKENS: &[&[u8]] = &[
-    b"*", b"$", b"\r\n", b"\r", b"\n", b"1", b"2", b"-1", b"0", b"\"", b"'", b"\\", b"x", b" ",
-    b"%", b"~", b"|", b">", b"=", b"!", b",", b"#t", b"_", b"(", b":", b"+", b"-", b"txt:",
-    b"\\x4",
+    b"*", b"$", b"\r\n", b"\r", b"\n", b"1", b"2", b"-1", b"0", b"\"", b"'", b"\\", b"x", b" ", b"%", b"~", b"|", b">",
+    b"=", b"!", b",", b"#t", b"_", b"(", b":", b"+", b"-", b"txt:", b"\\x4",
 ];
 
 proptest! {
@@ -171,9 +168,7 @@ fn value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::Int),
         proptest::collection::vec(any::<u8>(), 0..20).prop_map(Value::Bulk),
         Just(Value::Null),
-        any::<f64>()
-            .prop_filter("nan never equals", |d| !d.is_nan())
-            .prop_map(Value::Double),
+        any::<f64>().prop_filter("nan never equals", |d| !d.is_nan()).prop_map(Value::Double),
         any::<bool>().prop_map(Value::Bool),
     ];
     leaf.prop_recursive(4, 32, 4, |inner| {
@@ -225,9 +220,8 @@ fn write_value(w: &mut Writer<'_>, v: &Value) {
 
 fn matches_value(r: &Reply<'_>, v: &Value, p: Protocol) -> bool {
     let r3 = p == Protocol::Resp3;
-    let all = |rs: &[Reply<'_>], vs: &[Value]| {
-        rs.len() == vs.len() && rs.iter().zip(vs).all(|(r, v)| matches_value(r, v, p))
-    };
+    let all =
+        |rs: &[Reply<'_>], vs: &[Value]| rs.len() == vs.len() && rs.iter().zip(vs).all(|(r, v)| matches_value(r, v, p));
     match (r, v) {
         (Reply::Simple(s), Value::Simple(t)) => *s == t.as_bytes(),
         (Reply::Integer(n), Value::Int(m)) => n == m,
@@ -236,10 +230,7 @@ fn matches_value(r: &Reply<'_>, v: &Value, p: Protocol) -> bool {
         (Reply::NullBulk, Value::Null) => !r3,
         (Reply::Double(d), Value::Double(e)) => r3 && d.to_bits() == e.to_bits(),
         (Reply::Bulk(b), Value::Double(e)) => {
-            !r3 && std::str::from_utf8(b)
-                .ok()
-                .and_then(|s| s.parse::<f64>().ok())
-                .map(f64::to_bits)
+            !r3 && std::str::from_utf8(b).ok().and_then(|s| s.parse::<f64>().ok()).map(f64::to_bits)
                 == Some(e.to_bits())
         }
         (Reply::Boolean(b), Value::Bool(c)) => r3 && b == c,
@@ -249,16 +240,11 @@ fn matches_value(r: &Reply<'_>, v: &Value, p: Protocol) -> bool {
         (Reply::Array(rs), Value::Set(vs)) => !r3 && all(rs, vs),
         (Reply::Map(rs), Value::Map(vs)) => {
             r3 && rs.len() == vs.len()
-                && rs.iter().zip(vs).all(|((rk, rv), (vk, vv))| {
-                    matches_value(rk, vk, p) && matches_value(rv, vv, p)
-                })
+                && rs.iter().zip(vs).all(|((rk, rv), (vk, vv))| matches_value(rk, vk, p) && matches_value(rv, vv, p))
         }
         (Reply::Array(rs), Value::Map(vs)) => {
             !r3 && rs.len() == 2 * vs.len()
-                && rs
-                    .chunks(2)
-                    .zip(vs)
-                    .all(|(c, (vk, vv))| matches_value(&c[0], vk, p) && matches_value(&c[1], vv, p))
+                && rs.chunks(2).zip(vs).all(|(c, (vk, vv))| matches_value(&c[0], vk, p) && matches_value(&c[1], vv, p))
         }
         _ => false,
     }

@@ -83,7 +83,11 @@ pub struct Park {
 
 impl std::fmt::Debug for Park {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Park").field("db", &self.db).field("keys", &self.keys).field("deadline", &self.deadline).finish()
+        f.debug_struct("Park")
+            .field("db", &self.db)
+            .field("keys", &self.keys)
+            .field("deadline", &self.deadline)
+            .finish()
     }
 }
 
@@ -122,7 +126,8 @@ pub fn serve_or_block(
     // A deadline past what Instant can hold is as good as forever.
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
     let dst = dst.map(|i| ctx.arg(i).to_vec());
-    ctx.conn.park = Some(Box::new(Park { db: ctx.conn.db, keys, dst, deadline, serve, req: Vec::new(), args: Args::new() }));
+    ctx.conn.park =
+        Some(Box::new(Park { db: ctx.conn.db, keys, dst, deadline, serve, req: Vec::new(), args: Args::new() }));
     Ok(())
 }
 
@@ -260,7 +265,8 @@ pub(crate) fn enter(
 /// (EXEC: once the queued commands have run, with the keys they wrote).
 pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, keys: impl Iterator<Item = &'k [u8]>) {
     let mut g = shared.blocking.lock();
-    let mut todo: VecDeque<Vec<u8>> = keys.filter(|k| g.queues.contains_key(&(db, k.to_vec()))).map(|k| k.to_vec()).collect();
+    let mut todo: VecDeque<Vec<u8>> =
+        keys.filter(|k| g.queues.contains_key(&(db, k.to_vec()))).map(|k| k.to_vec()).collect();
     while let Some(key) = todo.pop_front() {
         while let Some(&id) = g.queues.get(&(db, key.clone())).and_then(|q| q.front()) {
             let Some(w) = g.waiters.get(&id) else { break };
@@ -365,7 +371,11 @@ pub(crate) fn take_reply(shared: &Shared, id: u64) -> Option<Vec<u8>> {
 pub(crate) fn retry(h: &mut Handle, shared: &Shared, worker: usize, ids: &[u64]) {
     let keys: Vec<(u32, Vec<Vec<u8>>)> = {
         let g = shared.blocking.lock();
-        ids.iter().filter_map(|id| g.waiters.get(id)).filter(|w| w.reply.is_none()).map(|w| (w.park.db, w.park.keys.clone())).collect()
+        ids.iter()
+            .filter_map(|id| g.waiters.get(id))
+            .filter(|w| w.reply.is_none())
+            .map(|w| (w.park.db, w.park.keys.clone()))
+            .collect()
     };
     for (db, ks) in keys {
         serve_ready(h, shared, worker, db, ks.iter().map(|k| k.as_slice()));

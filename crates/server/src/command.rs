@@ -356,7 +356,10 @@ impl NameIndex {
                 return None;
             }
             // The first 8 bytes and the length match; a longer name must match in full.
-            if k == key && l as usize == name.len() && (name.len() <= 8 || name[8..].eq_ignore_ascii_case(&full.as_bytes()[8..])) {
+            if k == key
+                && l as usize == name.len()
+                && (name.len() <= 8 || name[8..].eq_ignore_ascii_case(&full.as_bytes()[8..]))
+            {
                 return Some(i as usize);
             }
             h = (h + 1) & (NAME_SLOTS - 1);
@@ -573,7 +576,15 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
         && ctx.conn.proto == Protocol::Resp2
         && !matches!(
             top,
-            "ping" | "subscribe" | "ssubscribe" | "unsubscribe" | "sunsubscribe" | "psubscribe" | "punsubscribe" | "quit" | "reset"
+            "ping"
+                | "subscribe"
+                | "ssubscribe"
+                | "unsubscribe"
+                | "sunsubscribe"
+                | "psubscribe"
+                | "punsubscribe"
+                | "quit"
+                | "reset"
         )
     {
         let msg = format!(
@@ -717,13 +728,17 @@ mod tests {
             let name = t.specs[i].name;
             assert_eq!(t.lookup(name.as_bytes()), Some(i), "{name}");
             assert_eq!(t.lookup(name.to_ascii_uppercase().as_bytes()), Some(i), "{name}");
-            let mixed: String = name.chars().enumerate().map(|(k, c)| if k % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
+            let mixed: String =
+                name.chars().enumerate().map(|(k, c)| if k % 2 == 0 { c.to_ascii_uppercase() } else { c }).collect();
             assert_eq!(t.lookup(mixed.as_bytes()), Some(i), "{mixed}");
             // Near misses are not commands (unless they are: LPUSH and LPUSHX).
             let near = format!("{name}x");
             assert_eq!(t.lookup(near.as_bytes()), t.lookup_full(&near).filter(|&j| !t.is_subcommand(j)), "{near}");
             if name.len() > 1 {
-                assert_eq!(t.lookup(&name.as_bytes()[..name.len() - 1]).map(|j| t.specs[j].name), None.or(t.lookup_full(&name[..name.len() - 1]).map(|j| t.specs[j].name)));
+                assert_eq!(
+                    t.lookup(&name.as_bytes()[..name.len() - 1]).map(|j| t.specs[j].name),
+                    None.or(t.lookup_full(&name[..name.len() - 1]).map(|j| t.specs[j].name))
+                );
             }
             let mut tail = name.as_bytes().to_vec();
             *tail.last_mut().unwrap() ^= 0x01;

@@ -198,8 +198,16 @@ const fn fixed(name: &'static str, kind: Kind, default: &'static str) -> Param {
     Param { name, kind, default, mode: Mode::Fixed }
 }
 
-const POLICIES: &[&str] =
-    &["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"];
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
 
 /// Every parameter, in the order `CONFIG GET *` lists them.
 pub const PARAMS: &[Param] = &[
@@ -217,7 +225,11 @@ pub const PARAMS: &[Param] = &[
     p("proto-max-bulk-len", Kind::Mem(1 << 20, LONGMAX), "536870912"),
     p("client-query-buffer-limit", Kind::Mem(1 << 20, LONGMAX), "1073741824"),
     p("item-size-max", Kind::Mem(1024, 1 << 30), "1048576"),
-    p("client-output-buffer-limit", Kind::OutputLimit, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+    p(
+        "client-output-buffer-limit",
+        Kind::OutputLimit,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+    ),
     p("slowlog-log-slower-than", Kind::Int(-1, I64MAX), "10000"),
     p("slowlog-max-len", Kind::Int(0, I64MAX), "128"),
     p("timeout", Kind::Int(0, INTMAX), "0"),
@@ -311,8 +323,7 @@ const FLAG_ALIASES: &[(&str, &str)] = &[("threads", "io-threads")];
 /// Looks a parameter up by name or alias, case-insensitively.
 pub fn param(name: &str) -> Option<&'static Param> {
     let lower = name.to_ascii_lowercase();
-    let real =
-        ALIASES.iter().chain(FLAG_ALIASES).find(|(a, _)| *a == lower).map_or(lower.as_str(), |(_, r)| *r);
+    let real = ALIASES.iter().chain(FLAG_ALIASES).find(|(a, _)| *a == lower).map_or(lower.as_str(), |(_, r)| *r);
     PARAMS.iter().find(|p| p.name == real)
 }
 
@@ -391,7 +402,8 @@ fn normalize(kind: Kind, value: &str) -> Result<String, String> {
         }
         Kind::MemPercent => {
             if let Some(pct) = value.strip_suffix('%') {
-                let v = crate::command::parse_i64(pct.as_bytes()).ok_or("argument must be a memory or percent value")?;
+                let v =
+                    crate::command::parse_i64(pct.as_bytes()).ok_or("argument must be a memory or percent value")?;
                 if !(0..=100).contains(&v) {
                     return Err("percentage argument must be less or equal to 100".into());
                 }
@@ -666,7 +678,12 @@ impl Config {
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
             "client-output-buffer-limit" => {
                 let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
-                let hard = merged.split_whitespace().collect::<Vec<_>>().chunks(4).find(|c| c[0] == "normal").and_then(|c| c[1].parse().ok());
+                let hard = merged
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .chunks(4)
+                    .find(|c| c[0] == "normal")
+                    .and_then(|c| c[1].parse().ok());
                 self.client_output_buffer_limit.store(hard.unwrap_or(0), Ordering::Relaxed);
                 let parts: Vec<&str> = merged.split_whitespace().collect();
                 if let Some(c) = parts.chunks(4).find(|c| c.len() == 4 && c[0] == "pubsub") {
@@ -857,7 +874,16 @@ mod tests {
             #[command(flatten)]
             args: Args,
         }
-        let cli = Cli::try_parse_from(["larder", "--capacity", "4gb", "--item-size-max", "2m", "--proto-max-bulk-len", "1024"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "larder",
+            "--capacity",
+            "4gb",
+            "--item-size-max",
+            "2m",
+            "--proto-max-bulk-len",
+            "1024",
+        ])
+        .unwrap();
         assert_eq!(cli.args.capacity, Some(4 << 30));
         assert_eq!(cli.args.item_size_max, Some(2_000_000));
         assert_eq!(cli.args.proto_max_bulk_len, Some(1024));
@@ -881,7 +907,10 @@ mod tests {
         assert_eq!(parse_mem_strict(""), None);
         assert_eq!(parse_mem_strict("99999999999999999999999"), None);
         let c = Config::defaults(None);
-        assert_eq!(c.check("maxclients", "abc").unwrap_err(), SetError::Invalid("argument couldn't be parsed into an integer".into()));
+        assert_eq!(
+            c.check("maxclients", "abc").unwrap_err(),
+            SetError::Invalid("argument couldn't be parsed into an integer".into())
+        );
         assert_eq!(
             c.check("maxclients", "0").unwrap_err(),
             SetError::Invalid("argument must be between 1 and 4294967295 inclusive".into())
@@ -904,7 +933,10 @@ mod tests {
         assert_eq!(c.check("notify-keyspace-events", "KEA").unwrap().1, "AKE");
         assert_eq!(c.check("notify-keyspace-events", "Ex").unwrap().1, "xE");
         c.set("client-output-buffer-limit", "normal 1mb 2 3").unwrap();
-        assert_eq!(c.get("client-output-buffer-limit").unwrap(), "normal 1048576 2 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60");
+        assert_eq!(
+            c.get("client-output-buffer-limit").unwrap(),
+            "normal 1048576 2 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
         assert_eq!(c.client_output_buffer_limit.load(Ordering::Relaxed), 1 << 20);
         assert_eq!(c.pubsub_output_limit.hard.load(Ordering::Relaxed), 32 << 20);
         c.set("client-output-buffer-limit", "pubsub 100kb 10kb 5").unwrap();
@@ -945,7 +977,10 @@ mod tests {
             c.check("hash-max-listpack-entries", "1k").unwrap_err(),
             SetError::Invalid("argument couldn't be parsed into an integer".into())
         );
-        assert_eq!(c.check("hash-max-listpack-value", "-1").unwrap_err(), SetError::Invalid("argument must be a memory value".into()));
+        assert_eq!(
+            c.check("hash-max-listpack-value", "-1").unwrap_err(),
+            SetError::Invalid("argument must be a memory value".into())
+        );
         assert_eq!(c.check("set-max-listpack-entries", "5").unwrap_err(), SetError::Unknown);
     }
 
@@ -954,8 +989,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("larder-thresholds-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("larder.conf");
-        std::fs::write(&file, "hash-max-ziplist-entries 9\nzset-max-listpack-value 1kb\nlist-max-listpack-size -3\n").unwrap();
-        let args = Args { config: Some(file), set_max_intset_entries: Some("17".into()), list_max_listpack_size: Some("5".into()), ..Default::default() };
+        std::fs::write(&file, "hash-max-ziplist-entries 9\nzset-max-listpack-value 1kb\nlist-max-listpack-size -3\n")
+            .unwrap();
+        let args = Args {
+            config: Some(file),
+            set_max_intset_entries: Some("17".into()),
+            list_max_listpack_size: Some("5".into()),
+            ..Default::default()
+        };
         let c = Config::load(&args).unwrap();
         let l = Limits::default();
         c.sync_limits(&l);
@@ -965,7 +1006,10 @@ mod tests {
         // The flag wins over the file.
         assert_eq!(l.list_max_listpack_size.load(Ordering::Relaxed), 5);
         let bad = Args { hash_max_listpack_entries: Some("x".into()), ..Default::default() };
-        assert_eq!(Config::load(&bad).unwrap_err(), "--hash-max-listpack-entries: argument couldn't be parsed into an integer");
+        assert_eq!(
+            Config::load(&bad).unwrap_err(),
+            "--hash-max-listpack-entries: argument couldn't be parsed into an integer"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -25,8 +25,8 @@ pub mod blocking;
 pub mod command;
 pub mod config;
 pub mod families;
-pub mod gate;
 mod floor;
+pub mod gate;
 pub mod stats;
 mod worker;
 
@@ -242,7 +242,8 @@ impl Server {
             Some(name) => Backing::Named(name.clone()),
             None => Backing::Anonymous,
         };
-        let store = Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
+        let store =
+            Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
         config.sync_limits(store.limits());
         let run_id = {
             let mut b = [0u8; 20];
@@ -320,7 +321,6 @@ impl Server {
     }
 }
 
-
 /// Every 100 ms: active expiry, as Redis's `activeExpireCycle` (sample each database and
 /// keep going while more than a quarter of the sampled keys with a TTL had expired, at most
 /// 25 ms a round), then the instantaneous rates and the memory peak for INFO.
@@ -348,9 +348,13 @@ fn background(shared: Arc<Shared>) {
                     Ok(r) => {
                         shared.stats.worker(shared.config.threads).expired_keys.add(r.deleted as u64);
                         if r.ttl_samples > 0 {
-                            avg_ttl.store(running_avg_ttl(avg_ttl.load(Ordering::Relaxed), r.ttl_sum_ms / r.ttl_samples), Ordering::Relaxed);
+                            avg_ttl.store(
+                                running_avg_ttl(avg_ttl.load(Ordering::Relaxed), r.ttl_sum_ms / r.ttl_samples),
+                                Ordering::Relaxed,
+                            );
                         }
-                        if r.examined == 0 || r.deleted * 4 <= r.examined || start.elapsed() > Duration::from_millis(25) {
+                        if r.examined == 0 || r.deleted * 4 <= r.examined || start.elapsed() > Duration::from_millis(25)
+                        {
                             break;
                         }
                     }

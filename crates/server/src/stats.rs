@@ -105,11 +105,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn sample(&mut self, stats: &Stats) {
         let now = std::time::Instant::now();
-        let totals = [
-            stats.sum(|w| &w.commands),
-            stats.sum(|w| &w.net_input),
-            stats.sum(|w| &w.net_output),
-        ];
+        let totals = [stats.sum(|w| &w.commands), stats.sum(|w| &w.net_input), stats.sum(|w| &w.net_output)];
         if let Some((t, prev)) = self.last {
             let secs = now.duration_since(t).as_secs_f64().max(1e-6);
             let rate: [f64; 3] = std::array::from_fn(|i| totals[i].saturating_sub(prev[i]) as f64 / secs);
@@ -132,7 +128,12 @@ impl Stats {
         let ncmd = crate::command::table().len();
         Stats {
             workers: (0..n)
-                .map(|_| Box::new(WorkerStats { cmd: (0..ncmd).map(|_| CmdStats::default()).collect(), ..Default::default() }))
+                .map(|_| {
+                    Box::new(WorkerStats {
+                        cmd: (0..ncmd).map(|_| CmdStats::default()).collect(),
+                        ..Default::default()
+                    })
+                })
                 .collect(),
             inst_ops: AtomicU64::new(0),
             inst_in_kbps: AtomicU64::new(0),

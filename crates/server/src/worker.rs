@@ -80,7 +80,9 @@ fn resolve(bind: &str, port: u16) -> Result<SocketAddr, String> {
 
 /// Binds every worker's listeners and starts the workers.
 #[allow(clippy::type_complexity)]
-pub(crate) fn spawn_all(shared: &Arc<Shared>) -> Result<(Vec<std::thread::JoinHandle<()>>, Vec<Arc<Waker>>, (u16, u16)), String> {
+pub(crate) fn spawn_all(
+    shared: &Arc<Shared>,
+) -> Result<(Vec<std::thread::JoinHandle<()>>, Vec<Arc<Waker>>, (u16, u16)), String> {
     let c = &shared.config;
     let mut handles = Vec::new();
     let mut wakers = Vec::new();
@@ -349,7 +351,8 @@ impl Worker {
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-            let info = Arc::new(ClientInfo::new(id, addr.to_string(), laddr, proto, self.id, fd, self.shared.uptime_ms()));
+            let info =
+                Arc::new(ClientInfo::new(id, addr.to_string(), laddr, proto, self.id, fd, self.shared.uptime_ms()));
             self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             let slot = match self.free.pop() {
                 Some(s) => s,
@@ -413,7 +416,11 @@ impl Worker {
                 // BIG_READ_CHUNK at a time.
                 c.rbuf.reserve(c.rbuf.len().min(BIG_READ_CHUNK));
                 let asked = c.rbuf.capacity() - c.rbuf.len();
-                (asked, rustix::io::read(&c.stream, rustix::buffer::spare_capacity(&mut c.rbuf)).map_err(std::io::Error::from))
+                (
+                    asked,
+                    rustix::io::read(&c.stream, rustix::buffer::spare_capacity(&mut c.rbuf))
+                        .map_err(std::io::Error::from),
+                )
             };
             match got {
                 Ok(0) => {
@@ -483,7 +490,10 @@ impl Worker {
         let _gate = self.shared.gates[self.id].hold();
         let mut parked = None;
         c.state.clock = std::time::Instant::now();
-        c.state.info.last_ms.store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
+        c.state
+            .info
+            .last_ms
+            .store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
         let mut pos = 0;
         match c.proto {
             Proto::Resp => {
@@ -503,7 +513,11 @@ impl Worker {
                                 // Redis replies with the protocol error and closes.
                                 let ws = self.shared.stats.worker(self.id);
                                 ws.total_errors.incr();
-                                *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry("ERR".into()).or_default() += 1;
+                                *ws.errors
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .entry("ERR".into())
+                                    .or_default() += 1;
                                 e.write_reply(&mut c.wbuf);
                                 c.state.close = true;
                                 pos = c.rbuf.len();
@@ -557,13 +571,21 @@ impl Worker {
             Proto::Memcache => match &self.shared.config.floor {
                 Some(v) if c.state.mc_swallow == 0 => {
                     let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
-                    let max = usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+                    let max =
+                        usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
                     pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
                         crate::families::memcache::process(b, out, h, state, shared, id)
                     });
                 }
                 _ => {
-                    pos = crate::families::memcache::process(&c.rbuf, &mut c.wbuf, &mut self.h, &mut c.state, &self.shared, self.id);
+                    pos = crate::families::memcache::process(
+                        &c.rbuf,
+                        &mut c.wbuf,
+                        &mut self.h,
+                        &mut c.state,
+                        &self.shared,
+                        self.id,
+                    );
                 }
             },
         }
@@ -598,7 +620,11 @@ impl Worker {
         let mut k = 0;
         while k < self.parked.len() {
             let (slot, id, _) = self.parked[k];
-            let r = if expire { crate::blocking::expire(&self.shared, id, now) } else { crate::blocking::take_reply(&self.shared, id) };
+            let r = if expire {
+                crate::blocking::expire(&self.shared, id, now)
+            } else {
+                crate::blocking::take_reply(&self.shared, id)
+            };
             let Some(reply) = r else {
                 k += 1;
                 continue;
@@ -644,7 +670,10 @@ impl Worker {
         ws.net_output.add(written as u64);
         c.wbuf.drain(..written);
         c.state.info.obuf.store(c.wbuf.len() as u64, Ordering::Relaxed);
-        c.state.info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
+        c.state
+            .info
+            .mem
+            .store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
         if over_output_limit(&self.shared, c) {
             self.close(i);
             return;
@@ -660,8 +689,11 @@ impl Worker {
             }
         } else if !c.writing {
             c.writing = true;
-            let _ =
-                self.poll.registry().reregister(&mut c.stream, Token(i + FIRST_CONN), Interest::READABLE | Interest::WRITABLE);
+            let _ = self.poll.registry().reregister(
+                &mut c.stream,
+                Token(i + FIRST_CONN),
+                Interest::READABLE | Interest::WRITABLE,
+            );
         }
         if c.wbuf.capacity() > 1 << 20 && c.wbuf.is_empty() {
             c.wbuf = Vec::new();

@@ -14,7 +14,10 @@ fn ping_set_get_pipelined_and_errors() {
     c.check(b"FOO a b\r\n", b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n");
     c.check(b"GET\r\n", b"-ERR wrong number of arguments for 'get' command\r\n");
     c.check(b"SELECT 99\r\n", b"-ERR DB index is out of range\r\n");
-    c.check(b"SELECT 9223372036854775807\r\n", b"-ERR value is out of range, value must between -2147483648 and 2147483647\r\n");
+    c.check(
+        b"SELECT 9223372036854775807\r\n",
+        b"-ERR value is out of range, value must between -2147483648 and 2147483647\r\n",
+    );
     // Unknown commands echo the client's bytes as Redis's '%.128s' does: raw, up to a NUL,
     // arguments while fewer than 128 bytes of them are written (checked against 7.0.15).
     c.check(
@@ -48,7 +51,8 @@ fn worker_cpu_ticks() -> u64 {
         }
         let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
         let f: Vec<&str> = stat.rsplit_once(')').map_or("", |x| x.1).split_whitespace().collect();
-        total += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        total += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     }
     total
 }

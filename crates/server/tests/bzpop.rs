@@ -17,7 +17,6 @@ fn send(r: &mut Raw, args: &[&str]) {
     r.send(&cmd(&a));
 }
 
-
 /// Switches to RESP3 and skips HELLO's reply.
 fn hello3(r: &mut Raw) {
     send(r, &["HELLO", "3"]);

@@ -131,7 +131,11 @@ fn resp3_shapes() {
     ck(&mut c, "HRANDFIELD nokey", "_\r\n");
     ck(&mut c, "HGET one x", "_\r\n");
     ck(&mut c, "HMGET one a b", "*2\r\n$1\r\n1\r\n_\r\n");
-    ck(&mut c, "HRANDFIELD one -3 WITHVALUES", "*3\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    ck(
+        &mut c,
+        "HRANDFIELD one -3 WITHVALUES",
+        "*3\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n",
+    );
     ck(&mut c, "HRANDFIELD one 5 WITHVALUES", "*1\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
     ck(&mut c, "HRANDFIELD one 5", "*1\r\n$1\r\na\r\n");
     ck(&mut c, "HSCAN one 0", "*2\r\n$1\r\n0\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
@@ -329,7 +333,11 @@ fn thresholds_from_config_set() {
         "CONFIG SET hash-max-listpack-value -1",
         "-ERR CONFIG SET failed (possibly related to argument 'hash-max-listpack-value') - argument must be a memory value\r\n",
     );
-    ck(&mut c, "CONFIG SET set-max-listpack-entries 1", "-ERR Unknown option or number of arguments for CONFIG SET - 'set-max-listpack-entries'\r\n");
+    ck(
+        &mut c,
+        "CONFIG SET set-max-listpack-entries 1",
+        "-ERR Unknown option or number of arguments for CONFIG SET - 'set-max-listpack-entries'\r\n",
+    );
     ck(&mut c, "CONFIG SET zset-max-ziplist-value 1kb", "+OK\r\n");
     ck(&mut c, "CONFIG GET zset-max-ziplist-value", "*2\r\n$22\r\nzset-max-ziplist-value\r\n$4\r\n1024\r\n");
     let l = t.server.as_ref().unwrap().shared.store.limits();
@@ -345,7 +353,11 @@ fn endless_random_replies_are_cut_off() {
     c.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 1mb 0 0"]), b"+OK\r\n");
     ck(&mut c, "HSET h a 1", ":1\r\n");
     ck(&mut c, "SADD s a", ":1\r\n");
-    for req in ["HRANDFIELD h -9223372036854775807", "HRANDFIELD h -4611686018427387903 WITHVALUES", "SRANDMEMBER s -9223372036854775807"] {
+    for req in [
+        "HRANDFIELD h -9223372036854775807",
+        "HRANDFIELD h -4611686018427387903 WITHVALUES",
+        "SRANDMEMBER s -9223372036854775807",
+    ] {
         let mut d = Raw::connect(t.resp);
         let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
         d.send(&cmd(&args));

@@ -157,7 +157,10 @@ fn expire_options_and_errors() {
         c.check(&cmd(&[cmd_name, b"a", b"100", b"NX", b"XX"]), compat);
         c.check(&cmd(&[cmd_name, b"a", b"100", b"nx", b"gt"]), compat);
         c.check(&cmd(&[cmd_name, b"a", b"100", b"lt", b"nx"]), compat);
-        c.check(&cmd(&[cmd_name, b"a", b"100", b"gt", b"lt"]), b"-ERR GT and LT options at the same time are not compatible\r\n");
+        c.check(
+            &cmd(&[cmd_name, b"a", b"100", b"gt", b"lt"]),
+            b"-ERR GT and LT options at the same time are not compatible\r\n",
+        );
         c.check(&cmd(&[cmd_name, b"a", b"100", b"foo"]), b"-ERR Unsupported option foo\r\n");
         c.check(&cmd(&[cmd_name, b"a", b"100", b"xx", b"Bar"]), b"-ERR Unsupported option Bar\r\n");
         // Options are checked before the time, and both before the key.
@@ -300,7 +303,10 @@ fn scan_returns_every_key_with_match_count_and_type() {
     raw.check(&cmd(&[b"SCAN", b"0"]), b"*2\r\n$1\r\n0\r\n*0\r\n");
     raw.check(&cmd(&[b"SET", b"a", b"1"]), b"+OK\r\n");
     raw.check(&cmd(&[b"SCAN", b"0"]), b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");
-    raw.check(&cmd(&[b"scan", b"0", b"match", b"a", b"count", b"10", b"type", b"string"]), b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");
+    raw.check(
+        &cmd(&[b"scan", b"0", b"match", b"a", b"count", b"10", b"type", b"string"]),
+        b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n",
+    );
     raw.check(&cmd(&[b"SCAN", b"0", b"TYPE", b"STRING"]), b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");
     raw.check(&cmd(&[b"SCAN", b"0", b"TYPE", b"hash"]), b"*2\r\n$1\r\n0\r\n*0\r\n");
     raw.check(&cmd(&[b"SCAN", b"0", b"MATCH", b"b*"]), b"*2\r\n$1\r\n0\r\n*0\r\n");

@@ -12,7 +12,6 @@ fn c(r: &mut Raw, args: &[&str], want: &str) {
     r.check(&cmd(&a), want.as_bytes());
 }
 
-
 #[test]
 fn pushes_pops_and_ranges() {
     let s = start();
@@ -24,7 +23,11 @@ fn pushes_pops_and_ranges() {
     c(&mut r, &["EXISTS", "nx"], ":0\r\n");
     c(&mut r, &["LPUSHX", "l", "z"], ":6\r\n");
     c(&mut r, &["RPUSHX", "l", "y", "x"], ":8\r\n");
-    c(&mut r, &["LRANGE", "l", "0", "-1"], "*8\r\n$1\r\nz\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\ny\r\n$1\r\nx\r\n");
+    c(
+        &mut r,
+        &["LRANGE", "l", "0", "-1"],
+        "*8\r\n$1\r\nz\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nd\r\n$1\r\ne\r\n$1\r\ny\r\n$1\r\nx\r\n",
+    );
     c(&mut r, &["LRANGE", "l", "-3", "-2"], "*2\r\n$1\r\ne\r\n$1\r\ny\r\n");
     c(&mut r, &["LRANGE", "l", "5", "2"], "*0\r\n");
     c(&mut r, &["LRANGE", "l", "-100", "1"], "*2\r\n$1\r\nz\r\n$1\r\nc\r\n");
@@ -548,7 +551,11 @@ fn client_unblock() {
     wait_blocked(&mut p, 0);
     c(&mut p, &["CLIENT", "UNBLOCK", &id, "FOO"], "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n");
     c(&mut p, &["CLIENT", "UNBLOCK", "x"], "-ERR value is not an integer or out of range\r\n");
-    c(&mut p, &["CLIENT", "UNBLOCK", &id, "TIMEOUT", "x"], "-ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.\r\n");
+    c(
+        &mut p,
+        &["CLIENT", "UNBLOCK", &id, "TIMEOUT", "x"],
+        "-ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.\r\n",
+    );
     c(&mut p, &["CLIENT", "UNBLOCK"], "-ERR wrong number of arguments for 'client|unblock' command\r\n");
     // The unblocked client works normally afterwards.
     c(&mut w, &["PING"], "+PONG\r\n");

@@ -32,12 +32,7 @@ fn cas_of(c: &mut Raw, key: &str) -> u64 {
     c.send(format!("gets {key}\r\n").as_bytes());
     let r = String::from_utf8(read_until(c, b"END\r\n")).unwrap();
     let first = r.lines().next().unwrap();
-    first
-        .split(' ')
-        .nth(4)
-        .unwrap_or_else(|| panic!("no cas in {r:?}"))
-        .parse()
-        .unwrap()
+    first.split(' ').nth(4).unwrap_or_else(|| panic!("no cas in {r:?}")).parse().unwrap()
 }
 
 #[test]
@@ -47,10 +42,7 @@ fn storage_commands() {
     c.check(b"set k 5 0 3\r\nabc\r\n", b"STORED\r\n");
     c.check(b"get k\r\n", b"VALUE k 5 3\r\nabc\r\nEND\r\n");
     c.check(b"get nope\r\n", b"END\r\n");
-    c.check(
-        b"get k nope k\r\n",
-        b"VALUE k 5 3\r\nabc\r\nVALUE k 5 3\r\nabc\r\nEND\r\n",
-    );
+    c.check(b"get k nope k\r\n", b"VALUE k 5 3\r\nabc\r\nVALUE k 5 3\r\nabc\r\nEND\r\n");
     c.check(b"add k 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
     c.check(b"add a 1 0 1\r\nx\r\n", b"STORED\r\n");
     c.check(b"replace nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
@@ -66,10 +58,7 @@ fn storage_commands() {
     c.check(b"set e 0 0 0\r\n\r\n", b"STORED\r\n");
     c.check(b"get e\r\n", b"VALUE e 0 0\r\n\r\nEND\r\n");
     c.check(b"set crlf 4294967295 0 4\r\na\r\nb\r\n", b"STORED\r\n");
-    c.check(
-        b"get crlf\r\n",
-        b"VALUE crlf 4294967295 4\r\na\r\nb\r\nEND\r\n",
-    );
+    c.check(b"get crlf\r\n", b"VALUE crlf 4294967295 4\r\na\r\nb\r\nEND\r\n");
     // noreply on every storage command: nothing comes back, the effect happens.
     c.check(
         b"set n 0 0 1 noreply\r\n1\r\nadd n 0 0 1 noreply\r\n2\r\nreplace n 0 0 1 noreply\r\n3\r\nappend n 0 0 1 noreply\r\n4\r\nprepend n 0 0 1 noreply\r\n5\r\nget n\r\n",
@@ -93,56 +82,20 @@ fn errors_and_swallowing() {
     c.check(b"\r\n", b"ERROR\r\n");
     c.check(b"get\r\n", b"ERROR\r\n");
     c.check(b"set k 0 0\r\n", b"ERROR\r\n");
-    c.check(
-        b"set k abc 0 1\r\n",
-        b"CLIENT_ERROR bad command line format\r\n",
-    );
-    c.check(
-        b"set k 0 0 -1\r\n",
-        b"CLIENT_ERROR bad command line format\r\n",
-    );
-    c.check(
-        b"set k 0 0 2\r\nabc\r\n",
-        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
-    );
+    c.check(b"set k abc 0 1\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.check(b"set k 0 0 -1\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.check(b"set k 0 0 2\r\nabc\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\n");
     let long = "k".repeat(251);
-    c.check(
-        format!("get {long}\r\n").as_bytes(),
-        b"CLIENT_ERROR bad command line format\r\n",
-    );
-    c.check(
-        format!("set {long} 0 0 1\r\n").as_bytes(),
-        b"CLIENT_ERROR bad command line format\r\n",
-    );
-    c.check(
-        b"incr k abc\r\n",
-        b"CLIENT_ERROR invalid numeric delta argument\r\n",
-    );
-    c.check(
-        b"incr k -1\r\n",
-        b"CLIENT_ERROR invalid numeric delta argument\r\n",
-    );
-    c.check(
-        b"touch k abc\r\n",
-        b"CLIENT_ERROR invalid exptime argument\r\n",
-    );
-    c.check(
-        b"gat abc k\r\n",
-        b"CLIENT_ERROR invalid exptime argument\r\n",
-    );
-    c.check(
-        b"delete k 1\r\n",
-        b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
-    );
-    c.check(
-        b"flush_all abc\r\n",
-        b"CLIENT_ERROR invalid exptime argument\r\n",
-    );
+    c.check(format!("get {long}\r\n").as_bytes(), b"CLIENT_ERROR bad command line format\r\n");
+    c.check(format!("set {long} 0 0 1\r\n").as_bytes(), b"CLIENT_ERROR bad command line format\r\n");
+    c.check(b"incr k abc\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n");
+    c.check(b"incr k -1\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n");
+    c.check(b"touch k abc\r\n", b"CLIENT_ERROR invalid exptime argument\r\n");
+    c.check(b"gat abc k\r\n", b"CLIENT_ERROR invalid exptime argument\r\n");
+    c.check(b"delete k 1\r\n", b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
+    c.check(b"flush_all abc\r\n", b"CLIENT_ERROR invalid exptime argument\r\n");
     c.check(b"verbosity\r\n", b"ERROR\r\n");
-    c.check(
-        b"verbosity x\r\n",
-        b"CLIENT_ERROR bad command line format\r\n",
-    );
+    c.check(b"verbosity x\r\n", b"CLIENT_ERROR bad command line format\r\n");
     c.check(b"touch k\r\n", b"ERROR\r\n");
     c.check(b"incr k\r\n", b"ERROR\r\n");
 
@@ -154,10 +107,7 @@ fn errors_and_swallowing() {
         c.send(chunk);
         std::thread::sleep(Duration::from_millis(20));
     }
-    c.check(
-        b"\r\nget big\r\n",
-        b"SERVER_ERROR object too large for cache\r\nEND\r\n",
-    );
+    c.check(b"\r\nget big\r\n", b"SERVER_ERROR object too large for cache\r\nEND\r\n");
     c.check(b"set ok 0 0 2\r\nhi\r\n", b"STORED\r\n");
     // The same for ms, and quietly with noreply (the data is still swallowed).
     let mut req = b"ms big 5000 T0\r\n".to_vec();
@@ -242,43 +192,25 @@ fn out_of_range_numbers_truncate_as_memcached() {
     let t = start();
     let mut c = Raw::connect(t.mc);
     c.check(b"set a 4294967297 0 1\r\na\r\nget a\r\n", b"STORED\r\nVALUE a 1 1\r\na\r\nEND\r\n");
-    c.check(
-        b"set a 18446744073709551615 0 1\r\na\r\nget a\r\n",
-        b"STORED\r\nVALUE a 4294967295 1\r\na\r\nEND\r\n",
-    );
-    c.check(
-        b"set a -18446744073709551615 0 1\r\na\r\nget a\r\n",
-        b"STORED\r\nVALUE a 1 1\r\na\r\nEND\r\n",
-    );
-    c.check(
-        b"set a -1 0 1\r\na\r\n",
-        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
-    );
+    c.check(b"set a 18446744073709551615 0 1\r\na\r\nget a\r\n", b"STORED\r\nVALUE a 4294967295 1\r\na\r\nEND\r\n");
+    c.check(b"set a -18446744073709551615 0 1\r\na\r\nget a\r\n", b"STORED\r\nVALUE a 1 1\r\na\r\nEND\r\n");
+    c.check(b"set a -1 0 1\r\na\r\n", b"CLIENT_ERROR bad command line format\r\nERROR\r\n");
     // exptime 4294967295 is -1 (expired at once), 4294967396 is 100 s, -2147483649 is
     // i32::MAX (an absolute time in 2038).
     c.check(b"set b 1 4294967295 1\r\nb\r\nget b\r\n", b"STORED\r\nEND\r\n");
     c.check(b"set b 1 4294967396 1\r\nb\r\nmg b t\r\n", b"STORED\r\nHD t100\r\n");
     c.check(b"set b 1 -2147483649 1\r\nb\r\nget b\r\n", b"STORED\r\nVALUE b 1 1\r\nb\r\nEND\r\n");
-    c.check(
-        b"set b 1 9223372036854775808 1\r\nb\r\n",
-        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
-    );
+    c.check(b"set b 1 9223372036854775808 1\r\nb\r\n", b"CLIENT_ERROR bad command line format\r\nERROR\r\n");
     // Lengths: 4294967298 is 2; 4294967295 is -1, an error.
     c.check(b"set c 1 0 4294967298\r\nab\r\nget c\r\n", b"STORED\r\nVALUE c 1 2\r\nab\r\nEND\r\n");
-    c.check(
-        b"set c 1 0 4294967295\r\nab\r\n",
-        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
-    );
+    c.check(b"set c 1 0 4294967295\r\nab\r\n", b"CLIENT_ERROR bad command line format\r\nERROR\r\n");
     c.check(b"touch c 4294967396\r\nmg c t\r\n", b"TOUCHED\r\nHD t100\r\n");
     c.check(b"touch c 4294967296\r\nmg c t\r\n", b"TOUCHED\r\nHD t-1\r\n");
     c.check(b"gat 4294967396 c\r\nmg c t\r\n", b"VALUE c 1 2\r\nab\r\nEND\r\nHD t100\r\n");
     c.check(b"verbosity 4294967296\r\n", b"OK\r\n");
     c.check(b"ms d 4294967298 F4294967297 T4294967396\r\nxy\r\nmg d f t v\r\n", b"HD\r\nVA 2 f1 t100\r\nxy\r\n");
     c.check(b"mg d T4294967296 t\r\n", b"HD t-1\r\n");
-    c.check(
-        b"mg d T-9223372036854775809 t\r\n",
-        b"CLIENT_ERROR bad token in command line format\r\n",
-    );
+    c.check(b"mg d T-9223372036854775809 t\r\n", b"CLIENT_ERROR bad token in command line format\r\n");
     c.check(b"flush_all -4294967296\r\nget d\r\n", b"OK\r\nEND\r\n");
     // stats cachedump reads its class with safe_strtoul too, and knows 64 class ids.
     c.check(b"set e 0 0 1\r\ne\r\n", b"STORED\r\n");
@@ -357,41 +289,23 @@ fn counters() {
     c.check(b"incr n 5\r\n", b"15\r\n");
     c.check(b"decr n 3\r\n", b"12\r\n");
     c.check(b"decr n 100\r\n", b"0\r\n");
-    c.check(
-        b"incr n 18446744073709551615\r\n",
-        b"18446744073709551615\r\n",
-    );
+    c.check(b"incr n 18446744073709551615\r\n", b"18446744073709551615\r\n");
     c.check(b"incr n 2\r\n", b"1\r\n");
     // The wrapped result is written over the 20 digits, padded (memcached 1.6.18 does so).
-    c.check(
-        b"get n\r\n",
-        b"VALUE n 3 20\r\n1                   \r\nEND\r\n",
-    );
+    c.check(b"get n\r\n", b"VALUE n 3 20\r\n1                   \r\nEND\r\n");
     c.check(b"incr nope 1\r\n", b"NOT_FOUND\r\n");
     c.check(b"decr nope 1\r\n", b"NOT_FOUND\r\n");
     c.check(b"set s 0 0 3\r\nabc\r\n", b"STORED\r\n");
-    c.check(
-        b"incr s 1\r\n",
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-    );
+    c.check(b"incr s 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     c.check(b"set m 0 0 2\r\n-5\r\n", b"STORED\r\n");
-    c.check(
-        b"decr m 1\r\n",
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-    );
+    c.check(b"decr m 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     c.check(b"set e 0 0 0\r\n\r\n", b"STORED\r\n");
-    c.check(
-        b"incr e 1\r\n",
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-    );
+    c.check(b"incr e 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     c.check(
         b"incr n 1 noreply\r\ndecr n 1 noreply\r\nincr n 7 noreply\r\nget n\r\n",
         b"VALUE n 3 20\r\n8                   \r\nEND\r\n",
     );
-    c.check(
-        b"incr s 1 noreply\r\nincr nope 1 noreply\r\nmn\r\n",
-        b"MN\r\n",
-    );
+    c.check(b"incr s 1 noreply\r\nincr nope 1 noreply\r\nmn\r\n", b"MN\r\n");
 }
 
 #[test]
@@ -405,10 +319,7 @@ fn touch_delete_flush_and_admin() {
     c.check(b"touch k 0\r\n", b"TOUCHED\r\n");
     c.check(b"mg k t\r\n", b"HD t-1\r\n");
     c.check(b"touch nope 10\r\n", b"NOT_FOUND\r\n");
-    c.check(
-        b"touch k 50 noreply\r\ntouch nope 1 noreply\r\nmn\r\n",
-        b"MN\r\n",
-    );
+    c.check(b"touch k 50 noreply\r\ntouch nope 1 noreply\r\nmn\r\n", b"MN\r\n");
     c.check(b"mg k t\r\n", b"HD t50\r\n");
     c.check(b"touch k -1\r\n", b"TOUCHED\r\n");
     c.check(b"get k\r\n", b"END\r\n");
@@ -419,15 +330,9 @@ fn touch_delete_flush_and_admin() {
     c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
     c.check(b"delete k 0\r\n", b"DELETED\r\n");
     c.check(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
-    c.check(
-        b"delete k noreply\r\ndelete k 0 noreply\r\nget k\r\n",
-        b"END\r\n",
-    );
+    c.check(b"delete k noreply\r\ndelete k 0 noreply\r\nget k\r\n", b"END\r\n");
 
-    c.check(
-        b"set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\n",
-        b"STORED\r\nSTORED\r\n",
-    );
+    c.check(b"set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\n", b"STORED\r\nSTORED\r\n");
     r.check(&cmd(&[b"SET", b"fromredis", b"v"]), b"+OK\r\n");
     c.check(b"flush_all\r\n", b"OK\r\n");
     c.check(b"get a b fromredis\r\n", b"END\r\n");
@@ -447,10 +352,7 @@ fn touch_delete_flush_and_admin() {
     std::thread::sleep(Duration::from_millis(1300));
     c.check(b"get a\r\n", b"END\r\n");
     // And an immediate flush_all cancels a pending one.
-    c.check(
-        b"flush_all 1\r\nflush_all\r\nset a 0 0 1\r\nx\r\n",
-        b"OK\r\nOK\r\nSTORED\r\n",
-    );
+    c.check(b"flush_all 1\r\nflush_all\r\nset a 0 0 1\r\nx\r\n", b"OK\r\nOK\r\nSTORED\r\n");
     std::thread::sleep(Duration::from_millis(1300));
     c.check(b"get a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
     // An absolute time already past flushes at once, before the next command runs
@@ -473,10 +375,7 @@ fn touch_delete_flush_and_admin() {
     assert!(c.closed());
     // Replies before a quit in the same batch still go out.
     let mut c = Raw::connect(t.mc);
-    c.check(
-        b"get a\r\nquit\r\nget a\r\n",
-        b"VALUE a 0 1\r\nx\r\nEND\r\n",
-    );
+    c.check(b"get a\r\nquit\r\nget a\r\n", b"VALUE a 0 1\r\nx\r\nEND\r\n");
     assert!(c.closed());
 }
 
@@ -487,10 +386,7 @@ fn cross_protocol() {
     let mut r = Raw::connect(t.resp);
     // Redis SET, memcached get: flags 0.
     r.check(&cmd(&[b"SET", b"shared", b"from redis"]), b"+OK\r\n");
-    c.check(
-        b"get shared\r\n",
-        b"VALUE shared 0 10\r\nfrom redis\r\nEND\r\n",
-    );
+    c.check(b"get shared\r\n", b"VALUE shared 0 10\r\nfrom redis\r\nEND\r\n");
     // An integer written by Redis is a decimal string to memcached, and incr works on it.
     r.check(&cmd(&[b"SET", b"num", b"41"]), b"+OK\r\n");
     c.check(b"incr num 1\r\n", b"42\r\n");
@@ -546,32 +442,17 @@ fn cas_round_trip() {
     c.check(b"cas k 0 0 1 1\r\nx\r\n", b"NOT_FOUND\r\n");
     c.check(b"set k 3 0 1\r\nx\r\n", b"STORED\r\n");
     let v1 = cas_of(&mut c, "k");
-    c.check(
-        b"gets k\r\n",
-        format!("VALUE k 3 1 {v1}\r\nx\r\nEND\r\n").as_bytes(),
-    );
-    c.check(
-        format!("cas k 4 0 1 {v1}\r\ny\r\n").as_bytes(),
-        b"STORED\r\n",
-    );
-    c.check(
-        format!("cas k 4 0 1 {v1}\r\nz\r\n").as_bytes(),
-        b"EXISTS\r\n",
-    );
+    c.check(b"gets k\r\n", format!("VALUE k 3 1 {v1}\r\nx\r\nEND\r\n").as_bytes());
+    c.check(format!("cas k 4 0 1 {v1}\r\ny\r\n").as_bytes(), b"STORED\r\n");
+    c.check(format!("cas k 4 0 1 {v1}\r\nz\r\n").as_bytes(), b"EXISTS\r\n");
     let v2 = cas_of(&mut c, "k");
     assert_ne!(v1, v2);
     c.check(b"get k\r\n", b"VALUE k 4 1\r\ny\r\nEND\r\n");
     // Any write, from either protocol, changes the cas.
     r.check(&cmd(&[b"SET", b"k", b"w"]), b"+OK\r\n");
-    c.check(
-        format!("cas k 0 0 1 {v2}\r\nz\r\n").as_bytes(),
-        b"EXISTS\r\n",
-    );
+    c.check(format!("cas k 0 0 1 {v2}\r\nz\r\n").as_bytes(), b"EXISTS\r\n");
     let v3 = cas_of(&mut c, "k");
-    c.check(
-        format!("cas k 0 0 1 {v3} noreply\r\nq\r\nget k\r\n").as_bytes(),
-        b"VALUE k 0 1\r\nq\r\nEND\r\n",
-    );
+    c.check(format!("cas k 0 0 1 {v3} noreply\r\nq\r\nget k\r\n").as_bytes(), b"VALUE k 0 1\r\nq\r\nEND\r\n");
     // touch and gat keep the item's cas, as memcached does: gets, touch, cas succeeds.
     let before = cas_of(&mut c, "k");
     c.check(b"touch k 100\r\n", b"TOUCHED\r\n");
@@ -585,19 +466,8 @@ fn cas_round_trip() {
     // gats returns the version, so a following cas succeeds.
     c.send(b"gats 100 k\r\n");
     let reply = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
-    let v4: u64 = reply
-        .lines()
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(4)
-        .unwrap()
-        .parse()
-        .unwrap();
-    c.check(
-        format!("cas k 0 0 1 {v4}\r\nr\r\n").as_bytes(),
-        b"STORED\r\n",
-    );
+    let v4: u64 = reply.lines().next().unwrap().split(' ').nth(4).unwrap().parse().unwrap();
+    c.check(format!("cas k 0 0 1 {v4}\r\nr\r\n").as_bytes(), b"STORED\r\n");
     // The meta protocol's c and C are the same number.
     let v5 = cas_of(&mut c, "k");
     c.check(b"mg k c\r\n", format!("HD c{v5}\r\n").as_bytes());
@@ -610,14 +480,8 @@ fn cas_round_trip() {
 fn gat_and_gats() {
     let t = start();
     let mut c = Raw::connect(t.mc);
-    c.check(
-        b"set a 1 0 1\r\nx\r\nset b 2 0 1\r\ny\r\n",
-        b"STORED\r\nSTORED\r\n",
-    );
-    c.check(
-        b"gat 100 a nope b\r\n",
-        b"VALUE a 1 1\r\nx\r\nVALUE b 2 1\r\ny\r\nEND\r\n",
-    );
+    c.check(b"set a 1 0 1\r\nx\r\nset b 2 0 1\r\ny\r\n", b"STORED\r\nSTORED\r\n");
+    c.check(b"gat 100 a nope b\r\n", b"VALUE a 1 1\r\nx\r\nVALUE b 2 1\r\ny\r\nEND\r\n");
     c.check(b"mg a t\r\n", b"HD t100\r\n");
     c.check(b"mg b t\r\n", b"HD t100\r\n");
     c.check(b"gat 0 a\r\n", b"VALUE a 1 1\r\nx\r\nEND\r\n");
@@ -639,13 +503,7 @@ fn pipelined_gets_of_1000_keys() {
     let mut c = Raw::connect(t.mc);
     let mut req = Vec::new();
     for i in 0..1000 {
-        req.extend_from_slice(
-            format!(
-                "set key:{i} {i} 0 {}\r\nvalue-{i}\r\n",
-                format!("value-{i}").len()
-            )
-            .as_bytes(),
-        );
+        req.extend_from_slice(format!("set key:{i} {i} 0 {}\r\nvalue-{i}\r\n", format!("value-{i}").len()).as_bytes());
     }
     let want: Vec<u8> = b"STORED\r\n".repeat(1000);
     c.check(&req, &want);
@@ -654,13 +512,7 @@ fn pipelined_gets_of_1000_keys() {
     let mut want = Vec::new();
     for i in 0..1000 {
         req.extend_from_slice(format!(" key:{i}").as_bytes());
-        want.extend_from_slice(
-            format!(
-                "VALUE key:{i} {i} {}\r\nvalue-{i}\r\n",
-                format!("value-{i}").len()
-            )
-            .as_bytes(),
-        );
+        want.extend_from_slice(format!("VALUE key:{i} {i} {}\r\nvalue-{i}\r\n", format!("value-{i}").len()).as_bytes());
     }
     req.extend_from_slice(b"\r\n");
     want.extend_from_slice(b"END\r\n");
@@ -671,11 +523,7 @@ fn pipelined_gets_of_1000_keys() {
     for i in 0..1000 {
         req.extend_from_slice(format!("get key:{i}\r\nmg missing:{i} v q\r\n").as_bytes());
         want.extend_from_slice(
-            format!(
-                "VALUE key:{i} {i} {}\r\nvalue-{i}\r\nEND\r\n",
-                format!("value-{i}").len()
-            )
-            .as_bytes(),
+            format!("VALUE key:{i} {i} {}\r\nvalue-{i}\r\nEND\r\n", format!("value-{i}").len()).as_bytes(),
         );
     }
     req.extend_from_slice(b"mn\r\n");
@@ -692,10 +540,7 @@ fn meta_get() {
     c.check(b"mg a\r\n", b"HD\r\n");
     c.check(b"mg a v\r\n", b"VA 3\r\nabc\r\n");
     let v = cas_of(&mut c, "a");
-    c.check(
-        b"mg a s v t f k Oxyz q\r\n",
-        b"VA 3 s3 t-1 f5 ka Oxyz\r\nabc\r\n",
-    );
+    c.check(b"mg a s v t f k Oxyz q\r\n", b"VA 3 s3 t-1 f5 ka Oxyz\r\nabc\r\n");
     c.check(b"mg a c\r\n", format!("HD c{v}\r\n").as_bytes());
     c.check(b"mg missing v k Oab\r\n", b"EN kmissing Oab\r\n");
     c.check(b"mg missing v q\r\nmn\r\n", b"MN\r\n");
@@ -718,31 +563,25 @@ fn meta_get() {
     c.check(b"ms c0 1 MP C1\r\ny\r\n", b"EX\r\n");
     c.check(b"ms c0 1 C0\r\nz\r\n", b"EX\r\n");
     // An empty value is not a number, whatever the CAS says (memcached checks it first).
-    c.check(b"set e0 0 0 0\r\n\r\nma e0 C1\r\n", b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    c.check(
+        b"set e0 0 0 0\r\n\r\nma e0 C1\r\n",
+        b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
     c.check(b"set e0 0 0 1\r\nx\r\nma e0 C1\r\n", b"STORED\r\nEX\r\n");
     // Errors from the flag parser.
     c.check(b"mg\r\n", b"ERROR\r\n");
     c.check(b"mg a v v\r\n", b"CLIENT_ERROR duplicate flag\r\n");
     c.check(b"mg a t T30 t\r\n", b"CLIENT_ERROR duplicate flag\r\n");
     c.check(b"mg a !\r\n", b"CLIENT_ERROR invalid flag\r\n");
-    c.check(
-        b"mg a Tx\r\n",
-        b"CLIENT_ERROR bad token in command line format\r\n",
-    );
+    c.check(b"mg a Tx\r\n", b"CLIENT_ERROR bad token in command line format\r\n");
     let opaque = "O".to_string() + &"o".repeat(40);
-    c.check(
-        format!("mg a {opaque}\r\n").as_bytes(),
-        b"CLIENT_ERROR opaque token too long\r\n",
-    );
+    c.check(format!("mg a {opaque}\r\n").as_bytes(), b"CLIENT_ERROR opaque token too long\r\n");
     c.check(b"mz\r\n", b"ERROR\r\n");
     // Base64 keys: the key is decoded, and echoed encoded with a b flag.
     c.check(b"ms YWJj 3 b k\r\nxyz\r\n", b"HD kYWJj b\r\n");
     c.check(b"mg abc v\r\n", b"VA 3\r\nxyz\r\n");
     c.check(b"mg YWJj b k v\r\n", b"VA 3 kYWJj b\r\nxyz\r\n");
-    c.check(
-        b"ms b 3 b\r\nxyz\r\nmn\r\n",
-        b"CLIENT_ERROR error decoding key\r\nMN\r\n",
-    );
+    c.check(b"ms b 3 b\r\nxyz\r\nmn\r\n", b"CLIENT_ERROR error decoding key\r\nMN\r\n");
 }
 
 #[test]
@@ -795,10 +634,7 @@ fn meta_set() {
     c.check(b"ms nb 3 MR\r\nabc\r\n", b"HD\r\n");
     c.check(b"ms nb3 3 MR\r\nxyz\r\n", b"NS\r\n");
     c.check(b"ms nb 3 MS\r\nxyz\r\n", b"HD\r\n");
-    c.check(
-        b"ms nb 3 MX\r\nxyz\r\nmn\r\n",
-        b"CLIENT_ERROR invalid mode for ms M token\r\nMN\r\n",
-    );
+    c.check(b"ms nb 3 MX\r\nxyz\r\nmn\r\n", b"CLIENT_ERROR invalid mode for ms M token\r\nMN\r\n");
     // C: compare and swap; a missing key is NF, a wrong cas EX.
     c.check(b"ms nb 3 C999999999 c\r\nxyz\r\n", b"EX c0\r\n");
     c.check(b"ms nb2 3 C999 c k\r\nxyz\r\n", b"NF c0 knb2\r\n");
@@ -821,18 +657,9 @@ fn meta_set() {
     c.check(b"ms nb3 3 MR q\r\nxyz\r\nmn\r\n", b"NS\r\nMN\r\n");
     // Errors: the data block is swallowed.
     c.check(b"ms k\r\n", b"CLIENT_ERROR bad command line format\r\n");
-    c.check(
-        b"ms k 2 Z\r\nab\r\nmn\r\n",
-        b"CLIENT_ERROR invalid flag\r\nMN\r\n",
-    );
-    c.check(
-        b"ms k 2 Fx\r\nab\r\nmn\r\n",
-        b"CLIENT_ERROR bad command line format\r\nMN\r\n",
-    );
-    c.check(
-        b"ms k 2\r\nabc\r\n",
-        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
-    );
+    c.check(b"ms k 2 Z\r\nab\r\nmn\r\n", b"CLIENT_ERROR invalid flag\r\nMN\r\n");
+    c.check(b"ms k 2 Fx\r\nab\r\nmn\r\n", b"CLIENT_ERROR bad command line format\r\nMN\r\n");
+    c.check(b"ms k 2\r\nabc\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\n");
     // A negative TTL stores an already expired item.
     c.check(b"ms k 2 T-1\r\nab\r\nmg k\r\n", b"HD\r\nEN\r\n");
 }
@@ -887,10 +714,7 @@ fn counters_shrink_in_place_padded_with_spaces() {
     // refuses them); memcached's incr still reads them.
     c.check(b"set n 0 0 2\r\n10\r\ndecr n 1\r\n", b"STORED\r\n9\r\n");
     r.check(&cmd(&[b"GET", b"n"]), b"$2\r\n9 \r\n");
-    r.check(
-        &cmd(&[b"INCR", b"n"]),
-        b"-ERR value is not an integer or out of range\r\n",
-    );
+    r.check(&cmd(&[b"INCR", b"n"]), b"-ERR value is not an integer or out of range\r\n");
     c.check(b"incr n 1\r\n", b"10\r\n");
     r.check(&cmd(&[b"GET", b"n"]), b"$2\r\n10\r\n");
     r.check(&cmd(&[b"INCR", b"n"]), b":11\r\n");
@@ -923,10 +747,7 @@ fn meta_delete_arithmetic_debug() {
     c.check(b"ma n v t k Oo q\r\n", b"");
     c.check(b"ma n MD D20 v\r\n", b"VA 1\r\n0\r\n");
     c.check(b"ma n M- v\r\n", b"VA 1\r\n0\r\n");
-    c.check(
-        b"ma n M+ D18446744073709551615 v\r\n",
-        b"VA 20\r\n18446744073709551615\r\n",
-    );
+    c.check(b"ma n M+ D18446744073709551615 v\r\n", b"VA 20\r\n18446744073709551615\r\n");
     c.check(b"ma n MI D2 v\r\n", b"VA 1\r\n1\r\n");
     c.check(b"ma n q\r\nmn\r\n", b"MN\r\n");
     c.check(b"mg n v f\r\n", b"VA 20 f3\r\n2                   \r\n");
@@ -934,47 +755,25 @@ fn meta_delete_arithmetic_debug() {
     c.check(b"ma missing k Oo q\r\n", b"NF kmissing Oo\r\n");
     c.check(b"ma missing N0 J13 v t\r\n", b"VA 2 t-1\r\n13\r\n");
     c.check(b"ma missing2 N30 J13 v t q\r\n", b"VA 2 t30\r\n13\r\n");
-    c.check(
-        b"ma a\r\n",
-        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-    );
+    c.check(b"ma a\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     c.check(b"ma n C99999999 v\r\n", b"EX\r\n");
     let v = cas_of(&mut c, "n");
     c.send(format!("ma n C{v} c v\r\n").as_bytes());
     let reply = String::from_utf8(read_until(&mut c, b"\r\n3\r\n")).unwrap();
-    let nv: u64 = reply
-        .lines()
-        .next()
-        .unwrap()
-        .strip_prefix("VA 1 c")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let nv: u64 = reply.lines().next().unwrap().strip_prefix("VA 1 c").unwrap().parse().unwrap();
     assert_eq!(cas_of(&mut c, "n"), nv);
     c.check(b"ma n T30 t v\r\n", b"VA 1 t30\r\n4\r\n");
     c.check(b"ma n t T60 v\r\n", b"VA 1 t30\r\n5\r\n");
     c.check(b"mg n t\r\n", b"HD t60\r\n");
-    c.check(
-        b"ma n MX\r\n",
-        b"CLIENT_ERROR invalid mode for ma M token\r\n",
-    );
-    c.check(
-        b"ma n Dx\r\n",
-        b"CLIENT_ERROR invalid or duplicate flag\r\n",
-    );
+    c.check(b"ma n MX\r\n", b"CLIENT_ERROR invalid mode for ma M token\r\n");
+    c.check(b"ma n Dx\r\n", b"CLIENT_ERROR invalid or duplicate flag\r\n");
 
     c.check(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
     let v = cas_of(&mut c, "a");
-    c.check(
-        b"me a\r\n",
-        format!("ME a exp=-1 la=0 cas={v} fetch=no cls=1 size=67\r\n").as_bytes(),
-    );
+    c.check(b"me a\r\n", format!("ME a exp=-1 la=0 cas={v} fetch=no cls=1 size=67\r\n").as_bytes());
     c.check(b"set abcdefgh 0 100 10\r\n0123456789\r\n", b"STORED\r\n");
     let v = cas_of(&mut c, "abcdefgh");
-    c.check(
-        b"me abcdefgh\r\n",
-        format!("ME abcdefgh exp=-100 la=0 cas={v} fetch=no cls=1 size=77\r\n").as_bytes(),
-    );
+    c.check(b"me abcdefgh\r\n", format!("ME abcdefgh exp=-100 la=0 cas={v} fetch=no cls=1 size=77\r\n").as_bytes());
     c.check(b"me nope\r\n", b"EN\r\n");
     c.check(b"me\r\n", b"CLIENT_ERROR bad command line format\r\n");
 }
@@ -983,10 +782,7 @@ fn meta_delete_arithmetic_debug() {
 fn stats() {
     let t = start();
     let mut c = Raw::connect(t.mc);
-    c.check(
-        b"set a 0 0 1\r\nx\r\nget a b\r\n",
-        b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n",
-    );
+    c.check(b"set a 0 0 1\r\nx\r\nget a b\r\n", b"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\n");
     c.send(b"stats\r\n");
     let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
     assert!(s.starts_with("STAT pid "), "{s}");
@@ -1008,16 +804,10 @@ fn stats() {
     ] {
         assert!(s.contains(want), "{want:?} missing from {s}");
     }
-    assert!(
-        s.lines().all(|l| l == "END" || l.split(' ').count() == 3),
-        "{s}"
-    );
+    assert!(s.lines().all(|l| l == "END" || l.split(' ').count() == 3), "{s}");
     c.send(b"stats settings\r\n");
     let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
-    assert!(
-        s.contains("STAT item_size_max 1048576\r\n") && s.contains("STAT cas_enabled yes\r\n"),
-        "{s}"
-    );
+    assert!(s.contains("STAT item_size_max 1048576\r\n") && s.contains("STAT cas_enabled yes\r\n"), "{s}");
     c.send(b"stats items\r\n");
     let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
     assert!(s.starts_with("STAT items:1:number 1\r\n"), "{s}");
@@ -1031,14 +821,8 @@ fn stats() {
     c.check(b"stats cachedump 2 10\r\n", b"END\r\n");
     c.check(b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n");
     c.check(b"stats foo\r\n", b"ERROR\r\n");
-    c.check(
-        b"stats detail\r\n",
-        b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
-    );
-    c.check(
-        b"stats detail on\r\nstats detail dump\r\n",
-        b"OK\r\nEND\r\n",
-    );
+    c.check(b"stats detail\r\n", b"CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+    c.check(b"stats detail on\r\nstats detail dump\r\n", b"OK\r\nEND\r\n");
     c.check(b"stats reset\r\n", b"RESET\r\n");
     c.send(b"stats\r\n");
     let s = String::from_utf8(read_until(&mut c, b"END\r\n")).unwrap();
@@ -1053,10 +837,7 @@ fn stats() {
     empty.check(b"flush_all\r\nstats items\r\n", b"OK\r\nEND\r\n");
     empty.send(b"stats slabs\r\n");
     let s = String::from_utf8(read_until(&mut empty, b"END\r\n")).unwrap();
-    assert!(
-        s.starts_with("STAT active_slabs 0\r\nSTAT total_malloced "),
-        "{s}"
-    );
+    assert!(s.starts_with("STAT active_slabs 0\r\nSTAT total_malloced "), "{s}");
 }
 
 /// get and gets frame every value length (the VALUE line is written before the value is

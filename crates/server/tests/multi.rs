@@ -3,7 +3,6 @@
 mod common;
 use common::*;
 
-
 use std::time::Duration;
 
 #[test]
@@ -12,7 +11,10 @@ fn queueing_exec_and_the_errors_around_it() {
     let mut c = Raw::connect(t.resp);
     c.check(&cmd(&[b"EXEC"]), b"-ERR EXEC without MULTI\r\n");
     c.check(&cmd(&[b"DISCARD"]), b"-ERR DISCARD without MULTI\r\n");
-    c.check(&cmd(&[b"EXEC", b"x"]), b"-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command\r\n");
+    c.check(
+        &cmd(&[b"EXEC", b"x"]),
+        b"-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command\r\n",
+    );
     c.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
     c.check(&cmd(&[b"MULTI"]), b"-ERR MULTI calls can not be nested\r\n");
     c.check(&cmd(&[b"WATCH", b"k"]), b"-ERR WATCH inside MULTI is not allowed\r\n");
@@ -22,10 +24,7 @@ fn queueing_exec_and_the_errors_around_it() {
     c.check(&cmd(&[b"INCR", b"b"]), b"+QUEUED\r\n");
     c.check(&cmd(&[b"PING"]), b"+QUEUED\r\n");
     // A runtime error is one element of the array; the other commands still run.
-    c.check(
-        &cmd(&[b"EXEC"]),
-        b"*5\r\n+OK\r\n-ERR value is not an integer or out of range\r\n+OK\r\n:2\r\n+PONG\r\n",
-    );
+    c.check(&cmd(&[b"EXEC"]), b"*5\r\n+OK\r\n-ERR value is not an integer or out of range\r\n+OK\r\n:2\r\n+PONG\r\n");
     c.check(&cmd(&[b"MGET", b"a", b"b"]), b"*2\r\n$1\r\nx\r\n$1\r\n2\r\n");
     // Errors while queueing doom the transaction: nothing of it runs.
     for bad in [&[&b"NOSUCH"[..]][..], &[b"GET"], &[b"SAVE"]] {
@@ -273,7 +272,8 @@ fn exec_is_atomic_for_readers_on_other_workers() {
     let mut torn = 0u64;
     while !writer.is_finished() {
         let reply = ask(&mut r, &[b"MGET", b"a", b"b"]);
-        let vals: Vec<&str> = reply.split("\r\n").filter(|l| !l.starts_with('*') && !l.starts_with('$') && !l.is_empty()).collect();
+        let vals: Vec<&str> =
+            reply.split("\r\n").filter(|l| !l.starts_with('*') && !l.starts_with('$') && !l.is_empty()).collect();
         assert_eq!(vals.len(), 2, "{reply}");
         if vals[0] != vals[1] {
             torn += 1;

@@ -3,7 +3,6 @@
 mod common;
 use common::*;
 
-
 use std::time::{Duration, Instant};
 
 fn message(channel: &str, payload: &str) -> String {
@@ -39,9 +38,15 @@ fn resp2_subscribe_publish_and_the_subscribed_context() {
     sub.check(&cmd(&[b"PSUBSCRIBE", b"a*"]), b"*3\r\n$10\r\npsubscribe\r\n$2\r\na*\r\n:3\r\n");
     // A client subscribed to a channel and a matching pattern gets the message twice.
     publ.check(&cmd(&[b"PUBLISH", b"a", b"m2"]), b":2\r\n");
-    sub.check(b"", format!("{}*4\r\n$8\r\npmessage\r\n$2\r\na*\r\n$1\r\na\r\n$2\r\nm2\r\n", message("a", "m2")).as_bytes());
+    sub.check(
+        b"",
+        format!("{}*4\r\n$8\r\npmessage\r\n$2\r\na*\r\n$1\r\na\r\n$2\r\nm2\r\n", message("a", "m2")).as_bytes(),
+    );
     sub.check(&cmd(&[b"PUNSUBSCRIBE"]), b"*3\r\n$12\r\npunsubscribe\r\n$2\r\na*\r\n:2\r\n");
-    sub.check(&cmd(&[b"UNSUBSCRIBE", b"a", b"zz"]), b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$2\r\nzz\r\n:1\r\n");
+    sub.check(
+        &cmd(&[b"UNSUBSCRIBE", b"a", b"zz"]),
+        b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$2\r\nzz\r\n:1\r\n",
+    );
     sub.check(&cmd(&[b"UNSUBSCRIBE"]), b"*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n");
     // Nothing left: still one reply, with a null channel; and out of the subscribed context.
     sub.check(&cmd(&[b"UNSUBSCRIBE"]), b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
@@ -87,7 +92,10 @@ fn pubsub_introspection_and_client_fields() {
     ask(&mut b, &[b"SUBSCRIBE", b"news"]);
     ask(&mut b, &[b"PSUBSCRIBE", b"n*"]);
     ask(&mut a, &[b"PSUBSCRIBE", b"n*", b"x"]);
-    c.check(&cmd(&[b"PUBSUB", b"NUMSUB", b"news", b"sport", b"none"]), b"*6\r\n$4\r\nnews\r\n:2\r\n$5\r\nsport\r\n:1\r\n$4\r\nnone\r\n:0\r\n");
+    c.check(
+        &cmd(&[b"PUBSUB", b"NUMSUB", b"news", b"sport", b"none"]),
+        b"*6\r\n$4\r\nnews\r\n:2\r\n$5\r\nsport\r\n:1\r\n$4\r\nnone\r\n:0\r\n",
+    );
     c.check(&cmd(&[b"PUBSUB", b"NUMPAT"]), b":2\r\n");
     c.check(&cmd(&[b"PUBSUB", b"CHANNELS", b"n*"]), b"*1\r\n$4\r\nnews\r\n");
     let all = ask(&mut c, &[b"PUBSUB", b"CHANNELS"]);

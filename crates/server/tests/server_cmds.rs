@@ -402,7 +402,10 @@ fn info_sections() {
     // The server runs in this test's process, which has spent CPU building and serving.
     let cpu = |f: &str| info_field(text, f).parse::<f64>().unwrap();
     assert!(cpu("used_cpu_user") + cpu("used_cpu_sys") > 0.0);
-    assert!(cpu("used_cpu_user_main_thread") + cpu("used_cpu_sys_main_thread") <= cpu("used_cpu_user") + cpu("used_cpu_sys"));
+    assert!(
+        cpu("used_cpu_user_main_thread") + cpu("used_cpu_sys_main_thread")
+            <= cpu("used_cpu_user") + cpu("used_cpu_sys")
+    );
     assert_eq!(info_field(text, "errorstat_ERR"), "count=2");
     assert!(!text.contains("cmdstat_"));
 
@@ -650,9 +653,15 @@ fn command_introspection() {
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a", b"b"]), b"*1\r\n$1\r\na\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"nosuch", b"a"]), b"-ERR Invalid command specified\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"ping", b"x"]), b"-ERR The command has no key arguments\r\n");
-    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a"]), b"-ERR Invalid number of arguments specified for command\r\n");
+    c.check(
+        &cmd(&[b"COMMAND", b"GETKEYS", b"set", b"a"]),
+        b"-ERR Invalid number of arguments specified for command\r\n",
+    );
     // Redis's arity for GETKEYS is -4: a command and at least one argument.
-    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"get"]), b"-ERR wrong number of arguments for 'command|getkeys' command\r\n");
+    c.check(
+        &cmd(&[b"COMMAND", b"GETKEYS", b"get"]),
+        b"-ERR wrong number of arguments for 'command|getkeys' command\r\n",
+    );
     c.check(
         &cmd(&[b"COMMAND", b"GETKEYSANDFLAGS", b"x"]),
         b"-ERR wrong number of arguments for 'command|getkeysandflags' command\r\n",
@@ -835,7 +844,8 @@ fn memory_usage_counts_the_item_and_its_tree() {
         let f = format!("field:{i}");
         ask(&mut c, &[b"HSET", b"h", f.as_bytes(), b"0123456789"]);
     }
-    let all: i64 = ask(&mut c, &[b"MEMORY", b"USAGE", b"h", b"SAMPLES", b"0"]).trim_start_matches(':').trim().parse().unwrap();
+    let all: i64 =
+        ask(&mut c, &[b"MEMORY", b"USAGE", b"h", b"SAMPLES", b"0"]).trim_start_matches(':').trim().parse().unwrap();
     let sampled: i64 = ask(&mut c, &[b"MEMORY", b"USAGE", b"h"]).trim_start_matches(':').trim().parse().unwrap();
     assert!(all > 2000 * 24, "{all}");
     assert!(sampled > all / 4 && sampled < all * 4, "{sampled} vs {all}");

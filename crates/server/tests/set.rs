@@ -324,7 +324,8 @@ fn model() {
         }
         if step % 200 == 0 {
             for k in 0..2 {
-                let got: BTreeSet<String> = call(&mut c, &format!("SMEMBERS {}", keys[k])).strings().into_iter().collect();
+                let got: BTreeSet<String> =
+                    call(&mut c, &format!("SMEMBERS {}", keys[k])).strings().into_iter().collect();
                 assert_eq!(got, model[k]);
                 assert_eq!(call(&mut c, &format!("SCARD {}", keys[k])), Val::Int(model[k].len() as i64));
             }

@@ -106,7 +106,10 @@ fn by_and_get_patterns() {
     ck(
         &mut c,
         "SORT s BY h_*->f GET h_*->g GET h_*->f GET h_*->",
-        &arr(&["(nil)", "-5", "(nil)", "(nil)", "1", "(nil)", "(nil)", "2", "(nil)", "x", "3", "(nil)", "(nil)", "10", "(nil)"]),
+        &arr(&[
+            "(nil)", "-5", "(nil)", "(nil)", "1", "(nil)", "(nil)", "2", "(nil)", "x", "3", "(nil)", "(nil)", "10",
+            "(nil)",
+        ]),
     );
     // A weight that is not a number; ALPHA weights, missing ones first.
     ck(&mut c, "SET w_2 abc", "+OK\r\n");
@@ -154,7 +157,8 @@ fn lists_and_sorted_sets() {
     ck(&mut c, "SORT L ALPHA DESC", &arr(&["3", "2", "10", "1"]));
     ck(&mut c, "SORT_RO L BY nosort DESC LIMIT 0 100", &arr(&["10", "2", "1", "3"]));
     ck(&mut c, "SORT L STORE dst", ":4\r\n");
-    let got: Vec<Vec<u8>> = h.coll_read(0, b"dst", Kind::List, |l| l.entries()).unwrap().unwrap().into_iter().map(|e| e.0).collect();
+    let got: Vec<Vec<u8>> =
+        h.coll_read(0, b"dst", Kind::List, |l| l.entries()).unwrap().unwrap().into_iter().map(|e| e.0).collect();
     assert_eq!(got, [b"1".to_vec(), b"2".to_vec(), b"3".to_vec(), b"10".to_vec()]);
     ck(&mut c, "SORT Z ALPHA", &arr(&["a", "b", "c"]));
     ck(&mut c, "SORT Z BY nosort", &arr(&["b", "c", "a"]));

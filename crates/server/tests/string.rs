@@ -800,7 +800,11 @@ fn lcs() {
         "LCS a b IDX WITHMATCHLEN",
         "*4\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n",
     );
-    ck(&mut c, "LCS a b IDX MINMATCHLEN 3", "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n$3\r\nlen\r\n:6\r\n");
+    ck(
+        &mut c,
+        "LCS a b IDX MINMATCHLEN 3",
+        "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n$3\r\nlen\r\n:6\r\n",
+    );
     ck(&mut c, "LCS a nokey", "$0\r\n\r\n");
     ck(&mut c, "LCS a b LEN IDX", "-ERR If you want both the length and indexes, please just use IDX.\r\n");
     ck(&mut c, "LCS a b FOO", "-ERR syntax error\r\n");
@@ -878,7 +882,9 @@ fn edited_strings_report_the_raw_encoding() {
     // recorded from redis-server 7.0.15). Larder said embstr (or int) by length.
     let t = start();
     let mut c = Raw::connect(t.resp);
-    let enc = |c: &mut Raw, k: &str, want: &str| ck(c, &format!("OBJECT ENCODING {k}"), &format!("${}\r\n{want}\r\n", want.len()));
+    let enc = |c: &mut Raw, k: &str, want: &str| {
+        ck(c, &format!("OBJECT ENCODING {k}"), &format!("${}\r\n{want}\r\n", want.len()))
+    };
     ck(&mut c, "SET k abc", "+OK\r\n");
     ck(&mut c, "APPEND k d", ":4\r\n");
     enc(&mut c, "k", "raw");

@@ -58,10 +58,8 @@ fn sadd(t: &TestServer, key: &str, members: &[&str]) -> usize {
 fn scan_pairs(r: &[u8]) -> Vec<Vec<u8>> {
     let Ok(Some((larder_resp::Reply::Array(top), _))) = larder_resp::parse_reply(r) else { return vec![r.to_vec()] };
     let larder_resp::Reply::Array(items) = &top[1] else { panic!("{top:?}") };
-    let mut v: Vec<Vec<u8>> = items
-        .chunks(2)
-        .map(|p| [p[0].as_bytes().unwrap(), b" ", p[1].as_bytes().unwrap()].concat())
-        .collect();
+    let mut v: Vec<Vec<u8>> =
+        items.chunks(2).map(|p| [p[0].as_bytes().unwrap(), b" ", p[1].as_bytes().unwrap()].concat()).collect();
     v.sort();
     v.insert(0, top[0].as_bytes().unwrap().to_vec());
     v
@@ -281,7 +279,11 @@ fn model() {
                 s = s.max(0);
                 e = e.min(n - 1);
                 let want = if s > e || s >= n { Vec::new() } else { v[s as usize..=e as usize].to_vec() };
-                assert_eq!(String::from_utf8_lossy(&r), String::from_utf8_lossy(&flat(&want, true)), "step {step} {a} {b}");
+                assert_eq!(
+                    String::from_utf8_lossy(&r),
+                    String::from_utf8_lossy(&flat(&want, true)),
+                    "step {step} {a} {b}"
+                );
             }
             6 => {
                 let v = sorted(&model);

@@ -17,7 +17,8 @@ thread_local! {
 }
 
 fn seed() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let local = 0u8;
     // The stack address differs per thread, the clock per start: enough for random picks,
     // which need to be unpredictable to nobody (Redis uses its own non-crypto PRNG too).

@@ -57,7 +57,13 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("client|kill", -3, ADMIN | CS, "Terminates open connections.", cmd_client_kill),
     spec("client|reply", 3, CS, "Instructs the server whether to reply to commands.", cmd_client_reply),
     spec("client|no-evict", 3, ADMIN | CS, "Sets the client eviction mode of the connection.", cmd_client_no_evict),
-    spec("client|unblock", -3, CS, "Unblocks a client blocked by a blocking command from a different connection.", cmd_client_unblock),
+    spec(
+        "client|unblock",
+        -3,
+        CS,
+        "Unblocks a client blocked by a blocking command from a different connection.",
+        cmd_client_unblock,
+    ),
     spec("client|setinfo", 4, CS, "Sets information specific to the client or connection.", cmd_client_setinfo),
     spec("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", cmd_client_help),
 ];
@@ -244,7 +250,9 @@ fn cmd_client_id(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// timeout's null, or `-UNBLOCKED ...` with ERROR), else 0.
 fn cmd_client_unblock(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if ctx.argc() > 4 {
-        return Err(CmdError::new("ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP."));
+        return Err(CmdError::new(
+            "ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.",
+        ));
     }
     let mut error = false;
     if ctx.argc() == 4 {

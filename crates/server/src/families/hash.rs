@@ -118,7 +118,9 @@ fn cmd_hget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HMGET key field [field ...]` → the values in order, null for each missing one.
 fn cmd_hmget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let fields: Vec<&[u8]> = (2..ctx.argc()).map(|i| ctx.arg(i)).collect();
-    let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| fields.iter().map(|f| c.find(f)).collect::<Result<Vec<_>, _>>())?;
+    let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| {
+        fields.iter().map(|f| c.find(f)).collect::<Result<Vec<_>, _>>()
+    })?;
     count_lookup(ctx, r.is_some());
     let vals = r.unwrap_or_else(|| vec![None; fields.len()]);
     ctx.out.array(vals.len());
@@ -348,20 +350,22 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let cap = reply_cap(ctx);
     let n = count.unsigned_abs();
     let mark = ctx.out.buf().len();
-    let r = ctx.h.coll_read(db, key, Kind::Hash, |c| {
-        let size = c.len();
-        header(&mut ctx.out, n);
-        for _ in 0..n {
-            let (f, v) = c.get(rand_below(size))?;
-            write(&mut ctx.out, &[(f, v)]);
-            if ctx.out.buf().len() > cap {
-                return Ok(false);
+    let r = ctx
+        .h
+        .coll_read(db, key, Kind::Hash, |c| {
+            let size = c.len();
+            header(&mut ctx.out, n);
+            for _ in 0..n {
+                let (f, v) = c.get(rand_below(size))?;
+                write(&mut ctx.out, &[(f, v)]);
+                if ctx.out.buf().len() > cap {
+                    return Ok(false);
+                }
             }
-        }
-        Ok(true)
-    })
-    // A half-written array must not stay in front of the error reply.
-    .inspect_err(|_| ctx.out.buf().truncate(mark))?;
+            Ok(true)
+        })
+        // A half-written array must not stay in front of the error reply.
+        .inspect_err(|_| ctx.out.buf().truncate(mark))?;
     count_lookup(ctx, r.is_some());
     match r {
         None => {

@@ -51,7 +51,9 @@ fn keys_from<'a>(ctx: &Ctx<'a>, from: usize) -> Vec<&'a [u8]> {
 pub(crate) fn int32(ctx: &Ctx<'_>, i: usize, msg: Option<&str>) -> Result<i64, CmdError> {
     let v = ctx.int(i).map_err(|e| msg.map(CmdError::new).unwrap_or(e))?;
     if v < i32::MIN as i64 || v > i32::MAX as i64 {
-        return Err(CmdError::new(msg.unwrap_or("ERR value is out of range, value must between -2147483648 and 2147483647")));
+        return Err(CmdError::new(
+            msg.unwrap_or("ERR value is out of range, value must between -2147483648 and 2147483647"),
+        ));
     }
     Ok(v)
 }
@@ -319,7 +321,14 @@ const SCAN_STEPS: usize = 16;
 /// call. Chaining up to [`SCAN_STEPS`] steps while fewer than `count` keys were found
 /// gives what Redis gives: a small database in one call (cursor 0), about `count` keys per
 /// call otherwise, and still a bounded amount of work.
-fn op_scan(h: &Handle, db: u32, cursor: u64, count: usize, pattern: Option<&[u8]>, ty: TypeFilter) -> Result<(u64, Vec<Vec<u8>>), CmdError> {
+fn op_scan(
+    h: &Handle,
+    db: u32,
+    cursor: u64,
+    count: usize,
+    pattern: Option<&[u8]>,
+    ty: TypeFilter,
+) -> Result<(u64, Vec<Vec<u8>>), CmdError> {
     let mut keys = Vec::new();
     let only = match ty {
         TypeFilter::Only(t) => Some(t),
@@ -547,11 +556,61 @@ fn policy_flags(ctx: &Ctx<'_>) -> (bool, bool) {
 /// OBJECT's subcommands as Redis 7 lists them (`object|encoding` ...): the command table
 /// routes them, checks their arity and counts them in commandstats.
 pub const SUBCOMMANDS: &[Spec] = &[
-    Spec { name: "object|encoding", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the internal encoding of a Redis object.", handler: cmd_object_encoding },
-    Spec { name: "object|freq", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the logarithmic access frequency counter of a Redis object.", handler: cmd_object_freq },
-    Spec { name: "object|help", arity: 2, flags: LOADING | STALE, first_key: 0, last_key: 0, step: 0, group: "generic", summary: "Returns helpful text about the different subcommands.", handler: cmd_object_help },
-    Spec { name: "object|idletime", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the time since the last access to a Redis object.", handler: cmd_object_idletime },
-    Spec { name: "object|refcount", arity: 3, flags: READONLY, first_key: 2, last_key: 2, step: 1, group: "generic", summary: "Returns the reference count of a value of a key.", handler: cmd_object_refcount },
+    Spec {
+        name: "object|encoding",
+        arity: 3,
+        flags: READONLY,
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        group: "generic",
+        summary: "Returns the internal encoding of a Redis object.",
+        handler: cmd_object_encoding,
+    },
+    Spec {
+        name: "object|freq",
+        arity: 3,
+        flags: READONLY,
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        group: "generic",
+        summary: "Returns the logarithmic access frequency counter of a Redis object.",
+        handler: cmd_object_freq,
+    },
+    Spec {
+        name: "object|help",
+        arity: 2,
+        flags: LOADING | STALE,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        group: "generic",
+        summary: "Returns helpful text about the different subcommands.",
+        handler: cmd_object_help,
+    },
+    Spec {
+        name: "object|idletime",
+        arity: 3,
+        flags: READONLY,
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        group: "generic",
+        summary: "Returns the time since the last access to a Redis object.",
+        handler: cmd_object_idletime,
+    },
+    Spec {
+        name: "object|refcount",
+        arity: 3,
+        flags: READONLY,
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        group: "generic",
+        summary: "Returns the reference count of a value of a key.",
+        handler: cmd_object_refcount,
+    },
 ];
 
 /// # Format
@@ -593,8 +652,7 @@ fn cmd_object_refcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // (shared objects cannot carry a per-key access field).
     let (lru, lfu) = policy_flags(ctx);
     let maxmemory = passive_config(ctx, "maxmemory").is_some_and(|v| !v.trim().is_empty() && v.trim() != "0");
-    let shared = !(maxmemory && (lru || lfu))
-        && int.is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
+    let shared = !(maxmemory && (lru || lfu)) && int.is_some_and(|v| (0..SHARED_INTEGERS).contains(&v));
     ctx.out.integer(if shared { SHARED_REFCOUNT } else { 1 });
     Ok(())
 }

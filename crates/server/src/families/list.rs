@@ -321,7 +321,8 @@ fn pop(ctx: &mut Ctx<'_>, end: End) -> Result<(), CmdError> {
         let name = if end == End::Left { "lpop" } else { "rpop" };
         return Err(CmdError::new(format!("ERR wrong number of arguments for '{name}' command")));
     }
-    let count = if ctx.argc() == 3 { Some(positive(ctx.arg(2), "ERR value is out of range, must be positive")?) } else { None };
+    let count =
+        if ctx.argc() == 3 { Some(positive(ctx.arg(2), "ERR value is out of range, must be positive")?) } else { None };
     let db = ctx.conn.db;
     let key = ctx.arg(1);
     match count {
@@ -420,10 +421,11 @@ fn cmd_lindex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // Redis looks the key up (and checks its type) before it parses the index.
     let index = ctx.int(2);
     let at = index.as_ref().ok().copied();
-    let r = ctx.h.coll_read(ctx.conn.db, ctx.argv.get(1), Kind::List, |c| match at.and_then(|i| position(i, c.len())) {
-        Some(i) => Ok(Some(c.get(i)?.0)),
-        None => Ok(None),
-    })?;
+    let r =
+        ctx.h.coll_read(ctx.conn.db, ctx.argv.get(1), Kind::List, |c| match at.and_then(|i| position(i, c.len())) {
+            Some(i) => Ok(Some(c.get(i)?.0)),
+            None => Ok(None),
+        })?;
     count_lookup(ctx, r.is_some());
     let Some(v) = r else {
         ctx.out.null();
@@ -566,9 +568,11 @@ fn cmd_lset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let index = ctx.int(2);
     let at = index.as_ref().ok().copied();
     let elem = ctx.arg(3);
-    let r = ctx.h.coll_write(ctx.conn.db, ctx.argv.get(1), Kind::List, false, |c| match at.map(|i| position(i, c.len())) {
-        Some(Some(i)) => c.set_at(i, elem).map(|_| true),
-        _ => Ok(false),
+    let r = ctx.h.coll_write(ctx.conn.db, ctx.argv.get(1), Kind::List, false, |c| {
+        match at.map(|i| position(i, c.len())) {
+            Some(Some(i)) => c.set_at(i, elem).map(|_| true),
+            _ => Ok(false),
+        }
     })?;
     let Some(done) = r else { return Err(CmdError::new("ERR no such key")) };
     index?;
@@ -754,7 +758,8 @@ fn serve_brpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdEr
 /// BLMOVE / BRPOPLPUSH: the moved element. The destination and ends come from the
 /// arguments (`BLMOVE src dst from to timeout`, `BRPOPLPUSH src dst timeout`).
 fn serve_move(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
-    let (from, to) = if ctx.argc() == 6 { (end_arg(ctx.arg(3))?, end_arg(ctx.arg(4))?) } else { (End::Right, End::Left) };
+    let (from, to) =
+        if ctx.argc() == 6 { (end_arg(ctx.arg(3))?, end_arg(ctx.arg(4))?) } else { (End::Right, End::Left) };
     match op_lmove(ctx.h, ctx.conn.db, key, ctx.argv.get(2), from, to, retry)? {
         Some(e) => {
             ctx.out.bulk(&e);

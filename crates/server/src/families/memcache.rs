@@ -49,9 +49,8 @@ use larder_engine::{
 };
 use larder_memcache::reply::{self, DebugInfo, Status};
 use larder_memcache::{
-    advance_window, counter_value, item_size, parse_counter, parse_u32, parse_window, ArithMode,
-    Expiry as McExpiry, Keys, Limits, MetaFlags, MetaKey, Request, RetrieveCommand, SetMode,
-    Store as StoreReq, StoreCommand, Tokens,
+    advance_window, counter_value, item_size, parse_counter, parse_u32, parse_window, ArithMode, Expiry as McExpiry,
+    Keys, Limits, MetaFlags, MetaKey, Request, RetrieveCommand, SetMode, Store as StoreReq, StoreCommand, Tokens,
 };
 
 use crate::command::ConnState;
@@ -66,7 +65,6 @@ const DB: u32 = 0;
 
 /// Attempts of a read + CAS-guarded write before giving up under contention.
 const CAS_RETRIES: usize = 1000;
-
 
 const NON_NUMERIC: &str = "cannot increment or decrement non-numeric value";
 
@@ -149,9 +147,7 @@ impl McServer {
             counters: (0..workers.max(1)).map(|_| Counters::default()).collect(),
             flush: Mutex::new(FlushTimer::default()),
             flush_cv: Condvar::new(),
-            marks: (0..MARK_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
-                .collect(),
+            marks: (0..MARK_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             marks_len: AtomicUsize::new(0),
             verbosity: AtomicU32::new(0),
             detail: AtomicU32::new(0),
@@ -159,10 +155,7 @@ impl McServer {
     }
 
     fn sum(&self, c: C) -> u64 {
-        self.counters
-            .iter()
-            .map(|w| w.0[c as usize].get())
-            .sum()
+        self.counters.iter().map(|w| w.0[c as usize].get()).sum()
     }
 
     fn reset(&self) {
@@ -264,9 +257,7 @@ impl McServer {
         }
         t.running = true;
         let (me, store) = (self.clone(), store.clone());
-        let spawned = std::thread::Builder::new()
-            .name("larder-mc-flush".into())
-            .spawn(move || me.flush_timer(store));
+        let spawned = std::thread::Builder::new().name("larder-mc-flush".into()).spawn(move || me.flush_timer(store));
         if spawned.is_err() {
             t.running = false;
         }
@@ -354,8 +345,7 @@ pub fn process(
         return pos;
     }
     let limits = Limits {
-        item_size_max: usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed))
-            .unwrap_or(usize::MAX),
+        item_size_max: usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX),
         ..Limits::default()
     };
     let mut mc = Mc {
@@ -525,27 +515,11 @@ impl<'a> Mc<'a> {
             self.count(C::CmdMeta);
         }
         let r = match req {
-            Request::Get {
-                command,
-                exptime,
-                keys,
-            } => self.cmd_get(*command, *exptime, *keys),
+            Request::Get { command, exptime, keys } => self.cmd_get(*command, *exptime, *keys),
             Request::Store(s) => self.cmd_store(s),
-            Request::Incr {
-                key,
-                delta,
-                noreply,
-            } => self.cmd_incr(key, *delta, false, *noreply),
-            Request::Decr {
-                key,
-                delta,
-                noreply,
-            } => self.cmd_incr(key, *delta, true, *noreply),
-            Request::Touch {
-                key,
-                exptime,
-                noreply,
-            } => self.cmd_touch(key, *exptime, *noreply),
+            Request::Incr { key, delta, noreply } => self.cmd_incr(key, *delta, false, *noreply),
+            Request::Decr { key, delta, noreply } => self.cmd_incr(key, *delta, true, *noreply),
+            Request::Touch { key, exptime, noreply } => self.cmd_touch(key, *exptime, *noreply),
             Request::Delete { key, noreply } => self.cmd_delete(key, *noreply),
             Request::FlushAll { delay, noreply } => self.cmd_flush_all(*delay, *noreply),
             Request::Version => {
@@ -570,12 +544,7 @@ impl<'a> Mc<'a> {
             }
             Request::MetaDebug { key } => self.cmd_me(key),
             Request::MetaGet { key, flags } => self.cmd_mg(key, flags),
-            Request::MetaSet {
-                key,
-                flags,
-                mode,
-                data,
-            } => self.cmd_ms(key, flags, *mode, data),
+            Request::MetaSet { key, flags, mode, data } => self.cmd_ms(key, flags, *mode, data),
             Request::MetaDelete { key, flags } => self.cmd_md(key, flags),
             Request::MetaArithmetic { key, flags, mode } => self.cmd_ma(key, flags, *mode),
         };
@@ -605,20 +574,11 @@ impl<'a> Mc<'a> {
     /// # Format
     /// `get|gets <key>+` / `gat|gats <exptime> <key>+` → `VALUE <key> <flags> <bytes>[ <cas>]`
     /// + data per hit, then `END`.
-    fn cmd_get(
-        &mut self,
-        command: RetrieveCommand,
-        exptime: i32,
-        keys: Keys<'_>,
-    ) -> Result<(), EngineError> {
+    fn cmd_get(&mut self, command: RetrieveCommand, exptime: i32, keys: Keys<'_>) -> Result<(), EngineError> {
         let touch = command.touches();
         let with_cas = command.returns_cas();
         let now = now_ms();
-        let at = if touch {
-            deadline_ms(i64::from(exptime), now)
-        } else {
-            0
-        };
+        let at = if touch { deadline_ms(i64::from(exptime), now) } else { 0 };
         let mut ahead = keys;
         for (i, key) in keys.enumerate() {
             // Each group's cache misses overlap instead of coming one key after another.
@@ -664,11 +624,7 @@ impl<'a> Mc<'a> {
     fn cmd_store(&mut self, s: &StoreReq<'_>) -> Result<(), EngineError> {
         self.count(C::CmdSet);
         let at = deadline_ms(i64::from(s.exptime), now_ms());
-        let opts = SetOptions {
-            flags: s.flags,
-            expiry: Expiry::at_or_clear(at),
-            ..Default::default()
-        };
+        let opts = SetOptions { flags: s.flags, expiry: Expiry::at_or_clear(at), ..Default::default() };
         let with = |cond, cas| SetOptions { cond, cas, ..opts };
         let outcome = match s.command {
             StoreCommand::Set => self.op_set(s.key, s.data, &opts)?.0,
@@ -679,9 +635,7 @@ impl<'a> Mc<'a> {
                 self.op_concat(s.key, s.data, prepend, None, false)?.0
             }
             StoreCommand::Cas => {
-                let r = self
-                    .op_set(s.key, s.data, &with(Cond::Always, Some(s.cas)))?
-                    .0;
+                let r = self.op_set(s.key, s.data, &with(Cond::Always, Some(s.cas)))?.0;
                 self.count(match r {
                     StoreResult::Stored => C::CasHits,
                     StoreResult::Exists => C::CasBadval,
@@ -705,12 +659,7 @@ impl<'a> Mc<'a> {
     }
 
     /// A store through the engine's `set`: the outcome and the new version (0 if not stored).
-    fn op_set(
-        &mut self,
-        key: &[u8],
-        data: &[u8],
-        opts: &SetOptions,
-    ) -> Result<(StoreResult, u64), EngineError> {
+    fn op_set(&mut self, key: &[u8], data: &[u8], opts: &SetOptions) -> Result<(StoreResult, u64), EngineError> {
         let r = self.h.set(DB, key, data, opts)?;
         if r.outcome == Outcome::Stored {
             self.count(C::TotalItems);
@@ -763,17 +712,8 @@ impl<'a> Mc<'a> {
             if item_size(key.len(), m.flags, self.scratch.len() + data.len()) > self.item_max {
                 return Ok((StoreResult::NotStored, 0));
             }
-            let value = if prepend {
-                [data, &self.scratch].concat()
-            } else {
-                [&self.scratch, data].concat()
-            };
-            let opts = SetOptions {
-                cas: Some(m.version),
-                flags: m.flags,
-                expiry: Expiry::Keep,
-                ..Default::default()
-            };
+            let value = if prepend { [data, &self.scratch].concat() } else { [&self.scratch, data].concat() };
+            let opts = SetOptions { cas: Some(m.version), flags: m.flags, expiry: Expiry::Keep, ..Default::default() };
             match self.op_set(key, &value, &opts)? {
                 (StoreResult::Stored, v) => return Ok((StoreResult::Stored, v)),
                 (StoreResult::NotFound, _) => return Ok((StoreResult::NotStored, 0)),
@@ -790,27 +730,13 @@ impl<'a> Mc<'a> {
     /// The value is read as memcached reads item data ([`parse_counter`]) and the result
     /// stored as memcached leaves it ([`counter_value`]: a shorter number padded with spaces
     /// to the old length, which `get`, and Redis's GET, then return).
-    fn cmd_incr(
-        &mut self,
-        key: &[u8],
-        delta: u64,
-        decr: bool,
-        noreply: bool,
-    ) -> Result<(), EngineError> {
+    fn cmd_incr(&mut self, key: &[u8], delta: u64, decr: bool, noreply: bool) -> Result<(), EngineError> {
         let r = self.h.rewrite(DB, key, |v| {
             let cur = parse_counter(v)?;
-            let new = if decr {
-                cur.saturating_sub(delta)
-            } else {
-                cur.wrapping_add(delta)
-            };
+            let new = if decr { cur.saturating_sub(delta) } else { cur.wrapping_add(delta) };
             Some((counter_value(new, v.len()), new))
         });
-        let (hit, miss) = if decr {
-            (C::DecrHits, C::DecrMisses)
-        } else {
-            (C::IncrHits, C::IncrMisses)
-        };
+        let (hit, miss) = if decr { (C::DecrHits, C::DecrMisses) } else { (C::IncrHits, C::IncrMisses) };
         match r {
             Ok(Some(v)) => {
                 self.count(hit);
@@ -843,14 +769,7 @@ impl<'a> Mc<'a> {
         let found = self.h.touch(DB, key, at)?;
         self.count(if found { C::TouchHits } else { C::TouchMisses });
         if !noreply {
-            reply::status(
-                self.out,
-                if found {
-                    Status::Touched
-                } else {
-                    Status::NotFound
-                },
-            );
+            reply::status(self.out, if found { Status::Touched } else { Status::NotFound });
         }
         Ok(())
     }
@@ -859,20 +778,9 @@ impl<'a> Mc<'a> {
     /// `delete <key> [0] [noreply]` → `DELETED` | `NOT_FOUND`.
     fn cmd_delete(&mut self, key: &[u8], noreply: bool) -> Result<(), EngineError> {
         let found = self.h.del(DB, &[key])? > 0;
-        self.count(if found {
-            C::DeleteHits
-        } else {
-            C::DeleteMisses
-        });
+        self.count(if found { C::DeleteHits } else { C::DeleteMisses });
         if !noreply {
-            reply::status(
-                self.out,
-                if found {
-                    Status::Deleted
-                } else {
-                    Status::NotFound
-                },
-            );
+            reply::status(self.out, if found { Status::Deleted } else { Status::NotFound });
         }
         Ok(())
     }
@@ -891,7 +799,8 @@ impl<'a> Mc<'a> {
             _ => now,
         };
         let process_started = (now - self.shared.uptime_ms()) / 1000 - (ITEM_UPDATE_INTERVAL + 2);
-        if matches!(delay.map(|d| McExpiry::from_exptime(d.into())), Some(McExpiry::Absolute(t)) if t <= process_started) {
+        if matches!(delay.map(|d| McExpiry::from_exptime(d.into())), Some(McExpiry::Absolute(t)) if t <= process_started)
+        {
             self.st.schedule_flush(self.h.store(), None);
         } else if at > now {
             self.st.schedule_flush(self.h.store(), Some(at));
@@ -916,20 +825,9 @@ impl<'a> Mc<'a> {
             return Ok(());
         };
         // memcached prints current_time - exptime: negative for an item that will expire.
-        let exp = if m.expire_at == 0 {
-            -1
-        } else {
-            -ttl_secs(m.expire_at, now_ms())
-        };
+        let exp = if m.expire_at == 0 { -1 } else { -ttl_secs(m.expire_at, now_ms()) };
         let size = item_size(k.len(), m.flags, self.scratch.len()) as u64;
-        let info = DebugInfo {
-            exp,
-            la: 0,
-            cas: m.version,
-            fetched: false,
-            cls: 1,
-            size,
-        };
+        let info = DebugInfo { exp, la: 0, cas: m.version, fetched: false, cls: 1, size };
         reply::me(self.out, k, key.is_binary(), &info);
         Ok(())
     }
@@ -951,21 +849,12 @@ impl<'a> Mc<'a> {
         if found.is_none() && n_at.is_some() {
             // Autovivify: an empty item whose creator wins the right to fill it.
             let at = walk_ttl(f, 0, true, t_at, n_at);
-            let opts = SetOptions {
-                cond: Cond::Nx,
-                expiry: Expiry::at_or_clear(at),
-                ..Default::default()
-            };
+            let opts = SetOptions { cond: Cond::Nx, expiry: Expiry::at_or_clear(at), ..Default::default() };
             let (outcome, version) = self.op_set(k, b"", &opts)?;
             if outcome == StoreResult::Stored {
                 created = true;
                 self.scratch.clear();
-                found = Some(Meta {
-                    expire_at: at,
-                    flags: 0,
-                    version,
-                    ..meta_template()
-                });
+                found = Some(Meta { expire_at: at, flags: 0, version, ..meta_template() });
             } else {
                 found = self.read(k, need_value)?;
             }
@@ -992,11 +881,7 @@ impl<'a> Mc<'a> {
             }
         }
         let size = self.scratch.len();
-        let mut r = if f.return_value {
-            reply::Meta::va(self.out, size)
-        } else {
-            reply::Meta::hd(self.out)
-        };
+        let mut r = if f.return_value { reply::Meta::va(self.out, size) } else { reply::Meta::hd(self.out) };
         let mut cur = start_ttl;
         // Whether this read qualifies for the recache token: it created the item, its TTL
         // is under the R threshold, or the item is stale.
@@ -1057,11 +942,7 @@ impl<'a> Mc<'a> {
     /// Redis type is a miss: memcached has no word for it.
     fn read(&mut self, key: &[u8], value: bool) -> Result<Option<Meta>, EngineError> {
         self.scratch.clear();
-        let r = if value {
-            self.h.get_into(DB, key, &mut self.scratch)
-        } else {
-            self.h.meta(DB, key)
-        };
+        let r = if value { self.h.get_into(DB, key, &mut self.scratch) } else { self.h.meta(DB, key) };
         match r {
             Err(EngineError::WrongType) => {
                 self.scratch.clear();
@@ -1075,32 +956,16 @@ impl<'a> Mc<'a> {
 
     /// # Format
     /// `ms <key> <datalen> <flag>*` + data → `HD` | `NS` | `EX` | `NF`, with `O k c` echoed.
-    fn cmd_ms(
-        &mut self,
-        key: &MetaKey<'_>,
-        f: &MetaFlags<'_>,
-        mode: SetMode,
-        data: &[u8],
-    ) -> Result<(), EngineError> {
+    fn cmd_ms(&mut self, key: &MetaKey<'_>, f: &MetaFlags<'_>, mode: SetMode, data: &[u8]) -> Result<(), EngineError> {
         self.count(C::CmdSet);
         let k = key.bytes();
         let at = f.ttl.map_or(0, |t| deadline_ms(i64::from(t), now_ms()));
-        let opts = SetOptions {
-            flags: f.client_flags.unwrap_or(0),
-            expiry: Expiry::at_or_clear(at),
-            ..Default::default()
-        };
+        let opts =
+            SetOptions { flags: f.client_flags.unwrap_or(0), expiry: Expiry::at_or_clear(at), ..Default::default() };
         let (outcome, version) = match (mode, f.compare_cas) {
             // memcached turns set and replace with a CAS into a CAS store.
             (SetMode::Set | SetMode::Replace, Some(cas)) => {
-                let mut r = self.op_set(
-                    k,
-                    data,
-                    &SetOptions {
-                        cas: Some(cas),
-                        ..opts
-                    },
-                )?;
+                let mut r = self.op_set(k, data, &SetOptions { cas: Some(cas), ..opts })?;
                 if r.0 == StoreResult::Exists && f.invalidate {
                     r = self.op_stale_store(k, data, &opts, cas)?.unwrap_or(r);
                 }
@@ -1112,22 +977,8 @@ impl<'a> Mc<'a> {
                 r
             }
             (SetMode::Set, None) => self.op_set(k, data, &opts)?,
-            (SetMode::Add, _) => self.op_set(
-                k,
-                data,
-                &SetOptions {
-                    cond: Cond::Nx,
-                    ..opts
-                },
-            )?,
-            (SetMode::Replace, None) => self.op_set(
-                k,
-                data,
-                &SetOptions {
-                    cond: Cond::Xx,
-                    ..opts
-                },
-            )?,
+            (SetMode::Add, _) => self.op_set(k, data, &SetOptions { cond: Cond::Nx, ..opts })?,
+            (SetMode::Replace, None) => self.op_set(k, data, &SetOptions { cond: Cond::Xx, ..opts })?,
             // For append and prepend memcached takes a CAS of 0 as none.
             (SetMode::Append | SetMode::Prepend, cas) => {
                 self.op_concat(k, data, mode == SetMode::Prepend, cas.filter(|&c| c != 0), f.return_cas)?
@@ -1170,25 +1021,9 @@ impl<'a> Mc<'a> {
             return Ok(None);
         }
         let mark = self.st.mark(key, cur.version);
-        let r = self.op_set(
-            key,
-            data,
-            &SetOptions {
-                cas: Some(cur.version),
-                expiry: Expiry::Keep,
-                ..*opts
-            },
-        )?;
+        let r = self.op_set(key, data, &SetOptions { cas: Some(cur.version), expiry: Expiry::Keep, ..*opts })?;
         if r.0 == StoreResult::Stored {
-            self.st.set_mark(
-                self.h,
-                key,
-                Mark {
-                    version: r.1,
-                    stale: true,
-                    token_sent: mark.token_sent,
-                },
-            );
+            self.st.set_mark(self.h, key, Mark { version: r.1, stale: true, token_sent: mark.token_sent });
         }
         Ok(Some(r))
     }
@@ -1211,22 +1046,14 @@ impl<'a> Mc<'a> {
                 // A CAS-guarded delete in one engine call: replace with an item that has
                 // already expired, which nothing can read and expiry reclaims.
                 Some(cas) => {
-                    let opts = SetOptions {
-                        cas: Some(cas),
-                        expiry: Expiry::At(1),
-                        ..Default::default()
-                    };
+                    let opts = SetOptions { cas: Some(cas), expiry: Expiry::At(1), ..Default::default() };
                     self.h.set(DB, k, b"", &opts)?.outcome.into()
                 }
             }
         } else {
             self.op_md_keep(k, f, now)?
         };
-        self.count(if outcome == StoreResult::Stored {
-            C::DeleteHits
-        } else {
-            C::DeleteMisses
-        });
+        self.count(if outcome == StoreResult::Stored { C::DeleteHits } else { C::DeleteMisses });
         if outcome == StoreResult::Stored && f.quiet {
             return Ok(());
         }
@@ -1247,12 +1074,7 @@ impl<'a> Mc<'a> {
     /// TTL would be overwritten, or which would pass a CAS meant for the old one), and a
     /// version read back after may be a later write's (whose fresh value would be marked
     /// stale): the mark goes on the version the step itself made.
-    fn op_md_keep(
-        &mut self,
-        k: &[u8],
-        f: &MetaFlags<'_>,
-        now: u64,
-    ) -> Result<StoreResult, EngineError> {
+    fn op_md_keep(&mut self, k: &[u8], f: &MetaFlags<'_>, now: u64) -> Result<StoreResult, EngineError> {
         let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
         let (outcome, version) = if f.remove_value {
             // A tombstone: empty value, the given client flags and TTL (none by default),
@@ -1294,15 +1116,7 @@ impl<'a> Mc<'a> {
         // Stale, with a fresh chance for one client to win the recache token. (Version 0:
         // a TTL in the past deleted the key.)
         if outcome == StoreResult::Stored && f.invalidate && version != 0 {
-            self.st.set_mark(
-                self.h,
-                k,
-                Mark {
-                    version,
-                    stale: true,
-                    token_sent: false,
-                },
-            );
+            self.st.set_mark(self.h, k, Mark { version, stale: true, token_sent: false });
         }
         Ok(outcome)
     }
@@ -1310,22 +1124,13 @@ impl<'a> Mc<'a> {
     /// # Format
     /// `ma <key> <flag>*` → `HD` | `VA <len>` + number | `NF` | `EX`, with `c t O k`.
     /// `N<ttl>` creates a missing counter with `J<initial>` (default 0); `MD`/`M-` decrement.
-    fn cmd_ma(
-        &mut self,
-        key: &MetaKey<'_>,
-        f: &MetaFlags<'_>,
-        mode: ArithMode,
-    ) -> Result<(), EngineError> {
+    fn cmd_ma(&mut self, key: &MetaKey<'_>, f: &MetaFlags<'_>, mode: ArithMode) -> Result<(), EngineError> {
         let k = key.bytes();
         let now = now_ms();
         let decr = mode == ArithMode::Decr;
         let t_at = f.ttl.map(|t| deadline_ms(i64::from(t), now));
         let n_at = f.vivify_ttl.map(|t| deadline_ms(i64::from(t), now));
-        let (hit, miss) = if decr {
-            (C::DecrHits, C::DecrMisses)
-        } else {
-            (C::IncrHits, C::IncrMisses)
-        };
+        let (hit, miss) = if decr { (C::DecrHits, C::DecrMisses) } else { (C::IncrHits, C::IncrMisses) };
         for _ in 0..CAS_RETRIES {
             let Some(m) = self.read(k, true)? else {
                 if n_at.is_none() {
@@ -1335,11 +1140,7 @@ impl<'a> Mc<'a> {
                 }
                 let value = f.initial_or_default().to_string();
                 let at = walk_ttl(f, 0, true, t_at, n_at);
-                let opts = SetOptions {
-                    cond: Cond::Nx,
-                    expiry: Expiry::at_or_clear(at),
-                    ..Default::default()
-                };
+                let opts = SetOptions { cond: Cond::Nx, expiry: Expiry::at_or_clear(at), ..Default::default() };
                 if let (StoreResult::Stored, version) = self.op_set(k, value.as_bytes(), &opts)? {
                     // memcached 1.6 answers a vivified counter even in quiet mode.
                     self.ma_reply(key, f, value.as_bytes(), version, 0, true, t_at, n_at, now);
@@ -1365,11 +1166,7 @@ impl<'a> Mc<'a> {
                 return Ok(());
             };
             let delta = f.delta_or_default();
-            let new = if decr {
-                cur.saturating_sub(delta)
-            } else {
-                cur.wrapping_add(delta)
-            };
+            let new = if decr { cur.saturating_sub(delta) } else { cur.wrapping_add(delta) };
             // Stored padded like incr's result; the reply carries the number alone.
             let value = new.to_string();
             let stored = counter_value(new, self.scratch.len());
@@ -1378,28 +1175,13 @@ impl<'a> Mc<'a> {
             } else {
                 Expiry::Keep
             };
-            let opts = SetOptions {
-                cas: Some(m.version),
-                flags: m.flags,
-                expiry,
-                ..Default::default()
-            };
+            let opts = SetOptions { cas: Some(m.version), flags: m.flags, expiry, ..Default::default() };
             let r = self.h.set(DB, k, &stored, &opts)?;
             match r.outcome {
                 Outcome::Stored => {
                     self.count(hit);
                     if !f.quiet {
-                        self.ma_reply(
-                            key,
-                            f,
-                            value.as_bytes(),
-                            r.version,
-                            m.expire_at,
-                            false,
-                            t_at,
-                            n_at,
-                            now,
-                        );
+                        self.ma_reply(key, f, value.as_bytes(), r.version, m.expire_at, false, t_at, n_at, now);
                     }
                     return Ok(());
                 }
@@ -1426,11 +1208,7 @@ impl<'a> Mc<'a> {
         n_at: Option<u64>,
         now: u64,
     ) {
-        let mut r = if f.return_value {
-            reply::Meta::va(self.out, value.len())
-        } else {
-            reply::Meta::hd(self.out)
-        };
+        let mut r = if f.return_value { reply::Meta::va(self.out, value.len()) } else { reply::Meta::hd(self.out) };
         let mut cur = start_ttl;
         for tok in f.tokens() {
             r = match tok[0] {
@@ -1523,30 +1301,14 @@ impl<'a> Mc<'a> {
         s(out, "uptime", shared.uptime_ms() / 1000);
         s(out, "time", now_secs());
         reply::stat(out, "version", VERSION.as_bytes());
-        reply::stat(
-            out,
-            "implementation",
-            concat!("larder/", env!("CARGO_PKG_VERSION")).as_bytes(),
-        );
+        reply::stat(out, "implementation", concat!("larder/", env!("CARGO_PKG_VERSION")).as_bytes());
         s(out, "pointer_size", 64);
         reply::stat(out, "rusage_user", utime.as_bytes());
         reply::stat(out, "rusage_system", stime.as_bytes());
-        s(
-            out,
-            "max_connections",
-            shared.config.maxclients.load(Ordering::Relaxed),
-        );
+        s(out, "max_connections", shared.config.maxclients.load(Ordering::Relaxed));
         s(out, "curr_connections", mc_conns);
-        s(
-            out,
-            "total_connections",
-            shared.stats.sum(|w| &w.connections),
-        );
-        s(
-            out,
-            "rejected_connections",
-            shared.stats.sum(|w| &w.rejected_connections),
-        );
+        s(out, "total_connections", shared.stats.sum(|w| &w.connections));
+        s(out, "rejected_connections", shared.stats.sum(|w| &w.rejected_connections));
         s(out, "connection_structures", mc_conns);
         s(out, "reserved_fds", 20);
         for (name, c) in [
@@ -1604,15 +1366,8 @@ impl<'a> Mc<'a> {
     }
 
     fn mc_connections(&self) -> u64 {
-        let clients = self
-            .shared
-            .clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        clients
-            .values()
-            .filter(|c| c.proto == Proto::Memcache)
-            .count() as u64
+        let clients = self.shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.values().filter(|c| c.proto == Proto::Memcache).count() as u64
     }
 
     fn stats_settings(&mut self) {
@@ -1627,11 +1382,7 @@ impl<'a> Mc<'a> {
         n(out, "tcpport", u64::from(mc_port));
         n(out, "udpport", 0);
         t(out, "inter", &c.bind);
-        n(
-            out,
-            "verbosity",
-            u64::from(self.st.verbosity.load(Ordering::Relaxed)),
-        );
+        n(out, "verbosity", u64::from(self.st.verbosity.load(Ordering::Relaxed)));
         n(out, "oldest", 0);
         // The engine never evicts to make room: a full store refuses writes, as `-M`.
         t(out, "evictions", "off");
@@ -1641,15 +1392,7 @@ impl<'a> Mc<'a> {
         n(out, "chunk_size", 48);
         n(out, "num_threads", c.threads as u64);
         t(out, "stat_key_prefix", ":");
-        t(
-            out,
-            "detail_enabled",
-            if self.st.detail.load(Ordering::Relaxed) != 0 {
-                "yes"
-            } else {
-                "no"
-            },
-        );
+        t(out, "detail_enabled", if self.st.detail.load(Ordering::Relaxed) != 0 { "yes" } else { "no" });
         n(out, "reqs_per_event", 20);
         t(out, "cas_enabled", "yes");
         n(out, "tcp_backlog", 1024);
@@ -1749,29 +1492,14 @@ impl<'a> Mc<'a> {
     fn stats_conns(&mut self) {
         let now = self.shared.uptime_ms();
         let mut clients: Vec<_> = {
-            let c = self
-                .shared
-                .clients
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            c.values()
-                .filter(|c| c.proto == Proto::Memcache)
-                .cloned()
-                .collect()
+            let c = self.shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+            c.values().filter(|c| c.proto == Proto::Memcache).cloned().collect()
         };
         clients.sort_by_key(|c| c.id);
         for c in clients {
             let id = c.id;
-            reply::stat(
-                self.out,
-                &format!("{id}:addr"),
-                format!("tcp:{}", c.addr).as_bytes(),
-            );
-            reply::stat(
-                self.out,
-                &format!("{id}:listen_addr"),
-                format!("tcp:{}", c.laddr).as_bytes(),
-            );
+            reply::stat(self.out, &format!("{id}:addr"), format!("tcp:{}", c.addr).as_bytes());
+            reply::stat(self.out, &format!("{id}:listen_addr"), format!("tcp:{}", c.laddr).as_bytes());
             reply::stat(self.out, &format!("{id}:state"), b"conn_parse_cmd");
             let idle = now.saturating_sub(c.last_ms.load(Ordering::Relaxed)) / 1000;
             reply::stat_u64(self.out, &format!("{id}:secs_since_last_cmd"), idle);
@@ -1802,9 +1530,7 @@ impl<'a> Mc<'a> {
                 };
                 self.out.extend_from_slice(b"ITEM ");
                 self.out.extend_from_slice(&k);
-                self.out.extend_from_slice(
-                    format!(" [{len} b; {} s]\r\n", m.expire_at / 1000).as_bytes(),
-                );
+                self.out.extend_from_slice(format!(" [{len} b; {} s]\r\n", m.expire_at / 1000).as_bytes());
             }
         }
         reply::end(self.out);
@@ -1819,23 +1545,12 @@ fn contention() -> EngineError {
 
 /// A `Meta` to fill in for an item we just created.
 fn meta_template() -> Meta {
-    Meta {
-        ty: larder_engine::Type::String,
-        expire_at: 0,
-        flags: 0,
-        version: 0,
-    }
+    Meta { ty: larder_engine::Type::String, expire_at: 0, flags: 0, version: 0 }
 }
 
 /// The expiry after memcached's flag walk: `T` sets it, `N` sets it on a created item;
 /// the last one in request order wins.
-fn walk_ttl(
-    f: &MetaFlags<'_>,
-    start: u64,
-    created: bool,
-    t_at: Option<u64>,
-    n_at: Option<u64>,
-) -> u64 {
+fn walk_ttl(f: &MetaFlags<'_>, start: u64, created: bool, t_at: Option<u64>, n_at: Option<u64>) -> u64 {
     let mut cur = start;
     for tok in f.tokens() {
         match tok[0] {
@@ -1859,10 +1574,9 @@ fn cpu_times() -> (String, String) {
     };
     let f: Vec<&str> = rest.split(' ').collect();
     // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
-    let (Some(u), Some(s)) = (
-        f.get(11).and_then(|v| v.parse::<u64>().ok()),
-        f.get(12).and_then(|v| v.parse::<u64>().ok()),
-    ) else {
+    let (Some(u), Some(s)) =
+        (f.get(11).and_then(|v| v.parse::<u64>().ok()), f.get(12).and_then(|v| v.parse::<u64>().ok()))
+    else {
         return fallback();
     };
     // Clock ticks are 1/100 s on Linux.
@@ -1949,8 +1663,15 @@ mod tests {
             let nr = if r.below(4) == 0 { " noreply" } else { "" };
             let req = match r.below(16) {
                 0 | 1 => {
-                    let len = match r.below(8) { 0 => 1500 + r.below(3000), _ => r.below(20) } as usize;
-                    format!("set {k} {} 0 {len}{nr}\r\n{}\r\n", r.below(3), "x".repeat(len + (r.below(12) == 0) as usize))
+                    let len = match r.below(8) {
+                        0 => 1500 + r.below(3000),
+                        _ => r.below(20),
+                    } as usize;
+                    format!(
+                        "set {k} {} 0 {len}{nr}\r\n{}\r\n",
+                        r.below(3),
+                        "x".repeat(len + (r.below(12) == 0) as usize)
+                    )
                 }
                 2 => format!("get {k} k{} k{}\r\n", r.below(6), r.below(6)),
                 3 => format!("gets {k}\r\n"),
@@ -2026,7 +1747,11 @@ mod tests {
                 let pos = process(&rbuf, &mut out, &mut h, &mut conn, &shared, 0);
                 assert!(pos <= rbuf.len(), "round {round}: consumed {pos} of {}", rbuf.len());
                 // A reply is at most a value (2 KiB here) per key asked for, plus its lines.
-                assert!(out.len() - before <= 64 * rbuf.len() + 4096, "round {round}: {} reply bytes", out.len() - before);
+                assert!(
+                    out.len() - before <= 64 * rbuf.len() + 4096,
+                    "round {round}: {} reply bytes",
+                    out.len() - before
+                );
                 rbuf.drain(..pos);
             }
         }

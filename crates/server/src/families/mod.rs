@@ -39,7 +39,9 @@ pub const ALL: &[&[Spec]] = &[
 pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
     match name {
         "sort" => Some(sort::key_positions(args)),
-        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" => Some(numkeys_keys(args, false, 1)),
+        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" => {
+            Some(numkeys_keys(args, false, 1))
+        }
         "zunionstore" | "zinterstore" | "zdiffstore" => Some(numkeys_keys(args, true, 2)),
         "blmpop" | "bzmpop" => Some(numkeys_keys(args, false, 2)),
         _ => None,
@@ -81,7 +83,13 @@ fn atoi(s: &[u8]) -> i32 {
         let d = (b - b'0') as i64;
         v = match v.checked_mul(10).and_then(|v| if neg { v.checked_sub(d) } else { v.checked_add(d) }) {
             Some(v) => v,
-            None => if neg { i64::MIN } else { i64::MAX },
+            None => {
+                if neg {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                }
+            }
         };
         if v == i64::MIN || v == i64::MAX {
             break;

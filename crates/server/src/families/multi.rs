@@ -20,7 +20,9 @@ use std::time::Instant;
 
 use larder_resp::{Args, Limits, Writer};
 
-use crate::command::{Argv, CmdError, Ctx, Handler, ReplyMode, Spec, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, SKIP_SLOWLOG, STALE};
+use crate::command::{
+    Argv, CmdError, Ctx, Handler, ReplyMode, Spec, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, SKIP_SLOWLOG, STALE,
+};
 use crate::gate::Exclusive;
 
 const fn spec(name: &'static str, arity: i32, flags: u32, summary: &'static str, handler: Handler) -> Spec {

@@ -38,8 +38,20 @@ const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 pub const COMMANDS: &[Spec] = &[
     spec("subscribe", -2, SUB, "Listens for messages published to channels.", cmd_subscribe),
     spec("unsubscribe", -1, SUB, "Stops listening to messages posted to channels.", cmd_unsubscribe),
-    spec("psubscribe", -2, SUB, "Listens for messages published to channels that match one or more patterns.", cmd_psubscribe),
-    spec("punsubscribe", -1, SUB, "Stops listening to messages published to channels that match one or more patterns.", cmd_punsubscribe),
+    spec(
+        "psubscribe",
+        -2,
+        SUB,
+        "Listens for messages published to channels that match one or more patterns.",
+        cmd_psubscribe,
+    ),
+    spec(
+        "punsubscribe",
+        -1,
+        SUB,
+        "Stops listening to messages published to channels that match one or more patterns.",
+        cmd_punsubscribe,
+    ),
     Spec {
         name: "ssubscribe",
         arity: -2,

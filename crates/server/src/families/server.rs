@@ -1118,7 +1118,15 @@ fn cmd_memory_usage(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 }
 
 fn cmd_memory_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    reply_help(ctx, "MEMORY", &["USAGE <key> [SAMPLES <count>]", "    Return memory in bytes used by <key> and its value. Nested values are", "    sampled up to <count> times (default: 5, 0 means sample all)."]);
+    reply_help(
+        ctx,
+        "MEMORY",
+        &[
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ],
+    );
     Ok(())
 }
 

@@ -17,7 +17,9 @@ use larder_engine::{parse_canonical_i64, Error, Handle, Kind};
 use larder_resp::Writer;
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, MOVABLEKEYS, READONLY, WRITE};
-use crate::families::collection::{distinct_positions, rand_below, rand_count, random_entries, reply_cap, scan_command};
+use crate::families::collection::{
+    distinct_positions, rand_below, rand_count, random_entries, reply_cap, scan_command,
+};
 use crate::families::string::count_lookup;
 
 #[rustfmt::skip]
@@ -132,7 +134,9 @@ fn cmd_sismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `SMISMEMBER key member [member ...]` → 1 or 0 for each member.
 fn cmd_smismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let members = args_from(ctx, 2);
-    let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| members.iter().map(|m| c.contains(m)).collect::<Result<Vec<_>, _>>())?;
+    let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| {
+        members.iter().map(|m| c.contains(m)).collect::<Result<Vec<_>, _>>()
+    })?;
     count_lookup(ctx, r.is_some());
     let r = r.unwrap_or_else(|| vec![false; members.len()]);
     ctx.out.array(r.len());
@@ -163,7 +167,10 @@ pub fn op_spop(h: &mut Handle, db: u32, key: &[u8], count: u64) -> Result<Option
             c.clear()?;
             return Ok(all);
         }
-        let picked = distinct_positions(size, count).into_iter().map(|i| c.get(i).map(|e| e.0)).collect::<Result<Vec<_>, _>>()?;
+        let picked = distinct_positions(size, count)
+            .into_iter()
+            .map(|i| c.get(i).map(|e| e.0))
+            .collect::<Result<Vec<_>, _>>()?;
         for m in &picked {
             c.del(m)?;
         }
@@ -236,19 +243,21 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let cap = reply_cap(ctx);
     let n = count.unsigned_abs();
     let mark = ctx.out.buf().len();
-    let r = ctx.h.coll_read(db, key, Kind::Set, |c| {
-        let size = c.len();
-        ctx.out.array(n as usize);
-        for _ in 0..n {
-            ctx.out.bulk(&c.get(rand_below(size))?.0);
-            if ctx.out.buf().len() > cap {
-                return Ok(false);
+    let r = ctx
+        .h
+        .coll_read(db, key, Kind::Set, |c| {
+            let size = c.len();
+            ctx.out.array(n as usize);
+            for _ in 0..n {
+                ctx.out.bulk(&c.get(rand_below(size))?.0);
+                if ctx.out.buf().len() > cap {
+                    return Ok(false);
+                }
             }
-        }
-        Ok(true)
-    })
-    // A half-written array must not stay in front of the error reply.
-    .inspect_err(|_| ctx.out.buf().truncate(mark))?;
+            Ok(true)
+        })
+        // A half-written array must not stay in front of the error reply.
+        .inspect_err(|_| ctx.out.buf().truncate(mark))?;
     count_lookup(ctx, r.is_some());
     match r {
         None => {

@@ -137,7 +137,13 @@ struct Item {
 /// The elements of the key to sort: all of them, or for a list or sorted set left in its
 /// order (`dontsort`) only the LIMIT window, read in the requested direction. Returns the
 /// elements and whether they are already that window.
-fn load(h: &Handle, db: u32, key: &[u8], o: &SortOpts<'_>, window: impl Fn(i64) -> (i64, i64)) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
+fn load(
+    h: &Handle,
+    db: u32,
+    key: &[u8],
+    o: &SortOpts<'_>,
+    window: impl Fn(i64) -> (i64, i64),
+) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
     let kind = match h.type_of(db, key)? {
         None => return Ok((Vec::new(), false)),
         Some(Type::List) => Kind::List,

@@ -458,7 +458,13 @@ fn op_incrbyfloat(h: &mut Handle, db: u32, key: &[u8], incr: &[u8]) -> Result<Ve
         };
         let opt = match &meta {
             None => SetOptions { cond: Cond::Nx, raw: true, ..Default::default() },
-            Some(m) => SetOptions { cas: Some(m.version), expiry: Expiry::Keep, flags: m.flags, raw: true, ..Default::default() },
+            Some(m) => SetOptions {
+                cas: Some(m.version),
+                expiry: Expiry::Keep,
+                flags: m.flags,
+                raw: true,
+                ..Default::default()
+            },
         };
         if h.set(db, key, &text, &opt)?.outcome == Outcome::Stored {
             return Ok(text);
@@ -634,7 +640,11 @@ fn cmd_lcs(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let mut t = vec![0u32; cells as usize];
     for i in 1..=alen {
         for k in 1..=blen {
-            t[k + i * w] = if a[i - 1] == b[k - 1] { t[k - 1 + (i - 1) * w] + 1 } else { t[k + (i - 1) * w].max(t[k - 1 + i * w]) };
+            t[k + i * w] = if a[i - 1] == b[k - 1] {
+                t[k - 1 + (i - 1) * w] + 1
+            } else {
+                t[k + (i - 1) * w].max(t[k - 1 + i * w])
+            };
         }
     }
     let total = t[blen + alen * w];

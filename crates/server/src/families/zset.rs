@@ -25,8 +25,8 @@ use larder_resp::Protocol;
 
 use crate::blocking::{self, NullReply};
 use crate::command::{CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE};
-use crate::families::list::parse_timeout;
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
+use crate::families::list::parse_timeout;
 use crate::families::string::count_lookup;
 
 const RO: u32 = READONLY;
@@ -521,7 +521,14 @@ pub enum RangeBy<'a> {
 
 /// The members of a range of `key` in reply order (None if the key is missing).
 /// `limit`: (offset, count) for score and lex ranges, count < 0 meaning all.
-pub fn op_range(h: &Handle, db: u32, key: &[u8], by: RangeBy<'_>, rev: bool, limit: (i64, i64)) -> Result<Option<Vec<Scored>>, CmdError> {
+pub fn op_range(
+    h: &Handle,
+    db: u32,
+    key: &[u8],
+    by: RangeBy<'_>,
+    rev: bool,
+    limit: (i64, i64),
+) -> Result<Option<Vec<Scored>>, CmdError> {
     Ok(h.coll_read(db, key, Kind::ZSet, |c| {
         let (from, to) = match by {
             RangeBy::Rank(start, end) => match rank_span(c.len(), start, end, rev) {
@@ -591,7 +598,9 @@ fn lookup_source(h: &Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result<V
         Err(Error::WrongType) => {}
         r => return Ok(r?.unwrap_or_else(|| vec![None; members.len()])),
     }
-    let r = h.coll_read(db, key, Kind::Set, |c| members.iter().map(|m| Ok(c.contains(m)?.then_some(1.0))).collect::<Result<Vec<_>, Error>>())?;
+    let r = h.coll_read(db, key, Kind::Set, |c| {
+        members.iter().map(|m| Ok(c.contains(m)?.then_some(1.0))).collect::<Result<Vec<_>, Error>>()
+    })?;
     Ok(r.unwrap_or_else(|| vec![None; members.len()]))
 }
 
@@ -648,12 +657,23 @@ fn sort_scored(v: &mut [Scored]) {
 /// ZUNION / ZINTER / ZDIFF (and ZINTERCARD when `card_limit` is Some: stops at that many,
 /// 0 = no limit, and returns members without building scores' order). Sources are read one
 /// at a time; the result is in score order.
-pub fn op_setop(h: &Handle, db: u32, keys: &[&[u8]], weights: &[f64], op: SetOp, agg: Aggregate) -> Result<Vec<Scored>, CmdError> {
+pub fn op_setop(
+    h: &Handle,
+    db: u32,
+    keys: &[&[u8]],
+    weights: &[f64],
+    op: SetOp,
+    agg: Aggregate,
+) -> Result<Vec<Scored>, CmdError> {
     let mut out = match op {
         SetOp::Union => {
             let mut acc: HashMap<Vec<u8>, f64> = HashMap::new();
             // Redis visits the sources from the smallest up.
-            let mut order: Vec<(u64, usize)> = keys.iter().enumerate().map(|(i, k)| Ok((source_len(h, db, k)?, i))).collect::<Result<_, CmdError>>()?;
+            let mut order: Vec<(u64, usize)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| Ok((source_len(h, db, k)?, i)))
+                .collect::<Result<_, CmdError>>()?;
             order.sort();
             for &(_, i) in &order {
                 let Some(items) = read_source(h, db, keys[i])? else { continue };
@@ -690,8 +710,16 @@ pub fn op_setop(h: &Handle, db: u32, keys: &[&[u8]], weights: &[f64], op: SetOp,
 
 /// The intersection: the smallest source's members looked up in the others (stops after
 /// `limit` members when nonzero).
-fn inter(h: &Handle, db: u32, keys: &[&[u8]], weights: &[f64], agg: Aggregate, limit: u64) -> Result<Vec<Scored>, CmdError> {
-    let mut order: Vec<(u64, usize)> = keys.iter().enumerate().map(|(i, k)| Ok((source_len(h, db, k)?, i))).collect::<Result<_, CmdError>>()?;
+fn inter(
+    h: &Handle,
+    db: u32,
+    keys: &[&[u8]],
+    weights: &[f64],
+    agg: Aggregate,
+    limit: u64,
+) -> Result<Vec<Scored>, CmdError> {
+    let mut order: Vec<(u64, usize)> =
+        keys.iter().enumerate().map(|(i, k)| Ok((source_len(h, db, k)?, i))).collect::<Result<_, CmdError>>()?;
     order.sort();
     if order[0].0 == 0 {
         return Ok(Vec::new());
@@ -833,9 +861,9 @@ fn cmd_zscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `ZMSCORE key member [member ...]` → a score or null per member.
 fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let argv = ctx.argv;
-    let scores = ctx
-        .h
-        .coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>())?;
+    let scores = ctx.h.coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| {
+        argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>()
+    })?;
     count_lookup(ctx, scores.is_some());
     let scores = scores.unwrap_or_else(|| vec![None; argv.len() - 2]);
     ctx.out.array(scores.len());
@@ -896,7 +924,13 @@ enum Dir {
 
 /// Redis's `zrangeGenericCommand`: ZRANGE, ZRANGESTORE and the older range commands.
 /// `at` is the index of the source key; `store` the destination's index.
-fn zrange_generic(ctx: &mut Ctx<'_>, at: usize, store: Option<usize>, mut by: By, mut dir: Dir) -> Result<(), CmdError> {
+fn zrange_generic(
+    ctx: &mut Ctx<'_>,
+    at: usize,
+    store: Option<usize>,
+    mut by: By,
+    mut dir: Dir,
+) -> Result<(), CmdError> {
     let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
     let mut j = at + 3;
     while j < ctx.argc() {
@@ -924,7 +958,9 @@ fn zrange_generic(ctx: &mut Ctx<'_>, at: usize, store: Option<usize>, mut by: By
         by = By::Rank;
     }
     if limit != -1 && by == By::Rank {
-        return Err(CmdError::new("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"));
+        return Err(CmdError::new(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
     }
     if withscores && by == By::Lex {
         return Err(CmdError::new("ERR syntax error, WITHSCORES not supported in combination with BYLEX"));
@@ -1005,7 +1041,9 @@ fn cmd_zrevrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 fn zrank_generic(ctx: &mut Ctx<'_>, rev: bool) -> Result<(), CmdError> {
     let m = ctx.arg(2);
-    let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| Ok(c.zrank(m)?.map(|r| if rev { c.len() - 1 - r } else { r })))?;
+    let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| {
+        Ok(c.zrank(m)?.map(|r| if rev { c.len() - 1 - r } else { r }))
+    })?;
     count_lookup(ctx, r.is_some());
     match r.flatten() {
         Some(r) => ctx.out.integer(r as i64),
@@ -1030,7 +1068,11 @@ fn zpop_generic(ctx: &mut Ctx<'_>, max: bool) -> Result<(), CmdError> {
     if ctx.argc() > 3 {
         return Err(CmdError::syntax());
     }
-    let count = if ctx.argc() == 3 { Some(int_in(ctx, 2, 0, i64::MAX, "value is out of range, must be positive")?) } else { None };
+    let count = if ctx.argc() == 3 {
+        Some(int_in(ctx, 2, 0, i64::MAX, "value is out of range, must be positive")?)
+    } else {
+        None
+    };
     let items = pop(ctx.h, db(ctx), ctx.arg(1), max, count.unwrap_or(1) as u64)?.unwrap_or_default();
     let nested = resp3(ctx) && count.is_some();
     reply_pairs(ctx, &items, true, nested);
@@ -1198,26 +1240,28 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         let cap = reply_cap(ctx);
         let mark = ctx.out.buf().len();
         let out = &mut ctx.out;
-        let r = ctx.h.coll_read(db, key, Kind::ZSet, |c| {
-            let n = c.len();
-            out.array(if withscores && !nested { count as usize * 2 } else { count as usize });
-            for _ in 0..count {
-                let (m, s) = c.get(rand_below(n))?;
-                if nested {
-                    out.array(2);
+        let r = ctx
+            .h
+            .coll_read(db, key, Kind::ZSet, |c| {
+                let n = c.len();
+                out.array(if withscores && !nested { count as usize * 2 } else { count as usize });
+                for _ in 0..count {
+                    let (m, s) = c.get(rand_below(n))?;
+                    if nested {
+                        out.array(2);
+                    }
+                    out.bulk(&m);
+                    if withscores {
+                        write_score(out, score_of(&s));
+                    }
+                    if out.buf().len() > cap {
+                        return Ok(false);
+                    }
                 }
-                out.bulk(&m);
-                if withscores {
-                    write_score(out, score_of(&s));
-                }
-                if out.buf().len() > cap {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        })
-        // A half-written array must not stay in front of the error reply.
-        .inspect_err(|_| ctx.out.buf().truncate(mark))?;
+                Ok(true)
+            })
+            // A half-written array must not stay in front of the error reply.
+            .inspect_err(|_| ctx.out.buf().truncate(mark))?;
         count_lookup(ctx, r.is_some());
         match r {
             Some(true) => {}
@@ -1309,7 +1353,10 @@ fn setop_generic(ctx: &mut Ctx<'_>, dst: Option<usize>, nk: usize, op: SetOp, ca
     let name = ctx.argv.get(0).to_ascii_lowercase();
     let setnum = ctx.int(nk)?;
     if setnum < 1 {
-        return Err(CmdError::new(format!("ERR at least 1 input key is needed for '{}' command", String::from_utf8_lossy(&name))));
+        return Err(CmdError::new(format!(
+            "ERR at least 1 input key is needed for '{}' command",
+            String::from_utf8_lossy(&name)
+        )));
     }
     if setnum as u64 > (ctx.argc() - (nk + 1)) as u64 {
         return Err(CmdError::syntax());

@@ -244,7 +244,6 @@ pub fn one_per_worker(t: &TestServer) -> (Raw, Raw) {
     panic!("connections never reached both workers");
 }
 
-
 /// A thread that runs `f` until the guard drops, for tests that race requests against
 /// writes: `f` gets the stop flag to poll. Dropping the guard stops and joins the thread
 /// (its panic becomes the test's, unless the test is already panicking).

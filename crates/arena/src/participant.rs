@@ -317,7 +317,7 @@ impl Arena {
         self.u32(self.slot_off(slot) + field)
     }
 
-    fn slot_hwm(&self) -> u32 {
+    pub(crate) fn slot_hwm(&self) -> u32 {
         // SeqCst, as the epoch words are: try_advance's scan up to it is then ordered with
         // the pins it must see (Acquire suffices on x86 and ARMv8, not by the C++ rules).
         self.u32(H_SLOT_HWM).map(|h| h.load(Ordering::SeqCst)).unwrap_or(0).min(self.max_participants)
@@ -1014,10 +1014,16 @@ impl Participant {
         }
     }
 
+    /// Releases a lock this participant holds. A word that no longer names this participant
+    /// was overwritten while held, which only a corrupt segment does (a scribble, or a block
+    /// handed out from a corrupt free list over live memory): it is left as it is, since
+    /// clearing it could release another owner's lock. (It used to be a debug assertion,
+    /// which turned such a segment into a panic.)
     #[inline]
     pub fn unlock(&self, word: &AtomicU32) {
-        debug_assert_eq!(word.load(Ordering::Relaxed), self.lock_word, "unlocking a lock not held");
-        word.store(0, Ordering::Release);
+        if word.load(Ordering::Relaxed) == self.lock_word {
+            word.store(0, Ordering::Release);
+        }
     }
 
     /// Records the intent being published (byte offset of a record the recovery handler

@@ -221,6 +221,28 @@ fn a_lock_word_naming_its_waiter_is_taken_not_waited_for() {
 }
 
 #[test]
+fn unlocking_a_word_overwritten_while_held_leaves_it_alone() {
+    // In a corrupt segment a held lock's word can be overwritten (a scribble, a block handed
+    // out twice). Unlocking then neither panics nor clears a word naming another owner.
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (p, q) = (a.register().unwrap(), a.register().unwrap());
+    let word = a.u32(ROOT_OFF).unwrap();
+    p.lock(word);
+    word.store(q.lock_word(), Ordering::Relaxed);
+    p.unlock(word);
+    assert_eq!(word.load(Ordering::Relaxed), q.lock_word(), "p released q's lock");
+    word.store(0, Ordering::Relaxed);
+    p.lock(word);
+    word.store(0, Ordering::Relaxed);
+    p.unlock(word);
+    assert_eq!(word.load(Ordering::Relaxed), 0);
+    // And an ordinary unlock still releases.
+    p.lock(word);
+    p.unlock(word);
+    assert!(q.try_lock(word));
+}
+
+#[test]
 fn threads_allocate_concurrently_without_overlap() {
     let a = Arena::create(Backing::Anonymous, &Config { capacity: 256 << 20, max_participants: 16 }).unwrap();
     let handles: Vec<_> = (0..4)

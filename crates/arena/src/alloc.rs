@@ -136,6 +136,32 @@ impl Arena {
         self.capacity() / PAGE
     }
 
+    /// Whether the block at `off` lies in a page that serves class `c`. Every free list,
+    /// stack and bump cursor lives in the segment, so in a corrupt one it may point
+    /// anywhere: at metadata, at another class's blocks, at live data. A block a list
+    /// legitimately holds always passes (a small page keeps its class for good), so the
+    /// allocator checks each one before handing it out: one load of the page's descriptor.
+    #[inline]
+    fn serves_class(&self, off: u64, c: usize) -> bool {
+        matches!(self.page_desc(off / PAGE), Ok(d) if d.load(Ordering::Relaxed) == c as u32 + 1)
+    }
+
+    /// The free run whose node is at unit offset `units`, as (byte offset, pages, next), if
+    /// it is one: page-aligned in the pages handed out so far, at least a page long, and
+    /// free by its descriptor. None for anything else (a corrupt link).
+    fn free_run(&self, units: u32) -> Result<Option<(u64, u64, u32)>, Error> {
+        let off = Arena::from_units(units);
+        let next_page = self.u64(H_PAGE_NEXT)?.load(Ordering::Relaxed).min(self.total_pages());
+        if !off.is_multiple_of(PAGE) || off < self.data_off || off / PAGE >= next_page {
+            return Ok(None);
+        }
+        let len = self.u32(off + 4)?.load(Ordering::Relaxed) as u64;
+        if len == 0 || off / PAGE + len > next_page || self.page_desc(off / PAGE)?.load(Ordering::Relaxed) != 0 {
+            return Ok(None);
+        }
+        Ok(Some((off, len, self.u32(off)?.load(Ordering::Relaxed))))
+    }
+
     /// Block size of an allocated block at `off`, from its page descriptor.
     pub fn block_size(&self, off: u64) -> Result<u64, Error> {
         let page = off / PAGE;
@@ -261,6 +287,23 @@ impl Arena {
         (first * PAGE, next.min(self.total_pages()) * PAGE)
     }
 
+    /// The byte ranges of the metadata in use, named (for tests that corrupt them on
+    /// purpose): the header with the allocator's global words, the claimed participant
+    /// slots, their block caches, and the page descriptors of pages handed out so far.
+    pub fn metadata_ranges(&self) -> [(&'static str, u64, u64); 4] {
+        let slots = self.slot_hwm() as u64;
+        let (first, next) = {
+            let (s, e) = self.data_range();
+            (s / PAGE, e / PAGE)
+        };
+        [
+            ("header", 0, self.part_off),
+            ("participants", self.part_off, self.part_off + slots * crate::SLOT_SIZE),
+            ("caches", self.cache_off, self.cache_off + slots * NCLASSES as u64 * CACHE_ENTRY),
+            ("page descriptors", self.pagedesc_off + first * 4, self.pagedesc_off + next * 4),
+        ]
+    }
+
     /// Bytes of pages touched so far (small and large), the allocator's footprint.
     pub fn pages_in_use_bytes(&self) -> u64 {
         let first = self.data_off / PAGE;
@@ -306,10 +349,10 @@ impl Participant {
         let entry = self.cache(c)?;
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let h = head.load(Ordering::Relaxed);
-        if h == 0 {
+        let off = Arena::from_units(h);
+        if h == 0 || !self.arena.serves_class(off, c) {
             return self.alloc_refill(c);
         }
-        let off = Arena::from_units(h);
         head.store(self.arena.u32(off)?.load(Ordering::Relaxed), Ordering::Relaxed);
         count.store(count.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
         Ok(off)
@@ -318,11 +361,15 @@ impl Participant {
     /// [`Participant::alloc`] of class `c` with an empty free list: bump inside the current
     /// page, else a batch freed by someone else, else a fresh page, else whatever this
     /// participant's retired blocks give back.
+    /// A free list whose head is not a block of its class (only a corrupt segment has one)
+    /// is dropped, leaking whatever it held, rather than followed.
     #[inline(never)]
     fn alloc_refill(&self, c: usize) -> Result<u64, Error> {
+        self.drop_corrupt_free_list(c)?;
         match self.refill(c) {
             Err(Error::Full) if self.reclaim_for_space() => {
                 // Reclaimed blocks of this class are on this participant's free list now.
+                self.drop_corrupt_free_list(c)?;
                 let entry = self.cache(c)?;
                 let h = entry[C_FREE_HEAD].load(Ordering::Relaxed);
                 if h == 0 {
@@ -336,6 +383,16 @@ impl Participant {
             }
             r => r,
         }
+    }
+
+    fn drop_corrupt_free_list(&self, c: usize) -> Result<(), Error> {
+        let entry = self.cache(c)?;
+        let h = entry[C_FREE_HEAD].load(Ordering::Relaxed);
+        if h != 0 && !self.arena.serves_class(Arena::from_units(h), c) {
+            entry[C_FREE_HEAD].store(0, Ordering::Relaxed);
+            entry[C_FREE_COUNT].store(0, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// The arena has no fresh pages left: collect this participant's retired blocks and say
@@ -371,10 +428,16 @@ impl Participant {
         let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
         let cu = (class_size(c) / UNIT) as u32;
         let (cur, end) = (&entry[C_BUMP_CUR], &entry[C_BUMP_END]);
-        let b = cur.load(Ordering::Relaxed);
-        if b != 0 && b + cu <= end.load(Ordering::Relaxed) {
-            cur.store(b + cu, Ordering::Relaxed);
-            return Ok(Arena::from_units(b));
+        let (b, e) = (cur.load(Ordering::Relaxed), end.load(Ordering::Relaxed));
+        if b != 0 && b.checked_add(cu).is_some_and(|n| n <= e) {
+            // The cursor's page serves this class and the block ends inside it (a corrupt
+            // cursor is dropped: the next source below takes over).
+            let off = Arena::from_units(b);
+            if a.serves_class(off, c) && (off + class_size(c) - 1) / PAGE == off / PAGE {
+                cur.store(b + cu, Ordering::Relaxed);
+                return Ok(off);
+            }
+            cur.store(0, Ordering::Relaxed);
         }
         if let Some(batch) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
@@ -500,6 +563,13 @@ impl Participant {
             if top == 0 {
                 return Ok(None);
             }
+            // Every block ever pushed here is of class `c`, even one popped and reused since
+            // this load: anything else is a corrupt stack, dropped whole.
+            if !a.serves_class(Arena::from_units(top), c) {
+                let _ =
+                    stack.compare_exchange(h, ((h >> 32).wrapping_add(1)) << 32, Ordering::AcqRel, Ordering::Acquire);
+                return Ok(None);
+            }
             // The block may be popped and reused under us; then this read is garbage but in
             // bounds, and the tagged CAS below fails.
             let next = a.u32(Arena::from_units(top) + 4)?.load(Ordering::Acquire);
@@ -526,11 +596,20 @@ impl Participant {
         let next = a.u64(H_PAGE_NEXT)?;
         let mut cur = next.load(Ordering::Relaxed);
         loop {
-            if cur + n > a.total_pages() {
+            // Pages past the mark have never been handed out, so their descriptors are 0,
+            // and none lies below the data. A mark that says otherwise is corrupt: such
+            // pages are skipped (the mark moves on past them) rather than handed out again.
+            let start = cur.max(a.data_off / PAGE);
+            if start.saturating_add(n) > a.total_pages() {
                 return Err(Error::Full);
             }
-            match next.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return Ok(cur * PAGE),
+            match next.compare_exchange_weak(cur, start + n, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => {
+                    if (start..start + n).all(|p| a.page_desc(p).is_ok_and(|d| d.load(Ordering::Relaxed) == 0)) {
+                        return Ok(start * PAGE);
+                    }
+                    cur = start + n;
+                }
                 Err(c) => cur = c,
             }
         }
@@ -544,9 +623,11 @@ impl Participant {
         let mut run = head.load(Ordering::Acquire) as u32;
         let mut steps = 0u64;
         while run != 0 && steps < a.total_pages() {
-            let off = Arena::from_units(run);
-            let len = a.u32(off + 4)?.load(Ordering::Relaxed) as u64;
-            let next = a.u32(off)?.load(Ordering::Relaxed);
+            let Some((off, len, next)) = a.free_run(run)? else {
+                // A corrupt link: the list ends before it (what it led to is leaked).
+                self.cut_runs(prev)?;
+                return Ok(None);
+            };
             if len >= n {
                 // Take the run's head, so what is left sits next to whatever comes after
                 // it: a value that grows finds its last run and the rest merged above it.
@@ -579,6 +660,15 @@ impl Participant {
             steps += 1;
         }
         Ok(None)
+    }
+
+    /// Under the large lock: ends the free-run list after `prev` (at its head if None).
+    fn cut_runs(&self, prev: Option<u64>) -> Result<(), Error> {
+        match prev {
+            None => self.arena.u64(H_LARGE_HEAD)?.store(0, Ordering::Release),
+            Some(p) => self.arena.u32(p)?.store(0, Ordering::Release),
+        }
+        Ok(())
     }
 
     #[inline(never)]
@@ -651,9 +741,12 @@ impl Participant {
         let (mut purged, mut still_dirty, mut oldest) = (0, 0, 0u64);
         let mut run = a.u64(H_LARGE_HEAD)?.load(Ordering::Acquire) as u32;
         let mut steps = 0u64;
+        let mut prev = None;
         while run != 0 && steps < a.total_pages() {
-            let off = Arena::from_units(run);
-            let len = a.u32(off + 4)?.load(Ordering::Relaxed) as u64;
+            let Some((off, len, next)) = a.free_run(run)? else {
+                self.cut_runs(prev)?;
+                break;
+            };
             let since = a.u64(off + 8)?;
             let t = since.load(Ordering::Relaxed);
             if t != 0 {
@@ -668,7 +761,8 @@ impl Participant {
                     oldest = earliest(oldest, t);
                 }
             }
-            run = a.u32(off)?.load(Ordering::Relaxed);
+            prev = Some(off);
+            run = next;
             steps += 1;
         }
         a.u64(H_LARGE_DIRTY_PAGES)?.store(still_dirty, Ordering::Relaxed);
@@ -698,31 +792,37 @@ impl Participant {
             a.page_desc(p)?.store(0, Ordering::Relaxed);
         }
         // The runs just below and just above `off`.
-        let (mut below, mut above) = (None::<u64>, head.load(Ordering::Acquire) as u32);
+        // (Each node is checked on the way; at a corrupt one, or one that overlaps the
+        // run being freed, the list is cut, leaking the rest.)
+        let (mut below, mut below_len, mut above) = (None::<u64>, 0, head.load(Ordering::Acquire) as u32);
+        let mut above_run = None;
         let mut steps = 0u64;
         while above != 0 && steps < a.total_pages() {
-            let o = Arena::from_units(above);
-            if o > off {
-                break;
+            match a.free_run(above)? {
+                Some((o, len, next)) if o + len * PAGE <= off || o >= off + n * PAGE => {
+                    if o > off {
+                        above_run = Some((o, len, next));
+                        break;
+                    }
+                    (below, below_len, above) = (Some(o), len, next);
+                }
+                _ => {
+                    self.cut_runs(below)?;
+                    above = 0;
+                    break;
+                }
             }
-            below = Some(o);
-            above = a.u32(o)?.load(Ordering::Relaxed);
             steps += 1;
         }
         // Absorb the run above if it starts where this one ends.
         let (mut len, mut next, mut since) = (n, above, now_ms());
-        if above != 0 {
-            let o = Arena::from_units(above);
+        if let Some((o, above_len, above_next)) = above_run {
             if o == off + n * PAGE {
-                len += a.u32(o + 4)?.load(Ordering::Relaxed) as u64;
-                next = a.u32(o)?.load(Ordering::Relaxed);
+                len += above_len;
+                next = above_next;
                 since = earliest(since, a.u64(o + 8)?.load(Ordering::Relaxed));
             }
         }
-        let below_len = match below {
-            Some(b) => a.u32(b + 4)?.load(Ordering::Relaxed) as u64,
-            None => 0,
-        };
         match below {
             Some(b) if b + below_len * PAGE == off => {
                 // Grow the run below: first unlink the absorbed one (a crash here leaks
@@ -772,5 +872,132 @@ mod tests {
             assert!(class_size(c) >= size.max(16), "size {size}");
             assert!(c == 0 || class_size(c - 1) < size, "size {size} not in smallest class");
         }
+    }
+
+    use crate::{Backing, Config};
+
+    /// Live blocks (offset, size), and a check that a new one overlaps none of them and
+    /// lies in the data pages.
+    struct Live {
+        data_start: u64,
+        blocks: Vec<(u64, u64)>,
+    }
+
+    impl Live {
+        fn add(&mut self, off: u64, size: u64, what: &str) {
+            assert!(off >= self.data_start, "{what}: handed out {off}, inside the metadata");
+            for &(o, s) in &self.blocks {
+                assert!(off + size <= o || o + s <= off, "{what}: handed out {off}+{size} over live {o}+{s}");
+            }
+            self.blocks.push((off, size));
+        }
+    }
+
+    /// An arena with live blocks of a small class, a large run freed, and a free list,
+    /// bump cursor and class stack in use; `corrupt` then scribbles one of them, and the
+    /// allocations after it must neither overlap a live block nor land in the metadata.
+    fn survives(what: &str, corrupt: impl FnOnce(&Arena, &Participant, &Live)) {
+        let a = Arena::create(Backing::Anonymous, &Config { capacity: 64 << 20, max_participants: 4 }).unwrap();
+        let (p, q) = (a.register().unwrap(), a.register().unwrap());
+        let mut live = Live { data_start: a.data_range().0, blocks: Vec::new() };
+        for size in [48, 100, 4000] {
+            for _ in 0..300 {
+                live.add(p.alloc(size).unwrap(), class_size(class_of(size)), "setup");
+            }
+        }
+        // Freed, to fill free lists, the class stack (q frees more than a batch) and the
+        // free-run list.
+        for _ in 0..3 * BATCH {
+            q.free(p.alloc(48).unwrap()).unwrap();
+        }
+        p.free(p.alloc(LARGE_MIN * 4).unwrap()).unwrap();
+        let big = p.alloc(LARGE_MIN * 4).unwrap();
+        live.add(big, LARGE_MIN * 4, "setup");
+        p.free(p.alloc(LARGE_MIN * 8).unwrap()).unwrap();
+        corrupt(&a, &p, &live);
+        for size in [48, 100, 4000, LARGE_MIN * 2, LARGE_MIN * 8] {
+            for _ in 0..40 {
+                match p.alloc(size) {
+                    Ok(off) => live.add(off, a.block_size(off).unwrap(), what),
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+        }
+        let _ = p.purge_dirty(0);
+    }
+
+    #[test]
+    fn a_corrupt_free_list_head_is_dropped_not_followed() {
+        survives("free list at the header", |a, p, _| {
+            a.u32s::<4>(a.cache_entry(p.slot(), class_of(48))).unwrap()[C_FREE_HEAD]
+                .store(Arena::to_units(512), Ordering::Relaxed);
+        });
+        survives("free list at another class", |a, p, live| {
+            let other = live.blocks.iter().find(|b| b.1 == class_size(class_of(100))).unwrap().0;
+            a.u32s::<4>(a.cache_entry(p.slot(), class_of(48))).unwrap()[C_FREE_HEAD]
+                .store(Arena::to_units(other), Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn a_corrupt_bump_cursor_is_dropped() {
+        survives("cursor into another class's page", |a, p, live| {
+            let other = live.blocks.iter().find(|b| b.1 == class_size(class_of(4000))).unwrap().0;
+            let e = a.u32s::<4>(a.cache_entry(p.slot(), class_of(100))).unwrap();
+            e[C_FREE_HEAD].store(0, Ordering::Relaxed);
+            e[C_BUMP_CUR].store(Arena::to_units(other), Ordering::Relaxed);
+            e[C_BUMP_END].store(u32::MAX, Ordering::Relaxed);
+        });
+        survives("cursor running past its page", |a, p, live| {
+            let mine = live.blocks.iter().find(|b| b.1 == class_size(class_of(100))).unwrap().0;
+            let e = a.u32s::<4>(a.cache_entry(p.slot(), class_of(100))).unwrap();
+            e[C_FREE_HEAD].store(0, Ordering::Relaxed);
+            e[C_BUMP_CUR].store(Arena::to_units(mine / PAGE * PAGE + PAGE - 8), Ordering::Relaxed);
+            e[C_BUMP_END].store(u32::MAX, Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn a_corrupt_class_stack_is_dropped() {
+        survives("class stack at the header", |a, _, _| {
+            a.u64(H_CLASS_STACKS + class_of(48) as u64 * 8)
+                .unwrap()
+                .store(Arena::to_units(256) as u64, Ordering::Relaxed);
+            // Empty every free list of the class so that the stack is asked.
+            for slot in 0..4 {
+                let e = a.u32s::<4>(a.cache_entry(slot, class_of(48))).unwrap();
+                e[C_FREE_HEAD].store(0, Ordering::Relaxed);
+                e[C_BUMP_CUR].store(0, Ordering::Relaxed);
+            }
+        });
+    }
+
+    #[test]
+    fn a_corrupt_free_run_list_is_cut() {
+        survives("free run at a live run", |a, _, live| {
+            let big = live.blocks.iter().find(|b| b.1 == LARGE_MIN * 4).unwrap().0;
+            a.u64(H_LARGE_HEAD).unwrap().store(Arena::to_units(big) as u64, Ordering::Relaxed);
+        });
+        survives("free run of no pages", |a, _, _| {
+            let head = Arena::from_units(a.u64(H_LARGE_HEAD).unwrap().load(Ordering::Relaxed) as u32);
+            assert_ne!(head, 0);
+            a.u32(head + 4).unwrap().store(0, Ordering::Relaxed);
+        });
+        survives("free run longer than the pages handed out", |a, _, _| {
+            let head = Arena::from_units(a.u64(H_LARGE_HEAD).unwrap().load(Ordering::Relaxed) as u32);
+            a.u32(head + 4).unwrap().store(u32::MAX, Ordering::Relaxed);
+        });
+        survives("free run in the metadata", |a, _, _| {
+            a.u64(H_LARGE_HEAD).unwrap().store(Arena::to_units(PAGE) as u64, Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn a_corrupt_page_mark_skips_pages_in_use() {
+        survives("page mark at 0", |a, _, _| a.u64(H_PAGE_NEXT).unwrap().store(0, Ordering::Relaxed));
+        survives("page mark over used pages", |a, _, live| {
+            let first = live.blocks[0].0 / PAGE;
+            a.u64(H_PAGE_NEXT).unwrap().store(first, Ordering::Relaxed);
+        });
     }
 }

@@ -1104,9 +1104,11 @@ pub(crate) struct Placement {
 }
 
 /// Locks the home buckets of `hashes` (sorted by address, no duplicates) in current
-/// segments. Returns the locations; `locked` holds the lock words taken.
+/// segments; the caller is pinned. Returns the locations; `locked` holds the lock words
+/// taken.
 pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut Vec<u64>) -> Result<Vec<Loc>, Error> {
     let a = &**p.arena();
+    let mut last_retired = None;
     for _ in 0..RETRIES {
         let locs: Vec<Loc> = hashes.iter().map(|&h| locate(a, db, h)).collect::<Result<_, _>>()?;
         locked.clear();
@@ -1116,17 +1118,23 @@ pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut V
         for &w in locked.iter() {
             p.lock(a.u32(w)?);
         }
-        let mut ok = true;
+        let mut stale = None;
         for l in &locs {
             if retired(a, l.seg)? {
-                ok = false;
+                stale = Some(l.seg);
                 break;
             }
         }
-        if ok {
-            return Ok(locs);
-        }
+        let Some(seg) = stale else { return Ok(locs) };
         unlock_many(p, locked)?;
+        // As in `lock_home`: having held a lock of a retired segment, the directory no
+        // longer names it (and, pinned, we see no new segment at its offset). Named again,
+        // the directory is corrupt: say so now, not after RETRIES yields (which, on a
+        // busy machine, took minutes).
+        if last_retired == Some(seg) {
+            return Err(Error::Corrupt("directory points at a retired segment"));
+        }
+        last_retired = Some(seg);
         std::thread::yield_now();
     }
     Err(Error::Corrupt("directory keeps pointing at a retired segment"))
@@ -1330,6 +1338,9 @@ pub(crate) fn swap_in_empty(p: &Participant, db: u32) -> Result<Vec<(u64, u32)>,
     p.lock(dir_lock);
     let r = (|| -> Result<_, Error> {
         let old = segments(a, db)?;
+        let mut sorted: Vec<u64> = old.iter().map(|&(s, _)| s).collect();
+        sorted.sort_unstable();
+        named_once(&sorted)?;
         let (old_dir, _) = dir_word(a, db)?;
         let (dir, _) = new_dir_with_empty_segment(p)?;
         a.u64(db_root(db) + R_DIR)?.store(Arena::to_units(dir) as u64, Ordering::Release);
@@ -1339,6 +1350,16 @@ pub(crate) fn swap_in_empty(p: &Participant, db: u32) -> Result<Vec<(u64, u32)>,
     let (old, old_dir) = r?;
     p.retire(old_dir)?;
     Ok(old)
+}
+
+/// Every segment belongs to one database and one run of its directory. One named twice
+/// (sorted `segs`; a corrupt directory) would be fenced twice and its items retired twice,
+/// so whole-index operations (FLUSHDB, SWAPDB) refuse it.
+fn named_once(segs: &[u64]) -> Result<(), Error> {
+    if segs.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::Corrupt("a segment is named twice in the directories"));
+    }
+    Ok(())
 }
 
 /// Fences writers out of a segment that is no longer in the directory (locks every bucket,
@@ -1379,11 +1400,13 @@ pub(crate) fn swap_dbs(p: &Participant, d1: u32, d2: u32) -> Result<(), Error> {
         return Ok(());
     }
     let (lo, hi) = if d1 < d2 { (d1, d2) } else { (d2, d1) };
+    let mut last_stale: Vec<u64> = Vec::new();
     for _ in 0..RETRIES {
         let seg_lo = segments(a, lo)?;
         let seg_hi = segments(a, hi)?;
         let mut segs: Vec<u64> = seg_lo.iter().chain(seg_hi.iter()).map(|&(s, _)| s).collect();
         segs.sort_unstable();
+        named_once(&segs)?;
         for &s in &segs {
             lock_segment(p, s)?;
         }
@@ -1395,12 +1418,20 @@ pub(crate) fn swap_dbs(p: &Participant, d1: u32, d2: u32) -> Result<(), Error> {
         };
         // A retired segment was split, merged or flushed before we got its locks: start
         // again from the current directories.
-        let mut stale = false;
+        let mut stale = Vec::new();
         for &s in &segs {
-            stale |= retired(a, s)?;
+            if retired(a, s)? {
+                stale.push(s);
+            }
         }
-        if stale {
+        if !stale.is_empty() {
             unlock_segs(&segs)?;
+            // One we held locked and found retired, named again: a corrupt directory (see
+            // `lock_home`).
+            if stale.iter().any(|s| last_stale.contains(s)) {
+                return Err(Error::Corrupt("directory points at a retired segment"));
+            }
+            last_stale = stale;
             std::thread::yield_now();
             continue;
         }
@@ -1728,6 +1759,34 @@ mod tests {
         assert!(seg_header(a, segs[0].0).is_err());
     }
 
+    /// A segment two directories name (or one names twice) is refused by FLUSHDB and
+    /// SWAPDB: they would fence it twice and retire its items twice, handing the same
+    /// blocks out again later. The directories are left as they were.
+    #[test]
+    fn a_segment_named_twice_is_refused_by_flushdb_and_swapdb() {
+        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        for i in 0..10_000 {
+            h.set(0, format!("k{i}").as_bytes(), b"v", &crate::SetOptions::default()).unwrap();
+        }
+        h.set(3, b"other", b"v", &crate::SetOptions::default()).unwrap();
+        let a = store.arena();
+        let segs = segments(a, 0).unwrap();
+        assert!(segs.len() > 1);
+        // Database 3's only segment replaced by database 0's first.
+        let (dir3, g3) = dir_word(a, 3).unwrap();
+        assert_eq!(g3, 0);
+        a.u64(dir3).unwrap().store(make_entry(segs[0].0, 0), Ordering::Relaxed);
+        assert!(matches!(h.swapdb(0, 3), Err(Error::Corrupt(_))));
+        // Database 0's second run pointed at its first segment.
+        let (dir0, g0) = dir_word(a, 0).unwrap();
+        let (s1, l1) = segs[1];
+        let first_of_s1 = (0..1u64 << g0).find(|&i| entry(a, dir0, i).unwrap().0 == s1).unwrap();
+        a.u64(dir0 + first_of_s1 * 8).unwrap().store(make_entry(segs[0].0, l1), Ordering::Relaxed);
+        assert!(matches!(h.flushdb(0), Err(Error::Corrupt(_))));
+        assert_eq!(dir_word(a, 0).unwrap().0, dir0, "FLUSHDB replaced the directory anyway");
+    }
+
     /// A segment the directory still names but marked retired (a scribbled flag) fails a
     /// write at once: it used to be retried 100000 times, a yield each, for every write.
     #[test]
@@ -1742,6 +1801,10 @@ mod tests {
         let t = std::time::Instant::now();
         for _ in 0..20 {
             assert!(matches!(h.set(0, b"k", b"w", &d), Err(Error::Corrupt(_))));
+            // The multi-key writers too (they retried 100000 times, MSET with a yield each).
+            assert!(matches!(h.mset(0, &[(b"k", b"w"), (b"j", b"x")], false), Err(Error::Corrupt(_))));
+            assert!(matches!(h.rename(0, b"k", b"k2", false), Err(Error::Corrupt(_))));
+            assert!(matches!(h.swapdb(0, 1), Err(Error::Corrupt(_))));
         }
         assert!(t.elapsed() < std::time::Duration::from_millis(200), "{:?}", t.elapsed());
     }

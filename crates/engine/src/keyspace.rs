@@ -722,6 +722,7 @@ impl Handle {
         let a = &**p.arena();
         let now = now_ms();
         let mut locked = Vec::new();
+        let mut last_retired = None;
         for _ in 0..index::RETRIES {
             // Lock both pairs; databases differ only in their directories, so locking by
             // bucket address still gives one global order.
@@ -738,8 +739,21 @@ impl Handle {
                 let (_, retired, _, _) = index::seg_header(a, l.seg)?;
                 Ok(!retired)
             };
-            if !(current(&ls)? && current(&ld)?) {
+            let stale = if !current(&ls)? {
+                Some(ls.seg)
+            } else if !current(&ld)? {
+                Some(ld.seg)
+            } else {
+                None
+            };
+            if let Some(seg) = stale {
                 index::unlock_many(p, &locked)?;
+                // Named again after we held one of its locks: a corrupt directory (see
+                // `index::lock_home`).
+                if last_retired == Some(seg) {
+                    return Err(Error::Corrupt("directory points at a retired segment"));
+                }
+                last_retired = Some(seg);
                 continue;
             }
             let r = (|| -> Result<Result<bool, Option<Loc>>, Error> {

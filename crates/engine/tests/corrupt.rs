@@ -1,6 +1,7 @@
 //! A corrupted segment never panics, hangs or aborts the process: every data type is
-//! written, random words of the arena's pages are overwritten, and every operation runs
-//! again. Each may fail (with an error); none may panic, hang or abort.
+//! written, random words of the arena's pages (or of its metadata: header, participant
+//! slots, block caches, page descriptors) are overwritten, and every operation runs again.
+//! Each may fail (with an error); none may panic, hang or abort.
 //!
 //! A segment is input like any other (another process, a file from disk), so this is the
 //! engine's counterpart of the parsers' fuzz targets. The suite runs a few seeds;
@@ -70,11 +71,28 @@ fn populate(h: &mut Handle) {
     }
 }
 
-/// Overwrites `n` random 8-byte words of the data pages (or flips one bit in each).
-fn scribble(store: &Store, rng: &mut Rng, n: u32) {
+/// What a seed scribbles on.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// The pages handed out: index, items, collections, the engine's roots.
+    Data,
+    /// The arena's own bookkeeping, each of its regions as likely as the others.
+    Metadata,
+}
+
+/// Overwrites `n` random 8-byte words of `target` (or flips one bit in each).
+fn scribble(store: &Store, rng: &mut Rng, n: u32, target: Target) {
     let a = store.arena();
-    let (start, end) = a.data_range();
+    let metadata = a.metadata_ranges();
     for _ in 0..n {
+        let (start, end) = match target {
+            Target::Data => a.data_range(),
+            Target::Metadata => {
+                let (_, s, e) = metadata[rng.below(metadata.len() as u64) as usize];
+                (s, e)
+            }
+        };
+        assert!(end - start >= 8, "{target:?}: an empty range");
         let off = (start + rng.below(end - start)) & !7;
         let mut w = [0u8; 8];
         a.read(off, &mut w).unwrap();
@@ -215,17 +233,17 @@ fn exercise(store: &Store, h: &mut Handle) -> u64 {
 
 /// One seed: a fresh store, populated, scribbled on, exercised; panics and hangs are
 /// reported with the seed, so that a failure can be replayed alone.
-fn run_seed(seed: u64) -> Result<u64, String> {
+fn run_seed(seed: u64, target: Target) -> Result<u64, String> {
     let (tx, rx) = mpsc::channel();
     let t = std::thread::Builder::new()
-        .name(format!("seed {seed}"))
+        .name(format!("{target:?} seed {seed}"))
         .spawn(move || {
             let store = Store::open(StoreConfig::small_for_tests()).unwrap();
             let mut h = store.handle().unwrap();
             populate(&mut h);
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             let n = [1, 10, 100, 1000][(seed % 4) as usize];
-            scribble(&store, &mut rng, n);
+            scribble(&store, &mut rng, n, target);
             let e = exercise(&store, &mut h);
             let _ = tx.send(e);
         })
@@ -235,24 +253,30 @@ fn run_seed(seed: u64) -> Result<u64, String> {
             t.join().unwrap();
             Ok(e)
         }
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(format!("seed {seed}: panicked (see above)")),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(format!("{target:?} seed {seed}: panicked (see above)")),
         // The thread is left running: the test fails anyway.
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(format!("seed {seed}: hung for {HANG:?}")),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(format!("{target:?} seed {seed}: hung for {HANG:?}")),
     }
 }
 
-#[test]
-fn a_corrupted_segment_gives_errors_never_panics_or_hangs() {
+/// Runs the seeds `LARDER_CORRUPT_FROM..+LARDER_CORRUPT_SEEDS` (default 0..64) against
+/// `target`; fails on any panic or hang, or if no scribble was ever noticed.
+fn soak(target: Target) {
     let from = env_u64("LARDER_CORRUPT_FROM", 0);
     let seeds = env_u64("LARDER_CORRUPT_SEEDS", 64);
     let mut errors = 0;
     let mut failed = Vec::new();
+    let mut slowest = (Duration::ZERO, from);
     for seed in from..from + seeds {
-        match run_seed(seed) {
+        let t = std::time::Instant::now();
+        match run_seed(seed, target) {
             Ok(e) => errors += e,
             Err(f) => failed.push(f),
         }
+        slowest = slowest.max((t.elapsed(), seed));
     }
+    // How close the slowest seed came to being called a hang.
+    eprintln!("{target:?}: {seeds} seeds, slowest {} took {:?}", slowest.1, slowest.0);
     assert!(
         failed.is_empty(),
         "{} of {seeds} corrupted segments broke the engine:\n{}",
@@ -261,6 +285,16 @@ fn a_corrupted_segment_gives_errors_never_panics_or_hangs() {
     );
     // The scribbles must have been noticed somewhere, or this test proves nothing.
     assert!(errors > 0, "no corruption was ever detected");
+}
+
+#[test]
+fn a_corrupted_segment_gives_errors_never_panics_or_hangs() {
+    soak(Target::Data);
+}
+
+#[test]
+fn corrupted_arena_metadata_gives_errors_never_panics_or_hangs() {
+    soak(Target::Metadata);
 }
 
 /// The arena offset of the first occurrence of `needle` in the data pages.

@@ -6,7 +6,7 @@
 #   setup        apt packages (only when one is missing: one `apt-get update`, then install),
 #                a Python venv in .venv with tests/python/requirements.txt, and Redis's own
 #                test suite from Debian's redis source package, cached in tests/.cache/
-#   rustfmt      `cargo fmt --all --check` here and in fuzz/ (style: rustfmt.toml)
+#   rustfmt      `cargo fmt --all --check`, and rustfmt on fuzz/*/fuzz_targets (style: rustfmt.toml)
 #   cargo build  the workspace, all targets;  cargo test: `cargo test --workspace --no-fail-fast`
 #   release      `cargo build --release -p larder`
 #   server       `larder server` on free loopback ports (stopped on exit, whatever happens)
@@ -195,11 +195,13 @@ if [ "$LARDER_TEST_CARGO" = 1 ]; then
   t=$SECONDS
   need_fmt() { cargo fmt --version >/dev/null 2>&1; }
   need_fmt || rustup component add rustfmt >/dev/null 2>&1
-  if need_fmt && cargo fmt --all --check >/dev/null && (cd fuzz && cargo fmt --all --check >/dev/null); then
+  # The fuzz crates are not workspace members: their targets are checked file by file.
+  fmt_check() { cargo fmt --all --check && rustfmt --check --edition 2021 fuzz/*/fuzz_targets/*.rs; }
+  if need_fmt && fmt_check >/dev/null; then
     row rustfmt ok $((SECONDS - t)) "" 1
   else
-    need_fmt && { cargo fmt --all --check; (cd fuzz && cargo fmt --all --check); } | head -40
-    row rustfmt FAIL $((SECONDS - t)) "$(need_fmt && echo 'run cargo fmt --all (and in fuzz/)' || echo 'no rustfmt')" 1
+    need_fmt && fmt_check | head -40
+    row rustfmt FAIL $((SECONDS - t)) "$(need_fmt && echo 'run cargo fmt --all, and rustfmt fuzz/*/fuzz_targets/*.rs' || echo 'no rustfmt')" 1
   fi
   t=$SECONDS
   if cargo build --workspace --all-targets; then

@@ -4,11 +4,7 @@ use larder_resp::{parse_command, parse_command_into, Args, Limits};
 use libfuzzer_sys::fuzz_target;
 
 // Small limits reach the "too big" and "invalid length" paths with small inputs.
-const SMALL: Limits = Limits {
-    proto_max_bulk_len: 64,
-    max_inline: 32,
-    max_multibulk: 16,
-};
+const SMALL: Limits = Limits { proto_max_bulk_len: 64, max_inline: 32, max_multibulk: 16 };
 
 fuzz_target!(|data: &[u8]| {
     for limits in [Limits::default(), SMALL] {
@@ -31,9 +27,7 @@ fuzz_target!(|data: &[u8]| {
         // A truncated request is incomplete or an error, never more.
         if let Ok(None) = parse_command(&data[pos..], &limits) {
             for cut in (0..data.len() - pos).step_by(7) {
-                assert!(
-                    !matches!(parse_command(&data[pos..pos + cut], &limits), Ok(Some((c, _))) if !c.is_empty())
-                );
+                assert!(!matches!(parse_command(&data[pos..pos + cut], &limits), Ok(Some((c, _))) if !c.is_empty()));
             }
         }
     }

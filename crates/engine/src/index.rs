@@ -1729,16 +1729,22 @@ mod tests {
         }
     }
 
-    /// A corrupt directory depth or segment depth is an error where it is read: walks of
-    /// every directory entry (the checker, SCAN's segment list, FLUSHDB) stop at once
-    /// instead of running through 2^depth entries, and no shift by a depth overflows.
-    #[test]
-    fn corrupt_directory_and_segment_depths_are_errors() {
+    /// A store whose database 0 holds `k0`..`k9999`: several segments.
+    fn ten_thousand_keys() -> (crate::Store, crate::Handle) {
         let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
         let mut h = store.handle().unwrap();
         for i in 0..10_000 {
             h.set(0, format!("k{i}").as_bytes(), b"v", &crate::SetOptions::default()).unwrap();
         }
+        (store, h)
+    }
+
+    /// A corrupt directory depth or segment depth is an error where it is read: walks of
+    /// every directory entry (the checker, SCAN's segment list, FLUSHDB) stop at once
+    /// instead of running through 2^depth entries, and no shift by a depth overflows.
+    #[test]
+    fn corrupt_directory_and_segment_depths_are_errors() {
+        let (store, mut h) = ten_thousand_keys();
         let a = store.arena();
         let segs = segments(a, 0).unwrap();
         assert!(segs.len() > 1);
@@ -1764,11 +1770,7 @@ mod tests {
     /// blocks out again later. The directories are left as they were.
     #[test]
     fn a_segment_named_twice_is_refused_by_flushdb_and_swapdb() {
-        let store = crate::Store::open(crate::StoreConfig::small_for_tests()).unwrap();
-        let mut h = store.handle().unwrap();
-        for i in 0..10_000 {
-            h.set(0, format!("k{i}").as_bytes(), b"v", &crate::SetOptions::default()).unwrap();
-        }
+        let (store, mut h) = ten_thousand_keys();
         h.set(3, b"other", b"v", &crate::SetOptions::default()).unwrap();
         let a = store.arena();
         let segs = segments(a, 0).unwrap();

@@ -713,6 +713,59 @@ fn threads_write_disjoint_and_shared_keys() {
 }
 
 #[test]
+fn flushdb_beside_writers_that_split_and_merge() {
+    // A FLUSHDB swaps in an empty directory, then fences the old segments. A split or merge
+    // that had locked one of them first used to publish its halves into the new directory:
+    // the flush then retired them again, and writes failed with "directory points at a
+    // retired segment" within a fraction of a second.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let store = Store::open(StoreConfig {
+        arena: larder_engine::ArenaConfig { capacity: 256 << 20, max_participants: 16 },
+        ..StoreConfig::small_for_tests()
+    })
+    .unwrap();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut h = store.handle().unwrap();
+                for i in 0..60_000u64 {
+                    let k = format!("t{t}:{i}");
+                    h.set(0, k.as_bytes(), b"value", &SetOptions::default()).unwrap();
+                    if i % 3 == 0 {
+                        // Deletes shrink segments enough to merge between flushes.
+                        let old = format!("t{t}:{}", i / 2);
+                        h.del(0, &[old.as_bytes()]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let flusher = {
+        let (store, done) = (store.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            let mut flushes = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                h.flushdb(0).unwrap();
+                flushes += 1;
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            flushes
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(flusher.join().unwrap() > 10);
+    let r = store.check().unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.held_locks, 0);
+}
+
+#[test]
 fn getrange_of_an_integer_changing_under_it_never_panics() {
     // INCR rewrites an integer in place while readers take no lock. A GETRANGE that took
     // the length (3 digits of 100) and then read the digits again (2 digits of 99) indexed

@@ -91,6 +91,30 @@ const CLASSES: ([u32; 96], usize) = build_classes();
 /// Number of small size classes.
 pub const NCLASSES: usize = CLASSES.1;
 
+/// Per class, the constant of Lemire's divisibility test: a u32 `n` is a multiple of the
+/// class size exactly when `n * M <= M - 1` in wrapping u64 arithmetic, with
+/// `M = u64::MAX / size + 1` (Lemire, Kaser, Kurz, "Faster remainder by direct computation",
+/// 2019). One multiply instead of a division, for checking block boundaries on every free
+/// and every allocation.
+const DIVISIBLE: [u64; 96] = {
+    let mut m = [0u64; 96];
+    let mut c = 0;
+    while c < NCLASSES {
+        m[c] = u64::MAX / CLASSES.0[c] as u64 + 1;
+        c += 1;
+    }
+    m
+};
+
+/// Whether byte `at` of a page is where a block of class `c` starts: a multiple of the
+/// class size, with the whole block inside the page (the page's tail past its last block
+/// is no block).
+#[inline]
+fn block_start(at: u64, c: usize) -> bool {
+    let m = DIVISIBLE[c];
+    at.wrapping_mul(m) <= m - 1 && at + class_size(c) <= PAGE
+}
+
 /// Block size of class `c`.
 #[inline]
 pub fn class_size(c: usize) -> u64 {
@@ -129,29 +153,36 @@ pub struct AllocStats {
 impl Arena {
     #[inline]
     fn page_desc(&self, page: u64) -> Result<&AtomicU32, Error> {
-        self.u32(self.pagedesc_off + page * 4)
+        self.map.table_u32(page).ok_or(Error::OutOfRange { off: page.saturating_mul(PAGE), size: 0 })
     }
 
     fn total_pages(&self) -> u64 {
         self.capacity() / PAGE
     }
 
-    /// Whether the block at `off` lies in a page that serves class `c`. Every free list,
-    /// stack and bump cursor lives in the segment, so in a corrupt one it may point
-    /// anywhere: at metadata, at another class's blocks, at live data. A block a list
-    /// legitimately holds always passes (a small page keeps its class for good), so the
-    /// allocator checks each one before handing it out: one load of the page's descriptor.
+    /// One past the last page handed out so far.
+    fn next_page(&self) -> Result<u64, Error> {
+        Ok(self.u64(H_PAGE_NEXT)?.load(Ordering::Relaxed).min(self.total_pages()))
+    }
+
+    /// Whether `off` is the start of a block of class `c`: in the arena, in a page whose
+    /// descriptor serves class `c`, on a block boundary. Every free list, stack and bump
+    /// cursor lives in the segment, so in a corrupt one it may point anywhere: at metadata,
+    /// at another class's blocks, into the middle of live data. A block a list legitimately
+    /// holds always passes (a small page keeps its class for good), so the allocator checks
+    /// each one before handing it out: a load of the page's descriptor and a multiply.
     #[inline]
     fn serves_class(&self, off: u64, c: usize) -> bool {
-        matches!(self.page_desc(off / PAGE), Ok(d) if d.load(Ordering::Relaxed) == c as u32 + 1)
+        self.map.table_u32(off / PAGE).is_some_and(|d| d.load(Ordering::Relaxed) == c as u32 + 1)
+            && block_start(off % PAGE, c)
     }
 
     /// The free run whose node is at unit offset `units`, as (byte offset, pages, next), if
-    /// it is one: page-aligned in the pages handed out so far, at least a page long, and
-    /// free by its descriptor. None for anything else (a corrupt link).
-    fn free_run(&self, units: u32) -> Result<Option<(u64, u64, u32)>, Error> {
+    /// it is one: page-aligned in the pages handed out so far (below `next_page`, from
+    /// [`Arena::next_page`]), at least a page long, and free by its descriptor. None for
+    /// anything else (a corrupt link).
+    fn free_run(&self, units: u32, next_page: u64) -> Result<Option<(u64, u64, u32)>, Error> {
         let off = Arena::from_units(units);
-        let next_page = self.u64(H_PAGE_NEXT)?.load(Ordering::Relaxed).min(self.total_pages());
         if !off.is_multiple_of(PAGE) || off < self.data_off || off / PAGE >= next_page {
             return Ok(None);
         }
@@ -195,9 +226,8 @@ impl Arena {
             return Err(Error::OutOfRange { off, size: 0 });
         }
         let c = d as usize - 1;
-        let size = class_size(c);
-        if !(off % PAGE).is_multiple_of(size) || off % PAGE + size > PAGE {
-            return Err(Error::OutOfRange { off, size });
+        if !block_start(off % PAGE, c) {
+            return Err(Error::OutOfRange { off, size: class_size(c) });
         }
         Ok(c)
     }
@@ -368,8 +398,8 @@ impl Participant {
         self.drop_corrupt_free_list(c)?;
         match self.refill(c) {
             Err(Error::Full) if self.reclaim_for_space() => {
-                // Reclaimed blocks of this class are on this participant's free list now.
-                self.drop_corrupt_free_list(c)?;
+                // Reclaimed blocks of this class are on this participant's free list now
+                // (each checked by `free`).
                 let entry = self.cache(c)?;
                 let h = entry[C_FREE_HEAD].load(Ordering::Relaxed);
                 if h == 0 {
@@ -430,10 +460,10 @@ impl Participant {
         let (cur, end) = (&entry[C_BUMP_CUR], &entry[C_BUMP_END]);
         let (b, e) = (cur.load(Ordering::Relaxed), end.load(Ordering::Relaxed));
         if b != 0 && b.checked_add(cu).is_some_and(|n| n <= e) {
-            // The cursor's page serves this class and the block ends inside it (a corrupt
-            // cursor is dropped: the next source below takes over).
+            // The cursor is at a block of this class (a corrupt one is dropped: the next
+            // source below takes over).
             let off = Arena::from_units(b);
-            if a.serves_class(off, c) && (off + class_size(c) - 1) / PAGE == off / PAGE {
+            if a.serves_class(off, c) {
                 cur.store(b + cu, Ordering::Relaxed);
                 return Ok(off);
             }
@@ -619,15 +649,25 @@ impl Participant {
     fn take_free_run(&self, n: u64) -> Result<Option<u64>, Error> {
         let a = &*self.arena;
         let head = a.u64(H_LARGE_HEAD)?;
+        let next_page = a.next_page()?;
         let mut prev: Option<u64> = None;
         let mut run = head.load(Ordering::Acquire) as u32;
         let mut steps = 0u64;
         while run != 0 && steps < a.total_pages() {
-            let Some((off, len, next)) = a.free_run(run)? else {
+            let Some((off, len, next)) = a.free_run(run, next_page)? else {
                 // A corrupt link: the list ends before it (what it led to is leaked).
                 self.cut_runs(prev)?;
                 return Ok(None);
             };
+            // No page handed out twice: every page taken must still be free by its
+            // descriptor (a corrupt list may hold runs that overlap each other or live
+            // blocks). As many loads as `alloc_large` makes stores.
+            if len >= n
+                && !(off / PAGE..off / PAGE + n).all(|p| a.page_desc(p).is_ok_and(|d| d.load(Ordering::Relaxed) == 0))
+            {
+                self.cut_runs(prev)?;
+                return Ok(None);
+            }
             if len >= n {
                 // Take the run's head, so what is left sits next to whatever comes after
                 // it: a value that grows finds its last run and the rest merged above it.
@@ -703,6 +743,19 @@ impl Participant {
             return Err(Error::OutOfRange { off, size: 0 });
         }
         let n = (d & !LARGE) as u64;
+        // The run must be one: inside the pages handed out, every page after its first
+        // marked as a continuation. A corrupt count would have the free below put other
+        // blocks' pages on the free list, or zero descriptors far past the run (past the
+        // table's end, into the data). (As many loads as the free makes stores.)
+        let first = off / PAGE;
+        if n == 0 || first + n > a.next_page()? {
+            return Err(Error::OutOfRange { off, size: n * PAGE });
+        }
+        for p in first + 1..first + n {
+            if a.page_desc(p)?.load(Ordering::Relaxed) != CONT {
+                return Err(Error::OutOfRange { off, size: n * PAGE });
+            }
+        }
         let lock = a.large_lock()?;
         self.lock(lock);
         let mut r = self.insert_free_run(off, n);
@@ -740,10 +793,11 @@ impl Participant {
         let now = now_ms();
         let (mut purged, mut still_dirty, mut oldest) = (0, 0, 0u64);
         let mut run = a.u64(H_LARGE_HEAD)?.load(Ordering::Acquire) as u32;
+        let next_page = a.next_page()?;
         let mut steps = 0u64;
         let mut prev = None;
         while run != 0 && steps < a.total_pages() {
-            let Some((off, len, next)) = a.free_run(run)? else {
+            let Some((off, len, next)) = a.free_run(run, next_page)? else {
                 self.cut_runs(prev)?;
                 break;
             };
@@ -792,26 +846,23 @@ impl Participant {
             a.page_desc(p)?.store(0, Ordering::Relaxed);
         }
         // The runs just below and just above `off`.
-        // (Each node is checked on the way; at a corrupt one, or one that overlaps the
-        // run being freed, the list is cut, leaking the rest.)
+        // (Each node is checked on the way; at a corrupt one the list is cut, leaking the
+        // rest. Runs that overlap, which only a corrupt list holds, are caught when taken.)
+        let next_page = a.next_page()?;
         let (mut below, mut below_len, mut above) = (None::<u64>, 0, head.load(Ordering::Acquire) as u32);
         let mut above_run = None;
         let mut steps = 0u64;
         while above != 0 && steps < a.total_pages() {
-            match a.free_run(above)? {
-                Some((o, len, next)) if o + len * PAGE <= off || o >= off + n * PAGE => {
-                    if o > off {
-                        above_run = Some((o, len, next));
-                        break;
-                    }
-                    (below, below_len, above) = (Some(o), len, next);
-                }
-                _ => {
-                    self.cut_runs(below)?;
-                    above = 0;
-                    break;
-                }
+            let Some((o, len, next)) = a.free_run(above, next_page)? else {
+                self.cut_runs(below)?;
+                above = 0;
+                break;
+            };
+            if o > off {
+                above_run = Some((o, len, next));
+                break;
             }
+            (below, below_len, above) = (Some(o), len, next);
             steps += 1;
         }
         // Absorb the run above if it starts where this one ends.
@@ -937,6 +988,71 @@ mod tests {
             a.u32s::<4>(a.cache_entry(p.slot(), class_of(48))).unwrap()[C_FREE_HEAD]
                 .store(Arena::to_units(other), Ordering::Relaxed);
         });
+    }
+
+    #[test]
+    fn block_starts_agree_with_division() {
+        for c in 0..NCLASSES {
+            let size = class_size(c);
+            for at in 0..PAGE {
+                assert_eq!(block_start(at, c), at % size == 0 && at + size <= PAGE, "class {c} ({size} B), byte {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_free_list_head_inside_a_block_is_dropped() {
+        // One flipped bit: the head moves 8 bytes into a free block, whose second word is
+        // live data once that block is handed out.
+        survives("free list head 8 bytes into a live block", |a, p, live| {
+            let block = live.blocks.iter().find(|b| b.1 == class_size(class_of(48))).unwrap().0;
+            let e = a.u32s::<4>(a.cache_entry(p.slot(), class_of(48))).unwrap();
+            e[C_FREE_HEAD].store(Arena::to_units(block + 8), Ordering::Relaxed);
+        });
+    }
+
+    #[test]
+    fn free_runs_that_overlap_are_never_both_handed_out() {
+        // A corrupt list: a one-page run inside a four-page run, and listed before it.
+        // Each node is fine by itself; taking the small one first and then the big one
+        // would hand its page out twice.
+        let a = Arena::create(Backing::Anonymous, &Config { capacity: 64 << 20, max_participants: 4 }).unwrap();
+        let p = a.register().unwrap();
+        let big = p.alloc(PAGE * 4).unwrap();
+        p.alloc(PAGE).unwrap(); // keeps the freed run from merging into fresh pages
+        p.free(big).unwrap();
+        assert_eq!(a.u64(H_LARGE_HEAD).unwrap().load(Ordering::Relaxed), Arena::to_units(big) as u64);
+        let small = big + 2 * PAGE;
+        a.u32(small).unwrap().store(Arena::to_units(big), Ordering::Relaxed);
+        a.u32(small + 4).unwrap().store(1, Ordering::Relaxed);
+        a.u64(H_LARGE_HEAD).unwrap().store(Arena::to_units(small) as u64, Ordering::Relaxed);
+        // (The free-page count is corrupt too, or the list would not be asked.)
+        a.u64(H_LARGE_FREE_PAGES).unwrap().store(1000, Ordering::Relaxed);
+        let mut live = Live { data_start: a.data_range().0, blocks: Vec::new() };
+        for size in [PAGE, PAGE * 4, PAGE * 4] {
+            let off = p.alloc(size).unwrap();
+            live.add(off, a.block_size(off).unwrap(), "overlapping free runs");
+        }
+    }
+
+    #[test]
+    fn a_large_free_with_a_corrupt_page_count_is_refused() {
+        let a = Arena::create(Backing::Anonymous, &Config { capacity: 64 << 20, max_participants: 4 }).unwrap();
+        let p = a.register().unwrap();
+        let run = p.alloc(PAGE * 2).unwrap();
+        let kept = p.alloc(PAGE).unwrap();
+        a.write(kept, b"still here").unwrap();
+        let d = a.page_desc(run / PAGE).unwrap();
+        let real = d.load(Ordering::Relaxed);
+        // Past the pages handed out (it used to zero descriptors to the table's end and on
+        // into the data), and a count whose second page is no continuation.
+        for bad in [LARGE | 60_000, LARGE | 3] {
+            d.store(bad, Ordering::Relaxed);
+            assert!(p.free(run).is_err(), "{bad:#x}");
+        }
+        d.store(real, Ordering::Relaxed);
+        assert!(a.bytes_eq(kept, b"still here").unwrap());
+        p.free(run).unwrap();
     }
 
     #[test]

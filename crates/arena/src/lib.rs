@@ -192,6 +192,9 @@ pub struct Arena {
     seed: u64,
     recovery: OnceLock<RecoveryHandler>,
     count_repair: OnceLock<RecoveryHandler>,
+    /// Unlocks in this process that found their lock word no longer theirs (see
+    /// [`Participant::unlock`]): the invariant checker reports them.
+    unlock_mismatches: AtomicU64,
     /// Tests: treat every owner as living in another pid namespace (lock only, no /proc).
     #[cfg(test)]
     all_foreign_for_tests: AtomicBool,
@@ -291,7 +294,7 @@ impl Arena {
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
             u64::from_le_bytes(b)
         };
-        let arena = Arena::assemble(map, file, backing, config.max_participants, &g, seed);
+        let arena = Arena::assemble(map, file, backing, config.max_participants, &g, seed)?;
         arena.u32(H_VERSION)?.store(LAYOUT_VERSION, Ordering::Relaxed);
         arena.u32(H_HEADER_SIZE)?.store(HEADER_SIZE as u32, Ordering::Relaxed);
         arena.u64(H_CAPACITY)?.store(config.capacity, Ordering::Relaxed);
@@ -393,11 +396,20 @@ impl Arena {
         let seed = header.u64(H_SEED)?.load(Ordering::Relaxed);
         drop(header);
         let map = Mapping::new(&file, capacity)?;
-        Ok(Arc::new(Arena::assemble(map, file, backing, max_participants, &g, seed)))
+        Ok(Arc::new(Arena::assemble(map, file, backing, max_participants, &g, seed)?))
     }
 
-    fn assemble(map: Mapping, file: File, backing: Backing, max_participants: u32, g: &Geometry, seed: u64) -> Arena {
-        Arena {
+    fn assemble(
+        mut map: Mapping,
+        file: File,
+        backing: Backing,
+        max_participants: u32,
+        g: &Geometry,
+        seed: u64,
+    ) -> Result<Arena, Error> {
+        // One descriptor per page of the capacity (see `geometry`).
+        map.set_table(g.pagedesc_off, map.len() / PAGE)?;
+        Ok(Arena {
             map,
             fd: file.into(),
             backing,
@@ -409,11 +421,12 @@ impl Arena {
             seed,
             recovery: OnceLock::new(),
             count_repair: OnceLock::new(),
+            unlock_mismatches: AtomicU64::new(0),
             #[cfg(test)]
             all_foreign_for_tests: AtomicBool::new(false),
             #[cfg(test)]
             reaps_for_tests: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Attaches to a named segment or file if it exists, else creates it with `config`.
@@ -461,6 +474,12 @@ impl Arena {
     }
 
     /// The per-segment hash seed (the same in every attached process).
+    /// How many unlocks in this process found their lock word overwritten while held:
+    /// zero unless the segment is corrupt (or a lock was released twice, a bug).
+    pub fn unlock_mismatches(&self) -> u64 {
+        self.unlock_mismatches.load(Ordering::Relaxed)
+    }
+
     pub fn seed(&self) -> u64 {
         self.seed
     }

@@ -25,6 +25,9 @@ pub(crate) struct Mapping {
     /// The size of the huge pages the kernel may back this mapping with (see
     /// [`Mapping::new`]), or 0 when it uses base pages only.
     huge_page: u64,
+    /// A table of u32 words declared once by [`Mapping::set_table`] (offset, words): the
+    /// allocator's page descriptors, read on every allocation and free.
+    table: (u64, u64),
     _map: memmap2::MmapRaw,
 }
 
@@ -59,7 +62,7 @@ impl Mapping {
         // mapping smaller than one (the header a process peeks at before attaching).
         let size = huge_page_size();
         let huge_page = if len >= size && thp_eligible(map.as_mut_ptr() as usize) { size } else { 0 };
-        Ok(Mapping { base: map.as_mut_ptr(), len, huge_page, _map: map })
+        Ok(Mapping { base: map.as_mut_ptr(), len, huge_page, table: (0, 0), _map: map })
     }
 
     /// The size of the transparent huge pages the kernel may back this mapping with, or 0.
@@ -72,6 +75,28 @@ impl Mapping {
     #[inline]
     pub(crate) fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Declares the table [`Mapping::table_u32`] reads: `words` u32s from `off`, checked
+    /// here, once, to lie in the mapping and be aligned.
+    pub(crate) fn set_table(&mut self, off: u64, words: u64) -> Result<(), Error> {
+        self.check(off, words.checked_mul(4).ok_or(Error::OutOfRange { off, size: words })?, 4)?;
+        self.table = (off, words);
+        Ok(())
+    }
+
+    /// Word `i` of the table declared by [`Mapping::set_table`], or None past its end: one
+    /// comparison, where [`Mapping::u32`] checks alignment, overflow and the mapping's end.
+    #[inline]
+    pub(crate) fn table_u32(&self, i: u64) -> Option<&AtomicU32> {
+        if i < self.table.1 {
+            // SAFETY: set_table checked that all the table's words lie inside the live
+            // mapping and are 4-aligned, and i is below their count. AtomicU32 permits
+            // shared mutation.
+            Some(unsafe { &*(self.base.add((self.table.0 + i * 4) as usize) as *const AtomicU32) })
+        } else {
+            None
+        }
     }
 
     #[inline]

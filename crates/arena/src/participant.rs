@@ -1016,13 +1016,16 @@ impl Participant {
 
     /// Releases a lock this participant holds. A word that no longer names this participant
     /// was overwritten while held, which only a corrupt segment does (a scribble, or a block
-    /// handed out from a corrupt free list over live memory): it is left as it is, since
-    /// clearing it could release another owner's lock. (It used to be a debug assertion,
-    /// which turned such a segment into a panic.)
+    /// handed out from a corrupt free list over live memory), or released twice, a bug: it
+    /// is left as it is, since clearing it could release another owner's lock, and counted
+    /// for the invariant checker ([`Arena::unlock_mismatches`]). (It used to be a debug
+    /// assertion, which turned such a segment into a panic.)
     #[inline]
     pub fn unlock(&self, word: &AtomicU32) {
         if word.load(Ordering::Relaxed) == self.lock_word {
             word.store(0, Ordering::Release);
+        } else {
+            self.arena.unlock_mismatches.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -236,10 +236,12 @@ fn unlocking_a_word_overwritten_while_held_leaves_it_alone() {
     word.store(0, Ordering::Relaxed);
     p.unlock(word);
     assert_eq!(word.load(Ordering::Relaxed), 0);
+    assert_eq!(a.unlock_mismatches(), 2, "the checker is not told");
     // And an ordinary unlock still releases.
     p.lock(word);
     p.unlock(word);
     assert!(q.try_lock(word));
+    assert_eq!(a.unlock_mismatches(), 2);
 }
 
 #[test]

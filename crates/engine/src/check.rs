@@ -58,6 +58,10 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
     let now = now_ms();
     let mut items_seen: HashSet<u64> = HashSet::new();
     let mut key = Vec::new();
+    let mismatches = a.unlock_mismatches();
+    if mismatches > 0 {
+        r.problems.push(format!("{mismatches} unlocks in this process found the lock word no longer theirs"));
+    }
     for db in 0..store.databases() {
         let (dir, g) = index::directory(a, db)?;
         r.index_bytes += 8 << g;

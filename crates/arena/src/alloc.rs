@@ -111,6 +111,8 @@ const DIVISIBLE: [u64; 96] = {
 /// is no block).
 #[inline]
 fn block_start(at: u64, c: usize) -> bool {
+    // (Exact for any offset within a page; not for every u64.)
+    debug_assert!(at < PAGE);
     let m = DIVISIBLE[c];
     at.wrapping_mul(m) <= m - 1 && at + class_size(c) <= PAGE
 }
@@ -669,6 +671,12 @@ impl Participant {
                 return Ok(None);
             }
             if len >= n {
+                // Marked taken here, under the lock (the caller writes the real
+                // descriptors after releasing it): another taker that reaches these pages
+                // through a corrupt, overlapping run then finds them in use.
+                for p in off / PAGE..off / PAGE + n {
+                    a.page_desc(p)?.store(CONT, Ordering::Relaxed);
+                }
                 // Take the run's head, so what is left sits next to whatever comes after
                 // it: a value that grows finds its last run and the rest merged above it.
                 let since = a.u64(off + 8)?.load(Ordering::Relaxed);
@@ -738,15 +746,30 @@ impl Participant {
     #[inline(never)]
     fn free_large(&self, off: u64) -> Result<(), Error> {
         let a = &*self.arena;
+        let lock = a.large_lock()?;
+        self.lock(lock);
+        // Checked under the lock, so that two frees of one run (a bug, or a corrupt
+        // segment) cannot both pass: the second finds the descriptors the first cleared.
+        let mut r = self.free_run_size(off).and_then(|n| self.insert_free_run(off, n));
+        if r.is_ok() && a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) > DIRTY_MAX_PAGES {
+            r = self.purge_locked(0).map(|_| ());
+        }
+        self.unlock(lock);
+        r
+    }
+
+    /// The pages of the allocated large run at `off`, if it is one: its descriptor says so,
+    /// it lies inside the pages handed out, and every page after its first is marked as a
+    /// continuation. A corrupt count would have a free put other blocks' pages on the free
+    /// list, or zero descriptors far past the run (past the table's end, into the data).
+    /// (As many loads as the free then makes stores.)
+    fn free_run_size(&self, off: u64) -> Result<u64, Error> {
+        let a = &*self.arena;
         let d = a.page_desc(off / PAGE)?.load(Ordering::Acquire);
         if d & LARGE == 0 || !off.is_multiple_of(PAGE) {
             return Err(Error::OutOfRange { off, size: 0 });
         }
         let n = (d & !LARGE) as u64;
-        // The run must be one: inside the pages handed out, every page after its first
-        // marked as a continuation. A corrupt count would have the free below put other
-        // blocks' pages on the free list, or zero descriptors far past the run (past the
-        // table's end, into the data). (As many loads as the free makes stores.)
         let first = off / PAGE;
         if n == 0 || first + n > a.next_page()? {
             return Err(Error::OutOfRange { off, size: n * PAGE });
@@ -756,14 +779,7 @@ impl Participant {
                 return Err(Error::OutOfRange { off, size: n * PAGE });
             }
         }
-        let lock = a.large_lock()?;
-        self.lock(lock);
-        let mut r = self.insert_free_run(off, n);
-        if r.is_ok() && a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) > DIRTY_MAX_PAGES {
-            r = self.purge_locked(0).map(|_| ());
-        }
-        self.unlock(lock);
-        r
+        Ok(n)
     }
 
     /// Gives the pages of free runs that have been free for `min_age_ms` or more back to the

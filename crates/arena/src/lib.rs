@@ -192,7 +192,7 @@ pub struct Arena {
     seed: u64,
     recovery: OnceLock<RecoveryHandler>,
     count_repair: OnceLock<RecoveryHandler>,
-    /// Unlocks in this process that found their lock word no longer theirs (see
+    /// Unlocks through this attachment that found their lock word no longer theirs (see
     /// [`Participant::unlock`]): the invariant checker reports them.
     unlock_mismatches: AtomicU64,
     /// Tests: treat every owner as living in another pid namespace (lock only, no /proc).
@@ -473,13 +473,14 @@ impl Arena {
         self.map.huge_page() != 0
     }
 
-    /// The per-segment hash seed (the same in every attached process).
-    /// How many unlocks in this process found their lock word overwritten while held:
-    /// zero unless the segment is corrupt (or a lock was released twice, a bug).
+    /// How many unlocks through this attachment (this `Arena`) found their lock word
+    /// overwritten while held: zero unless the segment is corrupt (or a lock was released
+    /// twice, a bug).
     pub fn unlock_mismatches(&self) -> u64 {
         self.unlock_mismatches.load(Ordering::Relaxed)
     }
 
+    /// The per-segment hash seed (the same in every attached process).
     pub fn seed(&self) -> u64 {
         self.seed
     }

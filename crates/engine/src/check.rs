@@ -60,7 +60,7 @@ pub(crate) fn check(store: &Store) -> Result<Report, Error> {
     let mut key = Vec::new();
     let mismatches = a.unlock_mismatches();
     if mismatches > 0 {
-        r.problems.push(format!("{mismatches} unlocks in this process found the lock word no longer theirs"));
+        r.problems.push(format!("{mismatches} unlocks through this attachment found the lock word no longer theirs"));
     }
     for db in 0..store.databases() {
         let (dir, g) = index::directory(a, db)?;

@@ -981,7 +981,11 @@ fn still_named(a: &Arena, db: u32, seg: u64, l: u32, prefix: u64) -> Result<bool
         return Ok(false);
     }
     let (s, el) = entry(a, dir, prefix << (g - l))?;
-    Ok(s == seg && el == l)
+    if s == seg && el != l {
+        // Not a race: no directory names a segment at a depth its header does not have.
+        return Err(Error::Corrupt("directory names a segment at another depth"));
+    }
+    Ok(s == seg)
 }
 
 /// The directory stores of a split; idempotent, so a reaper can repeat them.
@@ -1812,6 +1816,21 @@ mod tests {
         a.u64(dir0 + first_of_s1 * 8).unwrap().store(make_entry(segs[0].0, l1), Ordering::Relaxed);
         assert!(matches!(h.flushdb(0), Err(Error::Corrupt(_))));
         assert_eq!(dir_word(a, 0).unwrap().0, dir0, "FLUSHDB replaced the directory anyway");
+    }
+
+    /// A split whose segment the directory names at a depth its header does not have is
+    /// an error, not a lost race with FLUSHDB to retry (writers would split again and
+    /// again, MSET and MOVE up to 100000 times).
+    #[test]
+    fn a_split_of_a_segment_named_at_another_depth_is_an_error() {
+        let (store, h) = ten_thousand_keys();
+        let a = store.arena();
+        let (seg, l) = segments(a, 0).unwrap()[0];
+        assert!(l > 0);
+        let (dir, _) = dir_word(a, 0).unwrap();
+        a.u64(dir).unwrap().store(make_entry(seg, l - 1), Ordering::Relaxed);
+        let loc = Loc { seg, depth: l - 1, b: 0 };
+        assert!(matches!(split(&h.p, 0, &loc), Err(Error::Corrupt(_))));
     }
 
     /// A segment the directory still names but marked retired (a scribbled flag) fails a

@@ -393,6 +393,7 @@ impl Participant {
     /// [`Participant::alloc`] of class `c` with an empty free list: bump inside the current
     /// page, else a batch freed by someone else, else a fresh page, else whatever this
     /// participant's retired blocks give back.
+    ///
     /// A free list whose head is not a block of its class (only a corrupt segment has one)
     /// is dropped, leaking whatever it held, rather than followed.
     #[inline(never)]
@@ -417,6 +418,8 @@ impl Participant {
         }
     }
 
+    /// Empties this participant's free list of class `c` if its head is not a block of
+    /// that class.
     fn drop_corrupt_free_list(&self, c: usize) -> Result<(), Error> {
         let entry = self.cache(c)?;
         let h = entry[C_FREE_HEAD].load(Ordering::Relaxed);
@@ -661,20 +664,19 @@ impl Participant {
                 self.cut_runs(prev)?;
                 return Ok(None);
             };
-            // No page handed out twice: every page taken must still be free by its
-            // descriptor (a corrupt list may hold runs that overlap each other or live
-            // blocks). As many loads as `alloc_large` makes stores.
-            if len >= n
-                && !(off / PAGE..off / PAGE + n).all(|p| a.page_desc(p).is_ok_and(|d| d.load(Ordering::Relaxed) == 0))
-            {
-                self.cut_runs(prev)?;
-                return Ok(None);
-            }
             if len >= n {
+                // No page handed out twice: every page taken must still be free by its
+                // descriptor (a corrupt list may hold runs that overlap each other or live
+                // blocks). As many loads as `alloc_large` makes stores.
+                let pages = off / PAGE..off / PAGE + n;
+                if !pages.clone().all(|p| a.page_desc(p).is_ok_and(|d| d.load(Ordering::Relaxed) == 0)) {
+                    self.cut_runs(prev)?;
+                    return Ok(None);
+                }
                 // Marked taken here, under the lock (the caller writes the real
                 // descriptors after releasing it): another taker that reaches these pages
                 // through a corrupt, overlapping run then finds them in use.
-                for p in off / PAGE..off / PAGE + n {
+                for p in pages {
                     a.page_desc(p)?.store(CONT, Ordering::Relaxed);
                 }
                 // Take the run's head, so what is left sits next to whatever comes after

@@ -1158,8 +1158,8 @@ pub(crate) fn lock_many(p: &Participant, db: u32, hashes: &[u64], locked: &mut V
         unlock_many(p, locked)?;
         // As in `lock_home`: having held a lock of a retired segment, the directory no
         // longer names it (and, pinned, we see no new segment at its offset). Named again,
-        // the directory is corrupt: say so now, not after RETRIES yields (which, on a
-        // busy machine, took minutes).
+        // the directory is corrupt: say so now, not after RETRIES yields (seconds, and far
+        // longer on a busy machine).
         if last_retired == Some(seg) {
             return Err(Error::Corrupt("directory points at a retired segment"));
         }

@@ -508,13 +508,19 @@ fn a_shrunk_index_gives_its_pages_back() {
     );
 }
 
-#[test]
-fn grows_through_many_splits_and_shrinks_back() {
-    let store = Store::open(StoreConfig {
-        arena: larder_engine::ArenaConfig { capacity: 512 << 20, max_participants: 8 },
+/// An anonymous store of `capacity` bytes for `participants` handles (the test default is
+/// 64 MiB).
+fn bigger_store(capacity: u64, participants: u32) -> Store {
+    Store::open(StoreConfig {
+        arena: larder_engine::ArenaConfig { capacity, max_participants: participants },
         ..StoreConfig::small_for_tests()
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn grows_through_many_splits_and_shrinks_back() {
+    let store = bigger_store(512 << 20, 8);
     let mut h = store.handle().unwrap();
     let n = 200_000u32;
     // Every third key expires (far away): splits and merges carry the expiry count along.
@@ -674,11 +680,7 @@ fn string_edge_cases() {
 
 #[test]
 fn threads_write_disjoint_and_shared_keys() {
-    let store = Store::open(StoreConfig {
-        arena: larder_engine::ArenaConfig { capacity: 256 << 20, max_participants: 16 },
-        ..StoreConfig::small_for_tests()
-    })
-    .unwrap();
+    let store = bigger_store(256 << 20, 16);
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let store = store.clone();
@@ -719,11 +721,7 @@ fn flushdb_beside_writers_that_split_and_merge() {
     // the flush then retired them again, and writes failed with "directory points at a
     // retired segment" within a fraction of a second.
     use std::sync::atomic::{AtomicBool, Ordering};
-    let store = Store::open(StoreConfig {
-        arena: larder_engine::ArenaConfig { capacity: 256 << 20, max_participants: 16 },
-        ..StoreConfig::small_for_tests()
-    })
-    .unwrap();
+    let store = bigger_store(256 << 20, 16);
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..2u64)
         .map(|t| {

@@ -144,6 +144,9 @@ enum Repr {
     Tree { r0: u64, r1: u64 },
 }
 
+/// Owned entries of a collection, as [`Coll::get`] returns each.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A collection: a read-only snapshot inside [`Handle::coll_read`], or an edit session
 /// inside [`Handle::coll_write`].
 pub struct Coll<'a> {
@@ -401,7 +404,7 @@ impl<'a> Coll<'a> {
     }
 
     /// Every entry, in order.
-    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    pub fn entries(&self) -> Result<Entries, Error> {
         let mut out = Vec::with_capacity(self.len.min(1 << 20) as usize);
         self.range(0, self.len, |k, v| {
             out.push((k.to_vec(), v.to_vec()));
@@ -1085,13 +1088,13 @@ impl<'a> Coll<'a> {
             Kind::List => false,
         };
         if too_big {
-            self.to_tree()?;
+            self.unpack()?;
         }
         Ok(())
     }
 
     /// Converts a packed hash, set or sorted set to a tree (thresholds exceeded).
-    pub(crate) fn to_tree(&mut self) -> Result<(), Error> {
+    pub(crate) fn unpack(&mut self) -> Result<(), Error> {
         let p = self.writer()?;
         let Repr::Pack(v) = std::mem::replace(&mut self.repr, Repr::Pack(Pack::default())) else { return Ok(()) };
         self.dirty = true;

@@ -34,7 +34,7 @@ mod tree;
 use std::sync::Arc;
 
 pub use check::Report;
-pub use coll::{Coll, Kind, Limits};
+pub use coll::{Coll, Entries, Kind, Limits};
 pub use index::{split_totals, SplitTotals, MAX_DBS};
 pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{ExpireCond, ExpireRound, Handle, Hint, Ttl, PREFETCH_GROUP};

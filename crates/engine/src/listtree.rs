@@ -203,6 +203,8 @@ pub(crate) fn get_varint(b: &[u8], pos: &mut usize) -> Result<u64, Error> {
 // ---- chunks and nodes ----
 
 /// A node of a list tree: an inner node, or a chunk.
+// Read onto the stack and taken apart at once; boxing the big variant would allocate per read.
+#[allow(clippy::large_enum_variant)]
 enum Block {
     Inner(Node),
     Chunk(Strip),
@@ -443,7 +445,6 @@ pub(crate) fn insert_at(
 ) -> Result<u64, Error> {
     fn go(
         p: &Participant,
-        a: &Arena,
         ed: &mut Edit,
         node: u64,
         i: u64,
@@ -454,6 +455,7 @@ pub(crate) fn insert_at(
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
+        let a = p.arena();
         match read(a, node)? {
             Block::Chunk(mut s) => {
                 if i as usize > s.n {
@@ -474,7 +476,7 @@ pub(crate) fn insert_at(
                     base += n.ents[k].count;
                     k += 1;
                 }
-                let (l, r) = go(p, a, ed, n.ents[k].child, i - base, elem, max, depth + 1)?;
+                let (l, r) = go(p, ed, n.ents[k].child, i - base, elem, max, depth + 1)?;
                 n.ents[k] = l;
                 match r {
                     None => {
@@ -491,7 +493,7 @@ pub(crate) fn insert_at(
         s.push(elem);
         return Ok(write_chunk(p, ed, &s)?.child);
     }
-    match go(p, p.arena(), ed, root, i, elem, max, 0)? {
+    match go(p, ed, root, i, elem, max, 0)? {
         (l, None) => Ok(l.child),
         (l, Some(r)) => tree::grow_root(p, ed, l, r),
     }
@@ -510,7 +512,6 @@ pub(crate) fn remove_at(
     type Left = Option<(Ent, usize, usize)>;
     fn go(
         p: &Participant,
-        a: &Arena,
         ed: &mut Edit,
         node: u64,
         i: u64,
@@ -521,6 +522,7 @@ pub(crate) fn remove_at(
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
+        let a = p.arena();
         let mut n = match read(a, node)? {
             Block::Chunk(mut s) => {
                 if i as usize >= s.n {
@@ -536,7 +538,7 @@ pub(crate) fn remove_at(
             Block::Inner(n) => n,
         };
         let (k, base) = tree::child_at(&n, i)?;
-        match go(p, a, ed, n.ents[k].child, i - base, max, old, depth + 1)? {
+        match go(p, ed, n.ents[k].child, i - base, max, old, depth + 1)? {
             None => {
                 n.remove(k);
             }
@@ -580,7 +582,7 @@ pub(crate) fn remove_at(
         Ok(Some((write_inner(p, ed, &n)?, n.n, INNER_MAX)))
     }
     let mut old = Vec::new();
-    let w = go(p, p.arena(), ed, root, i, max, &mut old, 0)?;
+    let w = go(p, ed, root, i, max, &mut old, 0)?;
     let root = collapse(p, ed, w.map_or(0, |(w, _, _)| w.child))?;
     Ok((root, old))
 }
@@ -611,7 +613,6 @@ pub(crate) fn push_edge(
 ) -> Result<u64, Error> {
     fn go(
         p: &Participant,
-        a: &Arena,
         ed: &mut Edit,
         node: u64,
         front: bool,
@@ -622,6 +623,7 @@ pub(crate) fn push_edge(
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
+        let a = p.arena();
         let mut n = match read(a, node)? {
             Block::Chunk(s) => {
                 let m = if front { add.joined(&s) } else { s.joined(add) };
@@ -637,7 +639,7 @@ pub(crate) fn push_edge(
             Block::Inner(n) => n,
         };
         let k = if front { 0 } else { n.n - 1 };
-        let (l, r) = go(p, a, ed, n.ents[k].child, front, add, max, depth + 1)?;
+        let (l, r) = go(p, ed, n.ents[k].child, front, add, max, depth + 1)?;
         let Some(r) = r else {
             n.ents[k] = l;
             ed.drop_block(p, node)?;
@@ -658,7 +660,7 @@ pub(crate) fn push_edge(
     if root == 0 {
         return Ok(write_chunk(p, ed, add)?.child);
     }
-    match go(p, p.arena(), ed, root, front, add, max, 0)? {
+    match go(p, ed, root, front, add, max, 0)? {
         (l, None) => Ok(l.child),
         (l, Some(r)) => tree::grow_root(p, ed, l, r),
     }
@@ -669,7 +671,6 @@ pub(crate) fn push_edge(
 pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) -> Result<(u64, Strip), Error> {
     fn go(
         p: &Participant,
-        a: &Arena,
         ed: &mut Edit,
         node: u64,
         front: bool,
@@ -679,6 +680,7 @@ pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) 
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
+        let a = p.arena();
         let mut n = match read(a, node)? {
             Block::Chunk(s) => {
                 *out = s;
@@ -688,7 +690,7 @@ pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) 
             Block::Inner(n) => n,
         };
         let k = if front { 0 } else { n.n - 1 };
-        match go(p, a, ed, n.ents[k].child, front, out, depth + 1)? {
+        match go(p, ed, n.ents[k].child, front, out, depth + 1)? {
             None => {
                 n.remove(k);
             }
@@ -701,22 +703,23 @@ pub(crate) fn take_edge(p: &Participant, ed: &mut Edit, root: u64, front: bool) 
         Ok(Some(write_inner(p, ed, &n)?))
     }
     let mut out = Strip::default();
-    let w = go(p, p.arena(), ed, root, front, &mut out, 0)?;
+    let w = go(p, ed, root, front, &mut out, 0)?;
     let root = collapse(p, ed, w.map_or(0, |w| w.child))?;
     Ok((root, out))
 }
 
 /// A copy of a whole tree in fresh blocks (COPY): the same shape, chunk bytes as they are.
 pub(crate) fn copy(p: &Participant, ed: &mut Edit, root: u64) -> Result<u64, Error> {
-    fn go(p: &Participant, a: &Arena, ed: &mut Edit, node: u64, depth: u32) -> Result<Ent, Error> {
+    fn go(p: &Participant, ed: &mut Edit, node: u64, depth: u32) -> Result<Ent, Error> {
         if depth > 64 {
             return Err(Error::Corrupt("tree too deep"));
         }
+        let a = p.arena();
         match read(a, node)? {
             Block::Chunk(s) => write_chunk(p, ed, &s),
             Block::Inner(mut n) => {
                 for k in 0..n.n {
-                    n.ents[k] = go(p, a, ed, n.ents[k].child, depth + 1)?;
+                    n.ents[k] = go(p, ed, n.ents[k].child, depth + 1)?;
                 }
                 write_inner(p, ed, &n)
             }
@@ -725,7 +728,7 @@ pub(crate) fn copy(p: &Participant, ed: &mut Edit, root: u64) -> Result<u64, Err
     if root == 0 {
         return Ok(0);
     }
-    Ok(go(p, p.arena(), ed, root, 0)?.child)
+    Ok(go(p, ed, root, 0)?.child)
 }
 
 #[cfg(test)]

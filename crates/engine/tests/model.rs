@@ -379,7 +379,11 @@ fn step(h: &mut Handle, m: &mut Model, op: &Op) {
 
 /// Journal records, owned, in the order the engine handed them over.
 #[derive(Default)]
-struct Recorder(std::sync::Mutex<Vec<(u32, Vec<u8>, Option<(Vec<u8>, u64, u32)>)>>);
+struct Recorder(std::sync::Mutex<Vec<Logged>>);
+
+/// One record: database, key, and what a set left (value, expiry, flags) or None for a
+/// delete (an empty key: the whole database).
+type Logged = (u32, Vec<u8>, Option<(Vec<u8>, u64, u32)>);
 
 impl larder_engine::Journal for Recorder {
     fn append(&self, rec: &larder_engine::Record<'_>) {

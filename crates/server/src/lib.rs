@@ -343,22 +343,13 @@ fn background(shared: Arc<Shared>) {
                 avg_ttl.store(0, Ordering::Relaxed);
                 continue;
             }
-            loop {
-                match h.expire_cycle(db, 64) {
-                    Ok(r) => {
-                        shared.stats.worker(shared.config.threads).expired_keys.add(r.deleted as u64);
-                        if r.ttl_samples > 0 {
-                            avg_ttl.store(
-                                running_avg_ttl(avg_ttl.load(Ordering::Relaxed), r.ttl_sum_ms / r.ttl_samples),
-                                Ordering::Relaxed,
-                            );
-                        }
-                        if r.examined == 0 || r.deleted * 4 <= r.examined || start.elapsed() > Duration::from_millis(25)
-                        {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
+            while let Ok(r) = h.expire_cycle(db, 64) {
+                shared.stats.worker(shared.config.threads).expired_keys.add(r.deleted as u64);
+                if let Some(avg) = r.ttl_sum_ms.checked_div(r.ttl_samples) {
+                    avg_ttl.store(running_avg_ttl(avg_ttl.load(Ordering::Relaxed), avg), Ordering::Relaxed);
+                }
+                if r.examined == 0 || r.deleted * 4 <= r.examined || start.elapsed() > Duration::from_millis(25) {
+                    break;
                 }
             }
         }

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
-use larder_engine::{glob_match, Coll, Error, Handle, Kind};
+use larder_engine::{glob_match, Coll, Entries, Error, Handle, Kind};
 
 use crate::command::{CmdError, Ctx};
 use crate::families::keys::parse_cursor;
@@ -75,7 +75,7 @@ pub fn distinct_positions(n: u64, k: u64) -> Vec<u64> {
 /// (key, value). Positions are drawn uniformly, which is Redis's
 /// `dictGetFairRandomKey` without its bias.
 #[allow(clippy::type_complexity)]
-pub fn random_entries(c: &Coll<'_>, count: i64) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+pub fn random_entries(c: &Coll<'_>, count: i64) -> Result<Entries, Error> {
     let size = c.len();
     if count == 0 || size == 0 {
         return Ok(Vec::new());
@@ -172,7 +172,7 @@ pub fn op_coll_scan(
     kind: Kind,
     cursor: u64,
     o: &ScanOpts<'_>,
-) -> Result<Option<(u64, Vec<(Vec<u8>, Vec<u8>)>)>, Error> {
+) -> Result<Option<(u64, Entries)>, Error> {
     h.coll_read(db, key, kind, |c: &mut Coll<'_>| {
         let mut out = Vec::new();
         let next = c.scan(cursor, o.count, |k, v| {
@@ -188,7 +188,7 @@ pub fn op_coll_scan(
 /// options), then the options: Redis's order for HSCAN/SSCAN/ZSCAN. Writes the reply header
 /// and returns the entries; the caller writes them.
 #[allow(clippy::type_complexity)]
-pub fn scan_command(ctx: &mut Ctx<'_>, kind: Kind) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, CmdError> {
+pub fn scan_command(ctx: &mut Ctx<'_>, kind: Kind) -> Result<Option<Entries>, CmdError> {
     let cursor = scan_cursor(ctx)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     let found = match scan_opts(ctx) {

@@ -6,7 +6,7 @@
 //! collection: small ones packed in insertion order (Redis's listpack), large ones a tree in
 //! hash order (Redis's hashtable); the thresholds are `hash-max-listpack-*` (CONFIG).
 
-use larder_engine::{Error, Handle, Kind};
+use larder_engine::{Entries, Error, Handle, Kind};
 use larder_resp::{Protocol, Writer};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
@@ -135,7 +135,7 @@ fn cmd_hmget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 /// Op: every (field, value), in the hash's order.
 #[allow(clippy::type_complexity)]
-pub fn op_hgetall(h: &Handle, db: u32, key: &[u8]) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, Error> {
+pub fn op_hgetall(h: &Handle, db: u32, key: &[u8]) -> Result<Option<Entries>, Error> {
     h.coll_read(db, key, Kind::Hash, |c| c.entries())
 }
 

@@ -8,6 +8,7 @@
 #                test suite from Debian's redis source package, cached in tests/.cache/
 #   rustfmt      `cargo fmt --all --check`, and rustfmt on fuzz/*/fuzz_targets (style: rustfmt.toml)
 #   cargo build  the workspace, all targets;  cargo test: `cargo test --workspace --no-fail-fast`
+#   clippy       `cargo clippy --workspace --all-targets -- -D warnings`
 #   release      `cargo build --release -p larder`
 #   server       `larder server` on free loopback ports (stopped on exit, whatever happens)
 #   pytest       tests/python through redis-py (RESP2 and RESP3) and pymemcache
@@ -16,7 +17,7 @@
 # then a summary: each phase, its result and its time.
 #
 # What must pass (the exit code is 1 if one of these fails):
-#   rustfmt, cargo build, cargo test, the release build and the server start, always;
+#   rustfmt, cargo build, clippy, cargo test, the release build and the server start, always;
 #   PYTEST_REQUIRED=1        the client-library tests;
 #   MEMCCAPABLE_REQUIRED=1   memccapable's ascii checks;
 #   REDIS_SUITE_REQUIRED_UNITS="unit/type/string unit/type/incr unit/expire unit/keyspace
@@ -84,7 +85,7 @@ summary() {
   echo "==================== summary ===================="
   printf '%s\n' "${ROWS[@]}"
   echo "(failing: failures counted but not enforced, see *_REQUIRED at the top of scripts/test.sh)"
-  echo "must pass: cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite" || { [ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && echo ", redis-suite's required units"; })"
+  echo "must pass: rustfmt, clippy, cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite" || { [ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && echo ", redis-suite's required units"; })"
   echo "tests: $PASSED_TESTS passed, $FAILED_TESTS failed"
 }
 
@@ -210,6 +211,16 @@ if [ "$LARDER_TEST_CARGO" = 1 ]; then
     row "cargo build" FAIL $((SECONDS - t)) "" 1
     summary
     exit 1
+  fi
+  # Lints: clippy's defaults, every warning an error. A lint that is a judgment call is
+  # allowed where it applies, with the reason beside it.
+  t=$SECONDS
+  need_clippy() { cargo clippy --version >/dev/null 2>&1; }
+  need_clippy || rustup component add clippy >/dev/null 2>&1
+  if need_clippy && cargo clippy --workspace --all-targets -- -D warnings; then
+    row clippy ok $((SECONDS - t)) "" 1
+  else
+    row clippy FAIL $((SECONDS - t)) "$(need_clippy || echo 'no clippy')" 1
   fi
   t=$SECONDS
   # --no-fail-fast: one failing test binary must not hide the results of the others.

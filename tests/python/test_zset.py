@@ -39,6 +39,22 @@ def test_zadd_options_and_scores(r, k):
         r.zadd(z, {"c": float("-inf")}, incr=True)
 
 
+def test_hex_float_scores_as_strtod(r, k):
+    """Redis reads scores, range bounds, weights, SORT weights and timeouts with strtod,
+    which takes C99 hexadecimal floats."""
+    z, l = k("z"), k("l")
+    assert r.execute_command("ZADD", z, "0x1p3", "a", "-0X.8", "b", "0x1.", "c") == 3
+    assert pairs(r.zrange(z, 0, -1, withscores=True)) == [("b", -0.5), ("c", 1.0), ("a", 8.0)]
+    assert r.execute_command("ZRANGEBYSCORE", z, "(0x0", "0x10") == ["c", "a"]
+    assert pairs(r.execute_command("ZUNION", 1, z, "WEIGHTS", "0x2", "WITHSCORES"))[0] == ("b", -1.0)
+    assert r.execute_command("BZPOPMIN", k("empty"), "0x1p-8") is None
+    r.rpush(l, "0x10", "2", "1e1")
+    assert r.sort(l) == ["2", "1e1", "0x10"]
+    for bad in ["0x", "0x1p", "0x1p1024", "0x1p-2000"]:
+        with pytest.raises(ResponseError, match="not a valid float"):
+            r.execute_command("ZADD", z, bad, "d")
+
+
 def test_ranges(r, k):
     z = k("z")
     r.zadd(z, {"a": 1, "b": 2, "c": 3, "d": 4})

@@ -247,12 +247,127 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
         return None;
     }
+    let (neg, body) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if let Some((v, n)) = strtod_hex(body) {
+        return (n == body.len()).then_some(if neg { -v } else { v });
+    }
     let v = match s.to_ascii_lowercase().as_str() {
         "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
         "-inf" | "-infinity" => f64::NEG_INFINITY,
         _ => s.parse::<f64>().ok()?,
     };
     (!v.is_nan()).then_some(v)
+}
+
+/// C's `strtod` on a hexadecimal float (after the sign): `0x`, hex digits with at most one
+/// `.`, then optionally `p`, a sign and decimal digits (a power of two). Returns the
+/// magnitude, rounded to nearest even as glibc does (±inf above f64's range, 0 below it),
+/// and the bytes read; None when no hex digit follows the `0x` (strtod then reads only the
+/// "0"). Redis's scores, weights, ranges, SORT and timeouts all accept this form.
+pub fn strtod_hex(s: &[u8]) -> Option<(f64, usize)> {
+    if s.len() < 3 || s[0] != b'0' || s[1] | 0x20 != b'x' {
+        return None;
+    }
+    // The first 57-60 significant bits in m, the rest only as "anything nonzero" (sticky).
+    let (mut m, mut e2, mut sticky, mut digits, mut dot) = (0u64, 0i64, false, 0, false);
+    let mut i = 2;
+    while i < s.len() {
+        match (s[i], (s[i] as char).to_digit(16)) {
+            (b'.', _) if !dot => dot = true,
+            (_, Some(d)) => {
+                digits += 1;
+                if m < 1 << 56 {
+                    m = m << 4 | d as u64;
+                    e2 -= 4 * dot as i64;
+                } else {
+                    sticky |= d != 0;
+                    e2 += 4 * !dot as i64;
+                }
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    // The exponent counts only with at least one digit; it saturates (only its size matters).
+    if i < s.len() && s[i] | 0x20 == b'p' {
+        let (neg, mut j) = match s.get(i + 1) {
+            Some(b'-') => (true, i + 2),
+            Some(b'+') => (false, i + 2),
+            _ => (false, i + 1),
+        };
+        if j < s.len() && s[j].is_ascii_digit() {
+            let mut p = 0i64;
+            while j < s.len() && s[j].is_ascii_digit() {
+                p = (p * 10 + (s[j] - b'0') as i64).min(1 << 40);
+                j += 1;
+            }
+            e2 += if neg { -p } else { p };
+            i = j;
+        }
+    }
+    Some((scale2(m, sticky, e2), i))
+}
+
+/// (m + sticky) × 2^e2 rounded to the nearest f64, ties to even.
+fn scale2(m: u64, sticky: bool, e2: i64) -> f64 {
+    if m == 0 {
+        return 0.0;
+    }
+    let bits = 64 - m.leading_zeros() as i64;
+    if bits + e2 > 1024 {
+        return f64::INFINITY;
+    }
+    if bits + e2 < -1075 {
+        return 0.0;
+    }
+    // Keep 53 bits, fewer for a subnormal (whose last bit is 2^-1074), and round the rest.
+    let drop = (bits - 53).max(-1074 - e2);
+    let mut q = m;
+    if drop > 0 {
+        let m = m as u128;
+        q = (m >> drop) as u64;
+        let (rest, half) = (m & ((1 << drop) - 1), 1u128 << (drop - 1));
+        if rest > half || (rest == half && (sticky || q & 1 == 1)) {
+            q += 1;
+        }
+    }
+    // Exact from here: q has at most 54 bits and its last one is at or above 2^-1074.
+    let pow2 = |k: i64| f64::from_bits(((1023 + k) as u64) << 52);
+    let (mut v, mut e) = (q as f64, e2 + drop.max(0));
+    while e > 1000 {
+        v *= pow2(1000);
+        e -= 1000;
+    }
+    while e < -1000 {
+        v *= pow2(-1000);
+        e += 1000;
+    }
+    v * pow2(e)
+}
+
+/// Whether `strtod` sets ERANGE reading `text` (a whole number, sign included) as `v`: an
+/// overflow to ±inf that was not written as "inf", or an underflow to 0 of a nonzero
+/// mantissa. Redis refuses both (`getDoubleFromObject`, SORT).
+pub fn strtod_erange(text: &[u8], v: f64) -> bool {
+    let t = text.strip_prefix(b"-").or_else(|| text.strip_prefix(b"+")).unwrap_or(text).to_ascii_lowercase();
+    if v.is_infinite() {
+        return t != b"inf" && t != b"infinity";
+    }
+    if v != 0.0 {
+        return false;
+    }
+    let (mantissa, nonzero): (&[u8], fn(&u8) -> bool) = match t.strip_prefix(b"0x") {
+        Some(hex) => (hex.split(|&c| c == b'p').next().unwrap_or(b""), |c| c.is_ascii_hexdigit() && *c != b'0'),
+        None => (t.split(|&c| c == b'e').next().unwrap_or(b""), |c| (b'1'..=b'9').contains(c)),
+    };
+    mantissa.iter().any(nonzero)
 }
 
 /// FNV-1a for the command-name maps: names are short and not attacker-chosen keys of a
@@ -720,6 +835,34 @@ fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_floats_round_as_strtod() {
+        let hex = |s: &str| strtod_hex(s.as_bytes());
+        assert_eq!(hex("0x1p3"), Some((8.0, 5)));
+        assert_eq!(hex("0x.8"), Some((0.5, 4)));
+        assert_eq!(hex("0x1p"), Some((1.0, 3)));
+        assert_eq!(hex("0x1p+"), Some((1.0, 3)));
+        assert_eq!(hex("0x"), None);
+        assert_eq!(hex("0x."), None);
+        assert_eq!(hex("0xg"), None);
+        // Ties to even, with digits past the first 60 bits still counted.
+        assert_eq!(hex("0x20000000000001"), Some((9007199254740992.0, 16)));
+        assert_eq!(hex("0x20000000000003"), Some((9007199254740996.0, 16)));
+        assert_eq!(hex("0x200000000000010000000000000001").map(|v| v.0), Some(f64::from_bits(0x4740_0000_0000_0001)));
+        // Subnormals, overflow, underflow.
+        assert_eq!(hex("0x1.8p-1074").map(|v| v.0), Some(f64::from_bits(2)));
+        assert_eq!(hex("0x1p-1075").map(|v| v.0), Some(0.0));
+        assert_eq!(hex("0x1.1p-1075").map(|v| v.0), Some(f64::from_bits(1)));
+        assert_eq!(hex("0x1.fffffffffffffp1023").map(|v| v.0), Some(f64::MAX));
+        assert_eq!(hex("0x1p1024").map(|v| v.0), Some(f64::INFINITY));
+        assert_eq!(hex("0x1p99999999999999999999").map(|v| v.0), Some(f64::INFINITY));
+        assert_eq!(hex("0x1p-99999999999999999999").map(|v| v.0), Some(0.0));
+        assert_eq!(parse_f64(b"-0x1p-8"), Some(-1.0 / 256.0));
+        assert_eq!(parse_f64(b"0x1p"), None);
+        assert!(strtod_erange(b"-0x1p-1100", 0.0) && !strtod_erange(b"0x0p-1100", 0.0));
+        assert!(strtod_erange(b"1e999", f64::INFINITY) && !strtod_erange(b"-Infinity", f64::NEG_INFINITY));
+    }
 
     #[test]
     fn every_command_is_found_by_its_wire_name_in_any_case() {

@@ -11,7 +11,8 @@ use std::cmp::Ordering;
 
 use larder_engine::{Error, Handle, Kind, Type};
 
-use crate::command::{CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
+use crate::command::{strtod_erange, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
+use crate::families::zset::strtod_prefix;
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -106,25 +107,11 @@ fn sort_score(v: &[u8]) -> Option<f64> {
         return Some(0.0);
     }
     let t = v.iter().position(|c| !b" \t\n\x0b\x0c\r".contains(c)).map_or(&v[v.len()..], |i| &v[i..]);
-    let s = std::str::from_utf8(t).ok()?;
-    let lower = s.to_ascii_lowercase();
-    let body = lower.trim_start_matches(['+', '-']);
-    if body.starts_with("nan") || s.is_empty() {
-        return None;
-    }
-    let x: f64 = s.parse().ok()?;
-    // ERANGE: an overflow to infinity (a literal "inf" is fine), or an underflow.
-    let literal_inf = body == "inf" || body == "infinity";
-    if (x.is_infinite() && !literal_inf) || (x == 0.0 && is_underflow(body)) {
+    let (x, n) = strtod_prefix(t);
+    if t.is_empty() || n != t.len() || x.is_nan() || strtod_erange(t, x) {
         return None;
     }
     Some(x)
-}
-
-/// Whether a number that parsed to zero had nonzero digits in its mantissa (glibc's strtod sets ERANGE for such an underflow).
-fn is_underflow(body: &str) -> bool {
-    let mantissa = body.split('e').next().unwrap_or("");
-    mantissa.bytes().any(|c| (b'1'..=b'9').contains(&c))
 }
 
 /// One element to sort: the element, its numeric weight, its ALPHA weight from BY.
@@ -359,6 +346,10 @@ mod tests {
         assert_eq!(sort_score(b"   "), None);
         assert_eq!(sort_score(b"abc"), None);
         assert_eq!(sort_score(b"2\0junk"), Some(2.0));
+        assert_eq!(sort_score(b"0x10"), Some(16.0));
+        assert_eq!(sort_score(b" -0x1.8p1"), Some(-3.0));
+        assert_eq!(sort_score(b"0x1p-2000"), None);
+        assert_eq!(sort_score(b"0x"), None);
     }
 
     #[test]

@@ -24,7 +24,9 @@ use larder_engine::{Coll, Error, Handle, Kind, Type};
 use larder_resp::Protocol;
 
 use crate::blocking::{self, NullReply};
-use crate::command::{CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE};
+use crate::command::{
+    strtod_erange, strtod_hex, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
+};
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::list::parse_timeout;
 use crate::families::string::count_lookup;
@@ -151,8 +153,8 @@ pub fn fmt_score(out: &mut Vec<u8>, d: f64) {
 }
 
 /// Parses the longest float prefix of `s` as C's `strtod` does (after leading whitespace);
-/// returns the value and the bytes consumed (0 if none). Hexadecimal floats are not read.
-fn strtod_prefix(s: &[u8]) -> (f64, usize) {
+/// returns the value and the bytes consumed (0 if none).
+pub fn strtod_prefix(s: &[u8]) -> (f64, usize) {
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
         i += 1;
@@ -161,6 +163,9 @@ fn strtod_prefix(s: &[u8]) -> (f64, usize) {
     let mut j = i;
     if j < s.len() && (s[j] == b'+' || s[j] == b'-') {
         j += 1;
+    }
+    if let Some((v, n)) = strtod_hex(&s[j..]) {
+        return (if s[start] == b'-' { -v } else { v }, j + n);
     }
     let lower: Vec<u8> = s[j..s.len().min(j + 8)].to_ascii_lowercase();
     for word in [&b"infinity"[..], b"inf", b"nan"] {
@@ -209,18 +214,7 @@ pub fn parse_score(b: &[u8]) -> Option<f64> {
         return None;
     }
     let (v, n) = strtod_prefix(b);
-    if n != b.len() || v.is_nan() {
-        return None;
-    }
-    let text = &b[..n];
-    let lower = text.to_ascii_lowercase();
-    let literal_inf = lower.ends_with(b"inf") || lower.ends_with(b"infinity");
-    if v.is_infinite() && !literal_inf {
-        return None;
-    }
-    // strtod's ERANGE on underflow: a nonzero mantissa that came out as 0.
-    let mant = lower.split(|&c| c == b'e').next().unwrap_or(b"");
-    if v == 0.0 && mant.iter().any(|&c| (b'1'..=b'9').contains(&c)) {
+    if n != b.len() || v.is_nan() || strtod_erange(b, v) {
         return None;
     }
     Some(v)
@@ -1523,6 +1517,17 @@ mod tests {
         assert_eq!(parse_score(b""), None);
         assert_eq!(parse_score(b"abc"), None);
         assert_eq!(parse_score(b".5"), Some(0.5));
+        // strtod reads hexadecimal floats too.
+        assert_eq!(parse_score(b"0x1p3"), Some(8.0));
+        assert_eq!(parse_score(b"-0X.8"), Some(-0.5));
+        assert_eq!(parse_score(b"0x1."), Some(1.0));
+        assert_eq!(parse_score(b"0x1p-1074"), Some(f64::from_bits(1)));
+        assert_eq!(parse_score(b"0x1p1024"), None);
+        assert_eq!(parse_score(b"0x1p-1080"), None);
+        assert_eq!(parse_score(b"0xep-2000"), None);
+        assert_eq!(parse_score(b"0x0p-2000"), Some(0.0));
+        assert_eq!(parse_score(b"0x"), None);
+        assert_eq!(parse_score(b"0x1p"), None);
     }
 
     #[test]
@@ -1533,6 +1538,7 @@ mod tests {
         assert!(parse_bound(b"(nan").is_none());
         assert!(parse_bound(b"1x").is_none());
         assert_eq!(parse_bound(b"3\0junk").map(|b| b.0), Some(3.0));
+        assert_eq!(parse_bound(b"(0x10").map(|b| b.0), Some(16.0));
     }
 
     #[test]

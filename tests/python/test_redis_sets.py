@@ -98,3 +98,16 @@ def test_sort(r, k):
     r.sadd(k("t"), "a")
     with pytest.raises(ResponseError, match="One or more scores can't be converted into double"):
         r.sort(k("t"))
+
+
+def test_sort_alpha_compares_as_strcoll_unless_storing(rb, k):
+    """SORT ALPHA replies in strcoll order (C locale: up to the first NUL, ties in their
+    order); with STORE it compares whole binary strings."""
+    lst = k("l")
+    rb.rpush(lst, b"1\x00b", b"1", b"0", b"1\x00a", b"b\x00", b"a")
+    assert rb.sort(lst, alpha=True) == [b"0", b"1\x00b", b"1", b"1\x00a", b"a", b"b\x00"]
+    assert rb.sort(lst, alpha=True, desc=True) == [b"b\x00", b"a", b"1\x00b", b"1", b"1\x00a", b"0"]
+    assert rb.sort(lst, alpha=True, store=k("dst")) == 6
+    assert rb.lrange(k("dst"), 0, -1) == [b"0", b"1", b"1\x00a", b"1\x00b", b"a", b"b\x00"]
+    rb.mset({k("w_1\x00b"): b"x", k("w_1"): b"x\x00z", k("w_0"): b"x\x00a"})
+    assert rb.sort(lst, by=k("w_*"), alpha=True) == [b"1\x00a", b"b\x00", b"a", b"1\x00b", b"1", b"0"]

@@ -114,6 +114,16 @@ fn sort_score(v: &[u8]) -> Option<f64> {
     Some(x)
 }
 
+/// The part of a string that SORT ALPHA compares: all of it with STORE (Redis compares
+/// binary-safe then), else what strcoll sees in the C locale, the bytes up to the first NUL.
+fn collated(s: &[u8], whole: bool) -> &[u8] {
+    if whole {
+        s
+    } else {
+        s.split(|&c| c == 0).next().unwrap_or(s)
+    }
+}
+
 /// One element to sort: the element, its numeric weight, its ALPHA weight from BY.
 struct Item {
     elem: Vec<u8>,
@@ -219,14 +229,19 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
             }
         }
         let (alpha, by, desc) = (o.alpha, o.by.is_some(), o.desc);
+        let whole = o.store.is_some();
+        let alpha_cmp = |a: &[u8], b: &[u8]| collated(a, whole).cmp(collated(b, whole));
         let cmp = |a: &Item, b: &Item| -> Ordering {
             let c = if !alpha {
                 a.score.partial_cmp(&b.score).unwrap_or(Ordering::Equal).then_with(|| a.elem.cmp(&b.elem))
             } else if by {
                 // A missing weight sorts first.
-                a.by.cmp(&b.by)
+                match (&a.by, &b.by) {
+                    (Some(x), Some(y)) => alpha_cmp(x, y),
+                    (x, y) => x.is_some().cmp(&y.is_some()),
+                }
             } else {
-                a.elem.cmp(&b.elem)
+                alpha_cmp(&a.elem, &b.elem)
             };
             if desc {
                 c.reverse()

@@ -724,44 +724,52 @@ fn flushdb_beside_writers_that_split_and_merge() {
     // that had locked one of them first used to publish its halves into the new directory:
     // the flush then retired them again, and writes failed with "directory points at a
     // retired segment" within a fraction of a second.
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const FLUSHES: u64 = 20;
     let store = bigger_store(256 << 20, 16);
     let done = std::sync::Arc::new(AtomicBool::new(false));
+    let flushes = std::sync::Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2u64)
         .map(|t| {
-            let store = store.clone();
+            let (store, flushes) = (store.clone(), flushes.clone());
             std::thread::spawn(move || {
                 let mut h = store.handle().unwrap();
-                for i in 0..60_000u64 {
-                    let k = format!("t{t}:{i}");
-                    h.set(0, k.as_bytes(), b"value", &SetOptions::default()).unwrap();
-                    if i % 3 == 0 {
-                        // Deletes shrink segments enough to merge between flushes.
-                        let old = format!("t{t}:{}", i / 2);
-                        h.del(0, &[old.as_bytes()]).unwrap();
+                // Rounds over the same 60k keys until the flusher has had its turns: on a
+                // loaded machine one round can end before it runs at all.
+                for _ in 0..100 {
+                    for i in 0..60_000u64 {
+                        let k = format!("t{t}:{i}");
+                        h.set(0, k.as_bytes(), b"value", &SetOptions::default()).unwrap();
+                        if i % 3 == 0 {
+                            // Deletes shrink segments enough to merge between flushes.
+                            let old = format!("t{t}:{}", i / 2);
+                            h.del(0, &[old.as_bytes()]).unwrap();
+                        }
+                    }
+                    if flushes.load(Ordering::Relaxed) >= FLUSHES {
+                        break;
                     }
                 }
             })
         })
         .collect();
     let flusher = {
-        let (store, done) = (store.clone(), done.clone());
+        let (store, done, flushes) = (store.clone(), done.clone(), flushes.clone());
         std::thread::spawn(move || {
             let mut h = store.handle().unwrap();
-            let mut flushes = 0u64;
             while !done.load(Ordering::Relaxed) {
                 h.flushdb(0).unwrap();
-                flushes += 1;
+                flushes.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
-            flushes
         })
     };
     for w in writers {
         w.join().unwrap();
     }
     done.store(true, Ordering::Relaxed);
-    assert!(flusher.join().unwrap() > 10);
+    flusher.join().unwrap();
+    assert!(flushes.load(Ordering::Relaxed) >= FLUSHES);
     let r = store.check().unwrap();
     assert!(r.ok(), "{:?}", r.problems);
     assert_eq!(r.held_locks, 0);

@@ -487,6 +487,16 @@ MC_CASES = {
         b"stats cachedump 1\r\nstats cachedump x 1\r\nstats cachedump 64 1\r\nstats cachedump 4294967360 1\r\n",
         b"stats cachedump 1 -1\r\n",
     ],
+    # The recache token goes to the reader that vivified the item or qualified for it, even
+    # when that read's N or T TTL has already expired the item.
+    "meta-token-expired-item": [
+        b"mg {k}v N-1 s\r\n",
+        b"mg {k}v N2592001 s\r\n",
+        b"mg {k}v\r\n",
+        b"set {k}r 0 0 1\r\nx\r\n",
+        b"mg {k}r T-1 R30 s\r\n",
+        b"mg {k}r\r\n",
+    ],
     "delete-touch": [
         b"delete {k}missing\r\n",
         b"set {k}a 0 0 1\r\nx\r\n",

@@ -591,6 +591,12 @@ fn meta_vivify_recache_and_stale() {
     // N: the first client to miss creates an empty item and wins (W); the next sees Z.
     c.check(b"mg v1 N30 v t s f\r\n", b"VA 0 t30 s0 f0 W\r\n\r\n");
     c.check(b"mg v1 N30 v t\r\n", b"VA 0 t30 Z\r\n\r\n");
+    // The creator wins even when its N TTL has already expired the item (memcached 1.6.18).
+    c.check(b"mg v0 N-1 s\r\n", b"HD s0 W\r\n");
+    c.check(b"mg v0 N2592001 s\r\nmg v0\r\n", b"HD s0 W\r\nEN\r\n");
+    // So does a reader under the R threshold whose T expires the item.
+    c.check(b"set v0 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"mg v0 T-1 R30 s\r\nmg v0\r\n", b"HD s1 W\r\nEN\r\n");
     // Filling it clears the marks.
     c.check(b"ms v1 3 T60\r\nnew\r\n", b"HD\r\n");
     c.check(b"mg v1 v\r\n", b"VA 3\r\nnew\r\n");

@@ -919,8 +919,13 @@ impl<'a> Mc<'a> {
             };
         }
         // One winner per version: a client that qualifies but finds the token already
-        // claimed (by a concurrent read since `mark` was looked up) is told it was sent.
-        let won = wants && !mark.token_sent && self.st.claim_token(self.h, k, m.version, mark.stale);
+        // claimed (by a concurrent read since `mark` was looked up) is told it was sent. As
+        // in memcached, the creator of a vivified item always wins, and so does a read whose
+        // `N` or `T` TTL has already expired the item (the claim then finds no item to mark).
+        let expired = cur != 0 && cur <= now;
+        let won = wants
+            && !mark.token_sent
+            && (self.st.claim_token(self.h, k, m.version, mark.stale) || created || expired);
         if mark.token_sent || (wants && !won) {
             r = r.win_sent();
         }

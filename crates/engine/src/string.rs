@@ -285,7 +285,12 @@ impl Handle {
                 (Cond::Nx, true) | (Cond::Xx, false) => {
                     Ok((Action::Keep, SetReply { outcome: Outcome::NotStored, old: old_val, version: 0 }))
                 }
-                _ => Ok((Action::Delete, SetReply { outcome: Outcome::Stored, old: old_val, version: 0 })),
+                // The write still takes a version, as memcached gives the item a CAS value
+                // (`ms k 1 T-1 c` answers `HD c<cas>`).
+                _ => Ok((
+                    Action::Delete,
+                    SetReply { outcome: Outcome::Stored, old: old_val, version: p.next_version()? },
+                )),
             }
         })
     }

@@ -666,8 +666,12 @@ fn meta_set() {
     c.check(b"ms k 2 Z\r\nab\r\nmn\r\n", b"CLIENT_ERROR invalid flag\r\nMN\r\n");
     c.check(b"ms k 2 Fx\r\nab\r\nmn\r\n", b"CLIENT_ERROR bad command line format\r\nMN\r\n");
     c.check(b"ms k 2\r\nabc\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\n");
-    // A negative TTL stores an already expired item.
+    // A negative TTL stores an already expired item, which still gets a cas (memcached
+    // 1.6.18 answers `HD c<cas>`, not `c0`).
     c.check(b"ms k 2 T-1\r\nab\r\nmg k\r\n", b"HD\r\nEN\r\n");
+    let l = line(&mut c, b"ms k 2 T-1 c\r\nab\r\n");
+    let ev: u64 = l.trim_end().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_ne!(ev, 0, "{l:?}");
 }
 
 /// memcached 1.6.18's `do_add_delta` writes a result that fits in place, padded with spaces

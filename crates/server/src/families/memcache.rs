@@ -1118,8 +1118,8 @@ impl<'a> Mc<'a> {
             let r = self.h.touch_and_invalidate(DB, k, expiry, f.compare_cas)?;
             (r.outcome.into(), r.version)
         };
-        // Stale, with a fresh chance for one client to win the recache token. (Version 0:
-        // a TTL in the past deleted the key.)
+        // Stale, with a fresh chance for one client to win the recache token. (A TTL in the
+        // past deleted the key: version 0, or a version `set_mark` finds no item of.)
         if outcome == StoreResult::Stored && f.invalidate && version != 0 {
             self.st.set_mark(self.h, k, Mark { version, stale: true, token_sent: false });
         }

@@ -496,6 +496,9 @@ MC_CASES = {
         b"set {k}r 0 0 1\r\nx\r\n",
         b"mg {k}r T-1 R30 s\r\n",
         b"mg {k}r\r\n",
+        # R compares whole seconds: an expired item is not under a threshold in the past.
+        b"set {k}q 0 0 1\r\nx\r\n",
+        b"mg {k}q T-1 R2592001 s\r\n",
     ],
     "delete-touch": [
         b"delete {k}missing\r\n",

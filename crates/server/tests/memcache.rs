@@ -605,6 +605,13 @@ fn meta_vivify_recache_and_stale() {
     c.check(b"mg r R30 t\r\n", b"HD t10 W\r\n");
     c.check(b"mg r R30 t\r\n", b"HD t10 Z\r\n");
     c.check(b"mg r R5\r\n", b"HD Z\r\n");
+    // memcached compares in whole seconds: a TTL of exactly R does not qualify.
+    c.check(b"set r2 0 100 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"mg r2 R100 t\r\n", b"HD t100\r\n");
+    c.check(b"mg r2 R101 t\r\n", b"HD t100 W\r\n");
+    // An item the request's own T expired qualifies only under a threshold in the future.
+    c.check(b"set r3 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.check(b"mg r3 T-1 R2592001 s\r\n", b"HD s1\r\n");
     // md I: the item stays, stale (X), with a new cas; the first reader wins.
     c.check(b"set s 0 100 3\r\nabc\r\n", b"STORED\r\n");
     let old = cas_of(&mut c, "s");

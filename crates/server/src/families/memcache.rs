@@ -900,8 +900,10 @@ impl<'a> Mc<'a> {
                     r
                 }
                 b'R' => {
+                    // In whole seconds, as memcached compares its exptimes: an item whose
+                    // `t` is R does not qualify.
                     let recache = f.recache_ttl.map_or(0, |t| deadline_ms(i64::from(t), now));
-                    if !created && cur != 0 && cur < recache {
+                    if !created && cur != 0 && ttl_secs(cur, now) < ttl_secs(recache, now) {
                         wants = true;
                     }
                     r
@@ -923,9 +925,8 @@ impl<'a> Mc<'a> {
         // in memcached, the creator of a vivified item always wins, and so does a read whose
         // `N` or `T` TTL has already expired the item (the claim then finds no item to mark).
         let expired = cur != 0 && cur <= now;
-        let won = wants
-            && !mark.token_sent
-            && (self.st.claim_token(self.h, k, m.version, mark.stale) || created || expired);
+        let won =
+            wants && !mark.token_sent && (self.st.claim_token(self.h, k, m.version, mark.stale) || created || expired);
         if mark.token_sent || (wants && !won) {
             r = r.win_sent();
         }

@@ -500,6 +500,14 @@ MC_CASES = {
         b"set {k}q 0 0 1\r\nx\r\n",
         b"mg {k}q T-1 R2592001 s\r\n",
     ],
+    # ms I stores a CAS older than the item's as stale, but C0 is no CAS: EX.
+    "meta-set-stale-cas-zero": [
+        b"set {k}a 0 0 1\r\nx\r\n",
+        b"ms {k}a 1 I C0\r\ny\r\n",
+        b"ms {k}a 1 I C0 q\r\ny\r\nmn\r\n",
+        b"ms {k}a 1 MR I C0\r\ny\r\n",
+        b"mg {k}a v\r\n",
+    ],
     "delete-touch": [
         b"delete {k}missing\r\n",
         b"set {k}a 0 0 1\r\nx\r\n",

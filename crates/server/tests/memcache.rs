@@ -622,6 +622,7 @@ fn meta_vivify_recache_and_stale() {
     c.check(format!("ms s 3 I C{old}\r\nold\r\n").as_bytes(), b"HD\r\n");
     c.check(b"mg s t v\r\n", b"VA 3 t30 Z X\r\nold\r\n");
     c.check(b"ms s 3 I C99999999\r\nnew\r\n", b"EX\r\n");
+    c.check(b"ms s 3 I C0\r\nnew\r\n", b"EX\r\n");
     // A plain write makes it fresh again.
     c.check(b"ms s 3\r\nnew\r\n", b"HD\r\n");
     c.check(b"mg s t v\r\n", b"VA 3 t-1\r\nnew\r\n");

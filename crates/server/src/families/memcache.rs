@@ -972,7 +972,8 @@ impl<'a> Mc<'a> {
             // memcached turns set and replace with a CAS into a CAS store.
             (SetMode::Set | SetMode::Replace, Some(cas)) => {
                 let mut r = self.op_set(k, data, &SetOptions { cas: Some(cas), ..opts })?;
-                if r.0 == StoreResult::Exists && f.invalidate {
+                // C0 is no CAS to memcached, never an older one: no stale store, just EX.
+                if r.0 == StoreResult::Exists && f.invalidate && cas != 0 {
                     r = self.op_stale_store(k, data, &opts, cas)?.unwrap_or(r);
                 }
                 self.count(match r.0 {

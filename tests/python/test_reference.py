@@ -508,6 +508,16 @@ MC_CASES = {
         b"ms {k}a 1 MR I C0\r\ny\r\n",
         b"mg {k}a v\r\n",
     ],
+    # incr/decr/ma write a result that fits in place, keeping the item's stale and token
+    # marks; a longer result is a new item.
+    "meta-stale-counter": [
+        b"set {k}c 0 0 2\r\n10\r\nmd {k}c I\r\n",
+        b"incr {k}c 1\r\nmg {k}c v\r\n",
+        b"ma {k}c MD v\r\nmg {k}c v\r\n",
+        b"decr {k}c 1\r\nmg {k}c v\r\n",
+        b"incr {k}c 91\r\nmg {k}c v\r\n",
+        b"md {k}c I\r\nma {k}c D900 v\r\nmg {k}c v\r\n",
+    ],
     "delete-touch": [
         b"delete {k}missing\r\n",
         b"set {k}a 0 0 1\r\nx\r\n",

@@ -626,6 +626,14 @@ fn meta_vivify_recache_and_stale() {
     // A plain write makes it fresh again.
     c.check(b"ms s 3\r\nnew\r\n", b"HD\r\n");
     c.check(b"mg s t v\r\n", b"VA 3 t-1\r\nnew\r\n");
+    // incr/decr/ma write a result that fits in place, and the item keeps its marks; a
+    // longer result is a new item, fresh (memcached 1.6.18's do_add_delta).
+    c.check(b"set st 0 0 2\r\n10\r\nmd st I\r\n", b"STORED\r\nHD\r\n");
+    c.check(b"incr st 1\r\nmg st v\r\n", b"11\r\nVA 2 X W\r\n11\r\n");
+    c.check(b"ma st MD v\r\nmg st v\r\n", b"VA 2\r\n10\r\nVA 2 Z X\r\n10\r\n");
+    c.check(b"decr st 1\r\nmg st v\r\n", b"9\r\nVA 2 Z X\r\n9 \r\n");
+    c.check(b"incr st 91\r\nmg st v\r\n", b"100\r\nVA 3\r\n100\r\n");
+    c.check(b"md st I\r\nma st D900 v\r\nmg st v\r\n", b"HD\r\nVA 4\r\n1000\r\nVA 4\r\n1000\r\n");
 }
 
 #[test]

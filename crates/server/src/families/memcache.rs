@@ -731,14 +731,24 @@ impl<'a> Mc<'a> {
     /// stored as memcached leaves it ([`counter_value`]: a shorter number padded with spaces
     /// to the old length, which `get`, and Redis's GET, then return).
     fn cmd_incr(&mut self, key: &[u8], delta: u64, decr: bool, noreply: bool) -> Result<(), EngineError> {
+        // The item's version before, whose meta marks an in-place result keeps (see
+        // `keep_marks`; looked up only while any item has marks).
+        let before = if self.st.marks_len.load(Ordering::Relaxed) > 0 { self.read(key, false)? } else { None };
         let r = self.h.rewrite(DB, key, |v| {
             let cur = parse_counter(v)?;
             let new = if decr { cur.saturating_sub(delta) } else { cur.wrapping_add(delta) };
-            Some((counter_value(new, v.len()), new))
+            let stored = counter_value(new, v.len());
+            let in_place = stored.len() == v.len();
+            Some((stored, (new, in_place)))
         });
         let (hit, miss) = if decr { (C::DecrHits, C::DecrMisses) } else { (C::IncrHits, C::IncrMisses) };
         match r {
-            Ok(Some(v)) => {
+            Ok(Some((v, in_place))) => {
+                if let (Some(m), true) = (before, in_place) {
+                    if let Some(after) = self.read(key, false)? {
+                        self.keep_marks(key, m.version, after.version);
+                    }
+                }
                 self.count(hit);
                 if !noreply {
                     reply::number(self.out, v);
@@ -759,6 +769,16 @@ impl<'a> Mc<'a> {
             Err(e) => return Err(e),
         }
         Ok(())
+    }
+
+    /// memcached's incr/decr/`ma` writes a result that fits into the old value in place, and
+    /// the item keeps its meta marks (stale, token sent); a longer result is a new item,
+    /// without them. Carries the marks of version `from` over to `to`, the in-place result.
+    fn keep_marks(&self, key: &[u8], from: u64, to: u64) {
+        let mark = self.st.mark(key, from);
+        if mark.stale || mark.token_sent {
+            self.st.set_mark(self.h, key, Mark { version: to, ..mark });
+        }
     }
 
     /// # Format
@@ -1186,6 +1206,9 @@ impl<'a> Mc<'a> {
             let r = self.h.set(DB, k, &stored, &opts)?;
             match r.outcome {
                 Outcome::Stored => {
+                    if stored.len() == self.scratch.len() {
+                        self.keep_marks(k, m.version, r.version);
+                    }
                     self.count(hit);
                     if !f.quiet {
                         self.ma_reply(key, f, value.as_bytes(), r.version, m.expire_at, false, t_at, n_at, now);

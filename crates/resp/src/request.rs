@@ -100,6 +100,16 @@ impl Args {
         self.scratch.clear();
     }
 
+    /// Forgets the arguments, and gives back the storage a request of more than `keep`
+    /// arguments grew, so that one huge request does not hold it for as long as the `Args`
+    /// lives. (The scratch buffer needs no such care: inline lines are short.)
+    pub fn shrink(&mut self, keep: usize) {
+        self.clear();
+        if self.spans.capacity() > keep {
+            self.spans = Vec::new();
+        }
+    }
+
     #[inline]
     fn resolve<'a>(&'a self, buf: &'a [u8], s: &Span) -> Option<&'a [u8]> {
         if s.owned {
@@ -420,6 +430,16 @@ fn plain_len(buf: &[u8], start: usize) -> Option<(u64, usize)> {
 }
 
 fn multibulk<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -> Result<Option<usize>, ProtoError> {
+    let Some((count, pos)) = multibulk_header(buf, start, limits)? else { return Ok(None) };
+    match bulks(buf, pos, count, limits, sink)? {
+        Bulks::Done(end) => Ok(Some(end)),
+        Bulks::Partial { .. } => Ok(None),
+    }
+}
+
+/// The `*<count>` line of a multibulk at `start`: the argument count (0 for the empty
+/// requests `*0` and below) and where the first argument starts. None: incomplete.
+fn multibulk_header(buf: &[u8], start: usize, limits: &Limits) -> Result<Option<(u64, usize)>, ProtoError> {
     let (count, cr) = match plain_len(buf, start + 1) {
         Some((n, cr)) if n <= limits.max_multibulk => (n, cr),
         _ => {
@@ -429,14 +449,27 @@ fn multibulk<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -
                 Line::TooBig => return Err(ProtoError::TooBigMbulkCount),
             };
             match string2ll(&buf[start + 1..cr]) {
-                Some(n) if n <= 0 => return Ok(Some(cr + 2)),
+                Some(n) if n <= 0 => (0, cr),
                 Some(n) if n as u64 <= limits.max_multibulk => (n as u64, cr),
                 _ => return Err(ProtoError::InvalidMultibulkLength),
             }
         }
     };
-    let mut pos = cr + 2;
-    for _ in 0..count {
+    Ok(Some((count, cr + 2)))
+}
+
+/// How far [`bulks`] got.
+enum Bulks {
+    /// All of them: the request ends here.
+    Done(usize),
+    /// `left` arguments are still to come, from `pos` (the header of the first of them).
+    Partial { pos: usize, left: u64 },
+}
+
+/// `count` bulk arguments from `pos`.
+fn bulks<S: Sink>(buf: &[u8], mut pos: usize, count: u64, limits: &Limits, sink: &mut S) -> Result<Bulks, ProtoError> {
+    for done in 0..count {
+        let partial = Bulks::Partial { pos, left: count - done };
         let fast = match buf.get(pos) {
             Some(b'$') => plain_len(buf, pos + 1).filter(|&(n, _)| n <= limits.proto_max_bulk_len),
             _ => None,
@@ -446,7 +479,7 @@ fn multibulk<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -
             None => {
                 let cr = match header_line(buf, pos, limits.max_inline) {
                     Line::Cr(cr) => cr,
-                    Line::Incomplete => return Ok(None),
+                    Line::Incomplete => return Ok(partial),
                     Line::TooBig => return Err(ProtoError::TooBigBulkCount),
                 };
                 if buf[pos] != b'$' {
@@ -458,17 +491,64 @@ fn multibulk<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -
                 }
             }
         };
-        pos = cr + 2;
-        let avail = (buf.len() - pos) as u64;
+        let start = cr + 2;
+        let avail = (buf.len() - start) as u64;
         // The payload and the two bytes after it must all be here.
         if avail < len.saturating_add(2) {
-            return Ok(None);
+            return Ok(partial);
         }
-        let end = pos + len as usize;
-        sink.borrowed(pos, end);
+        let end = start + len as usize;
+        sink.borrowed(start, end);
         pos = end + 2;
     }
-    Ok(Some(pos))
+    Ok(Bulks::Done(pos))
+}
+
+/// How far an unfinished multibulk request has been checked, so that a request arriving
+/// in many reads is not parsed again from its start after each one: with a million small
+/// arguments trickling in, that was a second of CPU per read, and every other client of
+/// the worker waited for it. Redis keeps the same progress in its client (`multibulklen`).
+///
+/// A connection keeps one: after a parse found its first request incomplete it calls
+/// [`Progress::ready`], and then, while [`Progress::started`], asks `ready` again before
+/// parsing; it resets it (`Progress::default()`) once that request is consumed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Where the first argument still to come starts; 0 before the header was read.
+    pos: usize,
+    /// Arguments still to come from there.
+    left: u64,
+}
+
+impl Progress {
+    /// Whether a multibulk request has been checked in part ([`Progress::ready`] said no).
+    pub fn started(&self) -> bool {
+        self.pos > 0
+    }
+
+    /// Whether `buf`, which starts with the request this progress was made on, may now hold
+    /// all of it (or a protocol error): parse it then. False only for a multibulk still
+    /// incomplete; the check goes on from where the last one stopped, so it costs time in
+    /// proportion to what arrived since.
+    pub fn ready(&mut self, buf: &[u8], limits: &Limits) -> bool {
+        if self.pos == 0 {
+            if buf.first() != Some(&b'*') {
+                return true;
+            }
+            match multibulk_header(buf, 0, limits) {
+                Ok(Some((count, pos))) if count > 0 => *self = Progress { pos, left: count },
+                // An incomplete header (at most a line), an empty request, an error.
+                _ => return true,
+            }
+        }
+        match bulks(buf, self.pos, self.left, limits, &mut Counter(0)) {
+            Ok(Bulks::Partial { pos, left }) => {
+                *self = Progress { pos, left };
+                false
+            }
+            Ok(Bulks::Done(_)) | Err(_) => true,
+        }
+    }
 }
 
 fn inline<S: Sink>(buf: &[u8], start: usize, limits: &Limits, sink: &mut S) -> Result<Option<usize>, ProtoError> {
@@ -687,6 +767,62 @@ mod tests {
         for i in 0..buf.len() {
             assert_eq!(parse(&buf[..i]), Ok(None), "prefix {i} of {:?}", String::from_utf8_lossy(buf));
         }
+    }
+
+    #[test]
+    fn progress_is_never_short_of_the_parser() {
+        // Fed a growing prefix of one request, the progress may only say "not ready" where
+        // the parser finds it incomplete, and must say ready once it is whole or wrong.
+        let big = vec![b'v'; 300];
+        let cases: Vec<Vec<u8>> = vec![
+            mb(&[b"SET", b"key", &big]),
+            mb(&[b"RPUSH", b"k", b"", b"a", b"bb", b"", b"ccc"]),
+            [mb(&[b"GET", b"k"]), b"PING\r\n".to_vec()].concat(),
+            b"*3\r\n$3\r\nSET\r\n$x\r\n$1\r\nv\r\n".to_vec(),
+            b"*2\r\n$3\r\nfoo\r\n$-1\r\n".to_vec(),
+            b"*2\r\n$3\r\nfoo\r\n:12\r\n".to_vec(),
+            b"*2\r\n$3\r\nfoo\r\n$536870913\r\n".to_vec(),
+            b"*0\r\n*1\r\n$4\r\nPING\r\n".to_vec(),
+            b"*-1\r\n".to_vec(),
+            b"*+2\r\n$1\r\na\r\n$01\r\nb\r\n".to_vec(),
+            b"PING\r\n".to_vec(),
+        ];
+        for buf in &cases {
+            let mut p = Progress::default();
+            for i in 0..=buf.len() {
+                if !p.ready(&buf[..i], &lim()) {
+                    assert_eq!(parse(&buf[..i]), Ok(None), "prefix {i} of {:?}", String::from_utf8_lossy(buf));
+                }
+            }
+            assert!(p.ready(buf, &lim()), "{:?}", String::from_utf8_lossy(buf));
+        }
+    }
+
+    #[test]
+    fn shrink_gives_back_what_a_huge_request_grew() {
+        let mut args = Args::new();
+        let many = mb(&vec![&b"a"[..]; 5000]);
+        parse_command_into(&many, &lim(), &mut args).unwrap().unwrap();
+        assert_eq!(args.len(), 5000);
+        args.shrink(1 << 20);
+        assert!(args.is_empty() && args.spans.capacity() >= 5000, "kept up to `keep`");
+        parse_command_into(&many, &lim(), &mut args).unwrap().unwrap();
+        args.shrink(1024);
+        assert_eq!(args.spans.capacity(), 0);
+    }
+
+    #[test]
+    fn progress_goes_on_from_where_it_stopped() {
+        let buf = mb(&[b"RPUSH", b"k", b"a", b"b", b"c"]);
+        let mut p = Progress::default();
+        let cut = buf.len() - b"$1\r\nc\r\n".len();
+        assert!(!p.ready(&buf[..cut + 3], &lim()));
+        assert_eq!(p, Progress { pos: cut, left: 1 });
+        // Bytes before that point are not looked at again.
+        let mut other = buf.clone();
+        other[..cut].fill(b'#');
+        assert!(!p.ready(&other[..cut + 6], &lim()));
+        assert!(p.ready(&other, &lim()));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use larder_engine::{Handle, PREFETCH_GROUP};
-use larder_resp::{Args, Limits, Protocol, Writer};
+use larder_resp::{Args, Limits, Progress, Protocol, Writer};
 
 use crate::command::{dispatch_known, first_key_index, lookup_command, Argv, ConnState, Ctx};
 use crate::{ClientInfo, Msg, Proto, Shared};
@@ -44,6 +44,10 @@ const BIG_READ_CHUNK: usize = 256 * 1024;
 /// one [`Handle::prefetch_group`] takes.
 const PREFETCH_AHEAD: usize = PREFETCH_GROUP;
 
+/// Argument storage the parsed-ahead requests keep between reads; a request with more
+/// arguments than this gives its storage back once it ran.
+const ARGS_KEEP: usize = 1024;
+
 struct Conn {
     stream: TcpStream,
     proto: Proto,
@@ -55,6 +59,8 @@ struct Conn {
     soft_since: Option<Instant>,
     /// Blocked in a blocking command: its next requests wait in `rbuf`.
     parked: bool,
+    /// How far the unfinished request at the start of `rbuf` has been checked.
+    progress: Progress,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -375,6 +381,7 @@ impl Worker {
                 writing: false,
                 soft_since: None,
                 parked: false,
+                progress: Progress::default(),
             });
         }
     }
@@ -505,10 +512,21 @@ impl Worker {
                 let (mut next, mut filled) = (0, 0);
                 while pos < c.rbuf.len() && !c.state.close {
                     if next == filled {
+                        // A request still arriving over many reads is checked on from where
+                        // the last read left it, and parsed again only once it is whole.
+                        if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], &limits) {
+                            break;
+                        }
                         next = 0;
                         filled = match parse_ahead(&c.rbuf[pos..], &limits, &mut self.batch) {
-                            Ok(0) => break,
-                            Ok(k) => k,
+                            Ok(0) => {
+                                c.progress.ready(&c.rbuf[pos..], &limits);
+                                break;
+                            }
+                            Ok(k) => {
+                                c.progress = Progress::default();
+                                k
+                            }
                             Err(e) => {
                                 // Redis replies with the protocol error and closes.
                                 let ws = self.shared.stats.worker(self.id);
@@ -566,6 +584,10 @@ impl Worker {
                         }
                     }
                     pos += n;
+                }
+                // One huge request does not keep its argument storage for good.
+                for p in &mut self.batch {
+                    p.args.shrink(ARGS_KEEP);
                 }
             }
             Proto::Memcache => match &self.shared.config.floor {

@@ -1,0 +1,33 @@
+//! Hostile input: requests that cost the server more than their bytes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A request of many small arguments arriving over many reads is checked on from where
+/// each read left it. Parsed again from its start after every read, it took a whole
+/// worker (a million arguments in 5000 reads: 11 s here) and every other client of the
+/// worker waited that long for each reply.
+#[test]
+fn a_long_request_trickling_in_does_not_starve_other_clients() {
+    let srv = start_with(|a| a.threads = Some(1));
+    let mut slow = Raw::connect(srv.resp);
+    let mut other = Raw::connect(srv.resp);
+    const N: usize = 1_000_000;
+    slow.send(format!("*{}\r\n$5\r\nRPUSH\r\n$4\r\nlong\r\n", N + 2).as_bytes());
+    let args = b"$1\r\na\r\n".repeat(N);
+    let start = Instant::now();
+    let mut worst = Duration::ZERO;
+    for chunk in args.chunks(args.len() / 5000) {
+        slow.send(chunk);
+        // A round trip through the worker, which has then read the chunk.
+        let t = Instant::now();
+        other.check(b"PING\r\n", b"+PONG\r\n");
+        worst = worst.max(t.elapsed());
+    }
+    slow.check(b"", format!(":{N}\r\n").as_bytes());
+    eprintln!("{:?} in all, slowest PING {worst:?}", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+}

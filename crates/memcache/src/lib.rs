@@ -63,7 +63,9 @@ pub mod reply;
 pub use error::{Error, ErrorReply, KeyAt};
 pub use meta::{ArithMode, MetaFlags, MetaKey, SetMode};
 pub use num::{counter_value, parse_counter, parse_u32};
-pub use parse::{advance_window, parse, parse_window, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens};
+pub use parse::{
+    advance_window, is_long_multiget, parse, parse_window, Keys, Request, RetrieveCommand, Store, StoreCommand, Tokens,
+};
 
 /// Parser limits. The defaults are memcached 1.6's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

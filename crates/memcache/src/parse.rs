@@ -404,6 +404,19 @@ pub fn parse_window<'a>(
     }
 }
 
+/// Whether `buf` starts with a multiget line that memcached reads on without bound: more
+/// than [`Limits::max_unterminated_line`] bytes and no `\n` yet. Until its `\n` arrives
+/// [`parse_window`] says "incomplete" however long it grows, so a caller need not parse it
+/// again (looking through all of it) before a `\n` comes.
+pub fn is_long_multiget(buf: &[u8], limits: &Limits) -> bool {
+    if buf.len() <= limits.max_unterminated_line || buf.contains(&b'\n') {
+        return false;
+    }
+    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
+    let rest = &buf[spaces..];
+    spaces <= MAX_LEADING_SPACES && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
+
 /// The window memcached's buffer leaves after `n` more bytes were consumed
 /// (a request, or an error's [`Error::consumed`] plus [`Error::skip`]): the
 /// rest of the buffer, or a fresh buffer if those bytes ran past it.

@@ -861,3 +861,18 @@ fn scan_line_finds_newline_and_nul() {
         assert_eq!(scan_line(&vec![b'a'; len]), (None, None));
     }
 }
+
+#[test]
+fn a_long_multiget_is_incomplete_until_its_newline_whatever_comes_before() {
+    let line = [&b"  gets "[..], &b"key\0 \r x ".repeat(400)].concat();
+    assert!(is_long_multiget(&line, &lim()));
+    for end in [3000, 3001, 3002, 3003, line.len()] {
+        let mut w = lim().read_buffer_size;
+        assert_eq!(parse_window(&line[..end], &mut w, &lim()), Ok(None), "{end} bytes");
+    }
+    // Not such a line: short, ended, another command, too many leading spaces.
+    assert!(!is_long_multiget(&line[..2048], &lim()));
+    assert!(!is_long_multiget(&[&line[..], b"\n"].concat(), &lim()));
+    assert!(!is_long_multiget(&[&b"set "[..], &line[7..]].concat(), &lim()));
+    assert!(!is_long_multiget(&[&b" ".repeat(101)[..], &line[2..]].concat(), &lim()));
+}

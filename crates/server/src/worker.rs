@@ -61,6 +61,8 @@ struct Conn {
     parked: bool,
     /// How far the unfinished request at the start of `rbuf` has been checked.
     progress: Progress,
+    /// memcached: `rbuf` holds this much of a long multiget line without its `\n` (0: no).
+    multiget: usize,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -382,6 +384,7 @@ impl Worker {
                 soft_since: None,
                 parked: false,
                 progress: Progress::default(),
+                multiget: 0,
             });
         }
     }
@@ -590,26 +593,36 @@ impl Worker {
                     p.args.shrink(ARGS_KEEP);
                 }
             }
-            Proto::Memcache => match &self.shared.config.floor {
-                Some(v) if c.state.mc_swallow == 0 => {
-                    let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
-                    let max =
-                        usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-                    pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
-                        crate::families::memcache::process(b, out, h, state, shared, id)
-                    });
+            // A long multiget line still without its end: nothing to do until a `\n` comes,
+            // and looking through all of it after every read kept a worker busy.
+            Proto::Memcache if c.multiget > 0 && !c.rbuf[c.multiget..].contains(&b'\n') => {
+                c.multiget = c.rbuf.len();
+            }
+            Proto::Memcache => {
+                match &self.shared.config.floor {
+                    Some(v) if c.state.mc_swallow == 0 => {
+                        let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
+                        let max =
+                            usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+                        pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
+                            crate::families::memcache::process(b, out, h, state, shared, id)
+                        });
+                    }
+                    _ => {
+                        pos = crate::families::memcache::process(
+                            &c.rbuf,
+                            &mut c.wbuf,
+                            &mut self.h,
+                            &mut c.state,
+                            &self.shared,
+                            self.id,
+                        );
+                    }
                 }
-                _ => {
-                    pos = crate::families::memcache::process(
-                        &c.rbuf,
-                        &mut c.wbuf,
-                        &mut self.h,
-                        &mut c.state,
-                        &self.shared,
-                        self.id,
-                    );
-                }
-            },
+                let rest = &c.rbuf[pos.min(c.rbuf.len())..];
+                let waits = !c.state.close && larder_memcache::is_long_multiget(rest, &Default::default());
+                c.multiget = if waits { rest.len() } else { 0 };
+            }
         }
         c.rbuf.drain(..pos.min(c.rbuf.len()));
         c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);

@@ -6,6 +6,14 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// The bound on a whole trickle below. Checked on from where it stopped, each takes about
+/// 0.2 s in release and 1-1.5 s in debug here; checked from the start after every read,
+/// 5-11 s in release and 90-130 s in debug. The bound sits far from both, so
+/// that a loaded 2-core CI machine does not fail the fixed code.
+fn trickle_limit() -> Duration {
+    Duration::from_secs(if cfg!(debug_assertions) { 20 } else { 3 })
+}
+
 /// A request of many small arguments arriving over many reads is checked on from where
 /// each read left it. Parsed again from its start after every read, it took a whole
 /// worker (a million arguments in 5000 reads: 11 s here) and every other client of the
@@ -29,7 +37,7 @@ fn a_long_request_trickling_in_does_not_starve_other_clients() {
     }
     slow.check(b"", format!(":{N}\r\n").as_bytes());
     eprintln!("{:?} in all, slowest PING {worst:?}", start.elapsed());
-    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(start.elapsed() < trickle_limit(), "{:?}", start.elapsed());
 }
 
 /// The same for a memcached multiget line, which may grow without bound: it was looked
@@ -51,5 +59,5 @@ fn a_long_multiget_trickling_in_does_not_starve_other_clients() {
     }
     slow.check(b"\r\n", b"VALUE key-0000000001 0 1\r\nv\r\nEND\r\n");
     eprintln!("{:?} in all", start.elapsed());
-    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(start.elapsed() < trickle_limit(), "{:?}", start.elapsed());
 }

@@ -1,6 +1,6 @@
 #![no_main]
 
-use larder_resp::{parse_command, parse_command_into, Args, Limits};
+use larder_resp::{parse_command, parse_command_into, Args, Limits, Progress};
 use libfuzzer_sys::fuzz_target;
 
 // Small limits reach the "too big" and "invalid length" paths with small inputs.
@@ -23,6 +23,22 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(parse_command(&longer, &limits).unwrap().unwrap().1, n);
             }
             pos += n;
+        }
+        // The first request arriving a few bytes a read, as a connection checks it: the
+        // progress may hold a parse back only while the parser too finds it incomplete.
+        let mut progress = Progress::default();
+        for end in (0..=data.len()).step_by(1 + data.len() % 5) {
+            let buf = &data[..end];
+            if progress.started() && !progress.ready(buf, &limits) {
+                assert_eq!(parse_command(buf, &limits), Ok(None), "held back at {end}");
+                continue;
+            }
+            match parse_command(buf, &limits) {
+                Ok(None) => {
+                    progress.ready(buf, &limits);
+                }
+                _ => break,
+            }
         }
         // A truncated request is incomplete or an error, never more.
         if let Ok(None) = parse_command(&data[pos..], &limits) {

@@ -91,3 +91,12 @@ def k(request):
 
     key.ns = ns
     return key
+
+
+def diff_seeds(default):
+    """Seeds for the differential tests: 1..default, or LARDER_DIFF_SEEDS: "N" (1..N) or "A-B"."""
+    spec = os.environ.get("LARDER_DIFF_SEEDS", "").strip()
+    if not spec:
+        return list(range(1, default + 1))
+    first, _, last = spec.partition("-")
+    return list(range(int(first), int(last) + 1)) if last else list(range(1, int(first) + 1))

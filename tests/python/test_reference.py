@@ -65,6 +65,10 @@ class Conn:
         """Sends request (bytes), reads `replies` complete replies; returns them, and whether
         the server then closed the connection."""
         self.s.sendall(request)
+        return self.read_replies(replies)
+
+    def read_replies(self, replies=1):
+        """Reads `replies` complete replies (b"<closed>" for the rest if the server closes)."""
         out = []
         while len(out) < replies:
             end = resp_reply_end(self.buf)

@@ -301,7 +301,11 @@ if [ "$SERVER_UP" = 1 ] && [ "$LARDER_TEST_REFERENCE" = 1 ] && need redis-server
   wait_ports $! "$REF_RESP" && REF_ENV+=(LARDER_REF_RESP_PORT="$REF_RESP")
   user=()
   [ "$(id -u)" = 0 ] && user=(-u nobody)  # memcached refuses to run as root without -u
-  memcached -l 127.0.0.1 -p "$REF_MC" -U 0 -m 64 "${user[@]}" >"$CACHE/ref-memcached.log" 2>&1 &
+  # No background LRU threads: they take item references for a moment, and an incr/decr only
+  # rewrites an item in place (padded with spaces) when no one else holds it, so with them the
+  # reference's replies would depend on timing (tests/python/test_differential_memcache.py).
+  memcached -l 127.0.0.1 -p "$REF_MC" -U 0 -m 64 -o no_lru_maintainer,no_lru_crawler "${user[@]}" \
+    >"$CACHE/ref-memcached.log" 2>&1 &
   PIDS+=($!)
   wait_ports $! "$REF_MC" && REF_ENV+=(LARDER_REF_MC_PORT="$REF_MC")
 fi

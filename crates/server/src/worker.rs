@@ -282,7 +282,7 @@ impl Worker {
                     Token(t) => {
                         let i = t - FIRST_CONN;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.on_readable(i);
+                            self.on_readable(i, ev.is_read_closed());
                         }
                         if ev.is_writable() {
                             self.flush(i);
@@ -407,7 +407,9 @@ impl Worker {
         }
     }
 
-    fn on_readable(&mut self, i: usize) {
+    /// Reads what arrived on connection `i` and runs its complete requests. `read_closed`:
+    /// the event says the peer shut down its side (its FIN may have come with the data).
+    fn on_readable(&mut self, i: usize, read_closed: bool) {
         self.round_reads += 1;
         let limit = self.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
         let ws = self.shared.stats.worker(self.id);
@@ -444,10 +446,12 @@ impl Worker {
                         self.close(i);
                         return;
                     }
-                    if n < asked {
+                    if n < asked && !read_closed {
                         // A short read emptied the socket. Linux's epoll signals every new
                         // arrival even in edge-triggered mode, so skipping the read that
                         // would only say EAGAIN is safe, and saves a syscall per request.
+                        // Not when the peer's FIN came with the data: that read says EOF,
+                        // and no later event would (the connection stayed in CLOSE-WAIT).
                         break;
                     }
                 }

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -60,4 +61,39 @@ fn a_long_multiget_trickling_in_does_not_starve_other_clients() {
     slow.check(b"\r\n", b"VALUE key-0000000001 0 1\r\nv\r\nEND\r\n");
     eprintln!("{:?} in all", start.elapsed());
     assert!(start.elapsed() < trickle_limit(), "{:?}", start.elapsed());
+}
+
+/// A peer that sends its last requests and shuts down its side at once (`printf 'PING\r\n'
+/// | nc -N`) gets its replies, and then the server closes. The FIN came with the data, in
+/// one wake-up, and the server skipped the read that would have said EOF (a short read
+/// meant "nothing more"): the connection stayed in CLOSE-WAIT, its descriptor never freed.
+#[test]
+fn a_peer_that_shuts_down_its_side_after_its_requests_is_closed() {
+    let srv = start();
+    let cases: [(u16, &[u8], &[u8]); 4] = [
+        (srv.resp, b"PING\r\n", b"+PONG\r\n"),
+        (srv.resp, b"*2\r\n$3\r\nGET", b""),
+        (srv.mc, b"version\r\n", b"VERSION 1.6.21\r\n"),
+        (srv.mc, b"set b 0 0 100\r\nabc\r\n", b""),
+    ];
+    for round in 0..10 {
+        for (port, req, reply) in cases {
+            let mut c = Raw::connect(port);
+            c.send(req);
+            c.s.shutdown(std::net::Shutdown::Write).unwrap();
+            // Everything up to the server's EOF (or the 5 s read timeout).
+            let mut got = Vec::new();
+            let eof = loop {
+                let mut b = [0u8; 256];
+                match c.s.read(&mut b) {
+                    Ok(0) => break true,
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                    Err(_) => break false,
+                }
+            };
+            let req = String::from_utf8_lossy(req);
+            assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(reply), "round {round}: {req:?}");
+            assert!(eof, "round {round}: {req:?} then FIN: the server did not close");
+        }
+    }
 }

@@ -243,24 +243,66 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 
 /// Redis's float parsing for arguments (`strtold` without spaces; "inf" allowed, NaN not).
 pub fn parse_f64(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.bytes().any(|c| c.is_ascii_whitespace()) {
+    if b.is_empty() || b.iter().any(|c| c.is_ascii_whitespace()) {
         return None;
     }
-    let (neg, body) = match b[0] {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if let Some((v, n)) = strtod_hex(body) {
-        return (n == body.len()).then_some(if neg { -v } else { v });
+    let (v, n) = strtod_prefix(b);
+    (n == b.len() && !v.is_nan()).then_some(v)
+}
+
+/// Parses the longest float prefix of `s` as C's `strtod` does (after leading whitespace);
+/// returns the value and the bytes consumed (0 if none).
+pub fn strtod_prefix(s: &[u8]) -> (f64, usize) {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
+        i += 1;
     }
-    let v = match s.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => s.parse::<f64>().ok()?,
-    };
-    (!v.is_nan()).then_some(v)
+    let start = i;
+    let mut j = i;
+    if j < s.len() && (s[j] == b'+' || s[j] == b'-') {
+        j += 1;
+    }
+    if let Some((v, n)) = strtod_hex(&s[j..]) {
+        return (if s[start] == b'-' { -v } else { v }, j + n);
+    }
+    let lower: Vec<u8> = s[j..s.len().min(j + 8)].to_ascii_lowercase();
+    for word in [&b"infinity"[..], b"inf", b"nan"] {
+        if lower.starts_with(word) {
+            let end = j + word.len();
+            let v: f64 = std::str::from_utf8(&s[start..end]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0);
+            return (v, end);
+        }
+    }
+    let mut k = j;
+    let mut digits = 0;
+    while k < s.len() && s[k].is_ascii_digit() {
+        k += 1;
+        digits += 1;
+    }
+    if k < s.len() && s[k] == b'.' {
+        k += 1;
+        while k < s.len() && s[k].is_ascii_digit() {
+            k += 1;
+            digits += 1;
+        }
+    }
+    if digits == 0 {
+        return (0.0, 0);
+    }
+    if k < s.len() && (s[k] == b'e' || s[k] == b'E') {
+        let mut e = k + 1;
+        if e < s.len() && (s[e] == b'+' || s[e] == b'-') {
+            e += 1;
+        }
+        if e < s.len() && s[e].is_ascii_digit() {
+            while e < s.len() && s[e].is_ascii_digit() {
+                e += 1;
+            }
+            k = e;
+        }
+    }
+    let v = std::str::from_utf8(&s[start..k]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0);
+    (v, k)
 }
 
 /// C's `strtod` on a hexadecimal float (after the sign): `0x`, hex digits with at most one
@@ -268,7 +310,7 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
 /// magnitude, rounded to nearest even as glibc does (±inf above f64's range, 0 below it),
 /// and the bytes read; None when no hex digit follows the `0x` (strtod then reads only the
 /// "0"). Redis's scores, weights, ranges, SORT and timeouts all accept this form.
-pub fn strtod_hex(s: &[u8]) -> Option<(f64, usize)> {
+fn strtod_hex(s: &[u8]) -> Option<(f64, usize)> {
     if s.len() < 3 || s[0] != b'0' || s[1] | 0x20 != b'x' {
         return None;
     }
@@ -835,6 +877,31 @@ fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_f64_takes_a_whole_float_without_spaces() {
+        for (text, want) in [
+            ("1.5", 1.5),
+            ("-2", -2.0),
+            ("+3", 3.0),
+            ("1.", 1.0),
+            (".5", 0.5),
+            ("1e3", 1000.0),
+            ("1E-2", 0.01),
+            ("1e400", f64::INFINITY),
+            ("inf", f64::INFINITY),
+            ("+INF", f64::INFINITY),
+            ("Infinity", f64::INFINITY),
+            ("-infinity", f64::NEG_INFINITY),
+            ("0x10", 16.0),
+        ] {
+            assert_eq!(parse_f64(text.as_bytes()), Some(want), "{text:?}");
+        }
+        for text in ["", " 1", "1 ", "1\n", "nan", "-NaN", "1e", ".", "abc", "1x", "infinit", "\u{ff}"] {
+            assert_eq!(parse_f64(text.as_bytes()), None, "{text:?}");
+        }
+        assert_eq!(parse_f64(b"\xff"), None);
+    }
 
     #[test]
     fn hex_floats_round_as_strtod() {

@@ -11,8 +11,7 @@ use std::cmp::Ordering;
 
 use larder_engine::{Error, Handle, Kind, Type};
 
-use crate::command::{strtod_erange, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
-use crate::families::zset::strtod_prefix;
+use crate::command::{strtod_erange, strtod_prefix, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[

@@ -25,7 +25,7 @@ use larder_resp::Protocol;
 
 use crate::blocking::{self, NullReply};
 use crate::command::{
-    strtod_erange, strtod_hex, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
+    strtod_erange, strtod_prefix, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
 };
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::list::parse_timeout;
@@ -150,61 +150,6 @@ pub fn fmt_score(out: &mut Vec<u8>, d: f64) {
         }
         out.extend_from_slice(&text);
     }
-}
-
-/// Parses the longest float prefix of `s` as C's `strtod` does (after leading whitespace);
-/// returns the value and the bytes consumed (0 if none).
-pub fn strtod_prefix(s: &[u8]) -> (f64, usize) {
-    let mut i = 0;
-    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
-        i += 1;
-    }
-    let start = i;
-    let mut j = i;
-    if j < s.len() && (s[j] == b'+' || s[j] == b'-') {
-        j += 1;
-    }
-    if let Some((v, n)) = strtod_hex(&s[j..]) {
-        return (if s[start] == b'-' { -v } else { v }, j + n);
-    }
-    let lower: Vec<u8> = s[j..s.len().min(j + 8)].to_ascii_lowercase();
-    for word in [&b"infinity"[..], b"inf", b"nan"] {
-        if lower.starts_with(word) {
-            let end = j + word.len();
-            let v: f64 = std::str::from_utf8(&s[start..end]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0);
-            return (v, end);
-        }
-    }
-    let mut k = j;
-    let mut digits = 0;
-    while k < s.len() && s[k].is_ascii_digit() {
-        k += 1;
-        digits += 1;
-    }
-    if k < s.len() && s[k] == b'.' {
-        k += 1;
-        while k < s.len() && s[k].is_ascii_digit() {
-            k += 1;
-            digits += 1;
-        }
-    }
-    if digits == 0 {
-        return (0.0, 0);
-    }
-    if k < s.len() && (s[k] == b'e' || s[k] == b'E') {
-        let mut e = k + 1;
-        if e < s.len() && (s[e] == b'+' || s[e] == b'-') {
-            e += 1;
-        }
-        if e < s.len() && s[e].is_ascii_digit() {
-            while e < s.len() && s[e].is_ascii_digit() {
-                e += 1;
-            }
-            k = e;
-        }
-    }
-    let v = std::str::from_utf8(&s[start..k]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0);
-    (v, k)
 }
 
 /// Redis's `getDoubleFromObject`: the whole argument is a float, no leading space, no

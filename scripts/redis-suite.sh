@@ -8,12 +8,14 @@
 #   scripts/redis-suite.sh PORT [HOST]   run the units against HOST:PORT (default 127.0.0.1)
 #
 # Policy and knobs (environment):
+#   REDIS_SUITE_REQUIRED=1        every unit run must pass: exit 1 if any of their tests fails
+#                                 or one of them ends early (exception, timeout). The tests that
+#                                 need what Larder does not have are skipped by name (below).
+#                                 0: only the REDIS_SUITE_REQUIRED_UNITS must pass.
 #   REDIS_SUITE_REQUIRED_UNITS="unit/type/string unit/type/incr unit/expire unit/keyspace
 #                                 unit/protocol unit/info-command unit/quit"
-#                                 the units that must pass: exit 1 if any of their tests fails
-#                                 or one of them ends early (exception, timeout). These are the
-#                                 server issue's units; the others still miss commands (below).
-#   REDIS_SUITE_REQUIRED=0        1: every unit run must pass, not only the required ones.
+#                                 the units that must pass even with REDIS_SUITE_REQUIRED=0
+#                                 (the server issue's units).
 #   REDIS_SUITE_UNITS="..."       the units to run (default: the string/keyspace/connection
 #                                 units below).
 #   REDIS_SUITE_TAGS="..."        --tags filter (default: skip tests that need replication or
@@ -44,7 +46,7 @@ ROOT=$PWD
 CACHE=$ROOT/tests/.cache
 SRC_CACHE=$CACHE/redis-src
 
-: "${REDIS_SUITE_REQUIRED:=0}"
+: "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
 : "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
@@ -64,8 +66,23 @@ BRPOPLPUSH with multiple blocked clients
 PUBLISH/SUBSCRIBE after UNSUBSCRIBE without arguments
 PUBLISH/PSUBSCRIBE after PUNSUBSCRIBE without arguments
 COPY basic usage for stream
-COPY basic usage for stream-cgroups}"
-# (The two COPY tests build a stream with XADD: streams are not a Larder type yet.)
+COPY basic usage for stream-cgroups
+Blocking commands ignores the timeout
+Hash ziplist of various encodings
+Hash ziplist of various encodings - sanitize dump
+List ziplist of various encodings
+List ziplist of various encodings - sanitize dump
+MULTI and script timeout
+EXEC and script timeout
+MULTI-EXEC body and script timeout
+just EXEC and script timeout
+SORT sorted set BY nosort works as expected from scripts}"
+# The tests skipped by name after those above need what Larder does not have yet: streams
+# (the two COPY tests build a stream with XADD; "Blocking commands ignores the timeout" runs
+# XREADGROUP beside the list and sorted-set pops, which tests/python and crates/server/tests
+# cover inside MULTI), DUMP/RESTORE (the "ziplist of various encodings" tests restore Redis
+# 6 payloads), and Lua scripting (EVAL, SCRIPT KILL: the script-timeout tests and SORT from a
+# script). Every other test of the units below runs, and must pass.
 
 # The unpacked source tree in the cache (newest version if several), or nothing.
 cached_src() {

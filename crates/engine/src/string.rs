@@ -64,6 +64,9 @@ pub struct SetOptions {
     /// otherwise stores as an integer item, for INCR in place). Redis's INCRBYFLOAT makes a
     /// string of "3" too: OBJECT ENCODING says `embstr`, not `int`.
     pub raw: bool,
+    /// Store the bytes as a string in what Redis calls the `raw` encoding whatever their
+    /// length, as a string an edit or a bit operation made (BITOP's result). Implies `raw`.
+    pub edited: bool,
 }
 
 /// What a conditional store did (memcached's replies map one to one).
@@ -260,7 +263,11 @@ impl Handle {
                 },
             };
             let version = p.next_version()?;
-            let value = if opt.raw { Value::Raw(value) } else { Value::of(value) };
+            let value = match (opt.edited, opt.raw) {
+                (true, _) => Value::Edited(value),
+                (false, true) => Value::Raw(value),
+                (false, false) => Value::of(value),
+            };
             let off = item::build(p, &NewItem { key, value, expire_at, cflags: opt.flags, version })?;
             Ok((Action::Put(off), SetReply { outcome: Outcome::Stored, old: old_val, version }))
         })
@@ -619,36 +626,88 @@ impl Handle {
     }
 
     /// SETBIT: sets or clears bit `bit` (bit 0 is the most significant bit of the first
-    /// byte), growing the string with zero bytes as needed; returns the bit's old value.
+    /// byte), growing the string with zero bytes as needed; returns the bit's old value and
+    /// whether the string changed (made, grown, or the bit flipped). An unchanged string
+    /// keeps its version, as Redis does not count it as modified (a WATCH on it holds).
     ///
     /// ```
     /// # use larder_engine::*;
     /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
     /// # let mut h = store.handle().unwrap();
-    /// assert_eq!(h.setbit(0, b"b", 7, true).unwrap(), 0);
+    /// assert_eq!(h.setbit(0, b"b", 7, true).unwrap(), (0, true));
     /// assert_eq!(h.get(0, b"b").unwrap().as_deref(), Some(&b"\x01"[..]));
     /// assert_eq!(h.getbit(0, b"b", 7).unwrap(), 1);
+    /// assert_eq!(h.setbit(0, b"b", 7, true).unwrap(), (1, false));
     /// ```
-    pub fn setbit(&mut self, db: u32, key: &[u8], bit: u64, on: bool) -> Result<u8, Error> {
-        let byte = bit / 8;
-        if byte >= MAX_VALUE {
+    pub fn setbit(&mut self, db: u32, key: &[u8], bit: u64, on: bool) -> Result<(u8, bool), Error> {
+        let byte = (bit / 8) as usize;
+        if byte as u64 >= MAX_VALUE {
             return Err(Error::TooLarge);
         }
         let mask = 0x80u8 >> (bit % 8);
+        self.edit(db, key, |v, existed| {
+            let grown = !existed || v.len() <= byte;
+            if v.len() <= byte {
+                v.resize(byte + 1, 0);
+            }
+            let was = v[byte] & mask != 0;
+            if on {
+                v[byte] |= mask;
+            } else {
+                v[byte] &= !mask;
+            }
+            let changed = grown || was != on;
+            (changed, (was as u8, changed))
+        })
+    }
+
+    /// Edits a string's bytes in one step under the key's lock, keeping its TTL and client
+    /// flags: `f` gets the value to change in place (empty, and `false`, for a missing key)
+    /// and returns whether to store it, and what to return. What it stores is a raw string
+    /// (never re-encoded as an integer), as Redis leaves a string its bit commands wrote; a
+    /// missing key it stores is created without a TTL. A string it does not store keeps its
+    /// bytes and version, but an integer or short string is still made raw, as Redis makes
+    /// it (OBJECT ENCODING). SETBIT and the server's BITFIELD are built on it.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let upper = |v: &mut Vec<u8>, existed: bool| {
+    ///     v.make_ascii_uppercase();
+    ///     (existed, v.len())
+    /// };
+    /// assert_eq!(h.edit(0, b"k", upper).unwrap(), 0); // missing: nothing stored
+    /// assert_eq!(h.get(0, b"k").unwrap(), None);
+    /// h.set(0, b"k", b"hello", &SetOptions::default()).unwrap();
+    /// assert_eq!(h.edit(0, b"k", upper).unwrap(), 5);
+    /// assert_eq!(h.get(0, b"k").unwrap().as_deref(), Some(&b"HELLO"[..]));
+    /// ```
+    pub fn edit<T>(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        f: impl FnOnce(&mut Vec<u8>, bool) -> (bool, T),
+    ) -> Result<T, Error> {
         self.write(db, key, |p, old| {
-            let a = p.arena();
             let mut v = Vec::new();
             if let Some(o) = old {
-                o.value(a, &mut v)?;
+                o.value(p.arena(), &mut v)?;
             }
-            if v.len() <= byte as usize {
-                v.resize(byte as usize + 1, 0);
+            let (store, r) = f(&mut v, old.is_some());
+            if !store {
+                // Redis turns a string its bit commands touch into a raw one even when they
+                // change nothing (`dbUnshareStringValue`): the same bytes and version, only
+                // re-encoded (an integer, or a short string it kept embedded).
+                return Ok(match old {
+                    Some(o) if o.is_int() || (!o.is_edited() && o.vlen <= 44) => {
+                        (Action::Put(rebuild(p, o, Value::Edited(&v), o.version())?), r)
+                    }
+                    _ => (Action::Keep, r),
+                });
             }
-            let was = (v[byte as usize] & mask != 0) as u8;
-            if on {
-                v[byte as usize] |= mask;
-            } else {
-                v[byte as usize] &= !mask;
+            if v.len() as u64 > MAX_VALUE {
+                return Err(Error::TooLarge);
             }
             let off = match old {
                 // A raw string, as Redis makes it, even from nothing.
@@ -658,7 +717,7 @@ impl Handle {
                 )?,
                 Some(o) => rebuild_value(p, o, Value::Edited(&v))?,
             };
-            Ok((Action::Put(off), was))
+            Ok((Action::Put(off), r))
         })
     }
 
@@ -1048,13 +1107,15 @@ fn append_room(len: u64) -> u64 {
 }
 
 fn rebuild_value(p: &Participant, old: &ItemView, value: Value<'_>) -> Result<u64, Error> {
+    rebuild(p, old, value, p.next_version()?)
+}
+
+/// [`rebuild_value`] with the version given.
+fn rebuild(p: &Participant, old: &ItemView, value: Value<'_>, version: u64) -> Result<u64, Error> {
     let a = p.arena();
     let mut k = Vec::new();
     old.key(a, &mut k)?;
-    item::build(
-        p,
-        &NewItem { key: &k, value, expire_at: old.expire_at(a)?, cflags: old.cflags, version: p.next_version()? },
-    )
+    item::build(p, &NewItem { key: &k, value, expire_at: old.expire_at(a)?, cflags: old.cflags, version })
 }
 
 #[cfg(test)]

@@ -151,6 +151,9 @@ pub struct ConnState {
     /// Keys written inside the running EXEC while clients are blocked, in order: their
     /// waiters are served when EXEC ends (see [`crate::blocking::after_call`]).
     pub ready: Vec<(u32, Vec<u8>)>,
+    /// Set by a write command that changed nothing (SETBIT of a bit to its value, a
+    /// BITFIELD that wrote what was there): it does not count in the dirty counter.
+    pub unchanged: bool,
 }
 
 impl ConnState {
@@ -173,6 +176,7 @@ impl ConnState {
             pushed: false,
             park: None,
             ready: Vec::new(),
+            unchanged: false,
         }
     }
 }
@@ -786,6 +790,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     if !ctx.conn.in_exec {
         ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
     }
+    ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
@@ -798,7 +803,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     }
     let ok = r.is_ok();
     match r {
-        Ok(()) if spec.flags & WRITE != 0 => {
+        Ok(()) if spec.flags & WRITE != 0 && !ctx.conn.unchanged => {
             ws.dirty.incr();
         }
         Ok(()) => {}

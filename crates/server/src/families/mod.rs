@@ -2,6 +2,7 @@
 //! an op (engine in, result out) where there is one, and a `cmd_*` handler that parses
 //! arguments and writes the reply.
 
+pub mod bitmap;
 pub mod collection;
 pub mod connection;
 pub mod hash;
@@ -22,6 +23,7 @@ use crate::command::Spec;
 pub const ALL: &[&[Spec]] = &[
     connection::COMMANDS,
     string::COMMANDS,
+    bitmap::COMMANDS,
     keys::COMMANDS,
     list::COMMANDS,
     server::COMMANDS,

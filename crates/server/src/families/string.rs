@@ -39,9 +39,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "getrange", arity: 4, flags: READONLY, first_key: 1, last_key: 1, step: 1, group: "string", summary: "Get a substring of the string stored at a key", handler: cmd_getrange },
     Spec { name: "substr", arity: 4, flags: READONLY, first_key: 1, last_key: 1, step: 1, group: "string", summary: "Get a substring of the string stored at a key", handler: cmd_getrange },
     Spec { name: "setrange", arity: 4, flags: WRITE | DENYOOM, first_key: 1, last_key: 1, step: 1, group: "string", summary: "Overwrite part of a string at key starting at the specified offset", handler: cmd_setrange },
-    Spec { name: "setbit", arity: 4, flags: WRITE | DENYOOM, first_key: 1, last_key: 1, step: 1, group: "bitmap", summary: "Sets or clears the bit at offset in the string value stored at key", handler: cmd_setbit },
     Spec { name: "lcs", arity: -3, flags: READONLY, first_key: 1, last_key: 2, step: 1, group: "string", summary: "Find longest common substring", handler: cmd_lcs },
-    Spec { name: "getbit", arity: 3, flags: READONLY | FAST, first_key: 1, last_key: 1, step: 1, group: "bitmap", summary: "Returns the bit value at offset in the string value stored at key", handler: cmd_getbit },
 ];
 
 // ---- shared helpers ----
@@ -547,41 +545,6 @@ fn cmd_setrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     let n = ctx.h.setrange(db, key, offset as u64, data)?;
     ctx.out.integer(n as i64);
-    Ok(())
-}
-
-/// A bit offset as Redis's `getBitOffsetFromArgument` reads it: a non-negative integer whose
-/// byte lies within `proto-max-bulk-len`.
-fn bit_offset(ctx: &Ctx<'_>, i: usize) -> Result<u64, CmdError> {
-    let max = ctx.shared.config.proto_max_bulk_len.load(Ordering::Relaxed);
-    match ctx.int(i).ok() {
-        Some(n) if n >= 0 && ((n as u64) >> 3) < max => Ok(n as u64),
-        _ => Err(CmdError::new("ERR bit offset is not an integer or out of range")),
-    }
-}
-
-/// # Format
-/// `SETBIT key offset 0|1` → the bit's old value.
-fn cmd_setbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let bit = bit_offset(ctx, 2)?;
-    let on = match ctx.arg(3) {
-        b"0" => false,
-        b"1" => true,
-        _ => return Err(CmdError::new("ERR bit is not an integer or out of range")),
-    };
-    let old = ctx.h.setbit(ctx.conn.db, ctx.arg(1), bit, on)?;
-    ctx.out.integer(old as i64);
-    Ok(())
-}
-
-/// # Format
-/// `GETBIT key offset` → 0 or 1.
-fn cmd_getbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let bit = bit_offset(ctx, 2)?;
-    let (db, key) = (ctx.conn.db, ctx.arg(1));
-    let v = ctx.h.getbit(db, key, bit)?;
-    count_lookup(ctx, v == 1 || ctx.h.meta(db, key)?.is_some());
-    ctx.out.integer(v as i64);
     Ok(())
 }
 

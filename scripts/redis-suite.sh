@@ -48,7 +48,7 @@ SRC_CACHE=$CACHE/redis-src
 
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"

@@ -203,6 +203,22 @@ class RespGen:
         # Blocking commands wait 10-20 ms at most (nothing else pushes to these keys).
         return self.pick("0.01", "-1", "abc", "0.02")
 
+    def bit_unit(self):
+        return self.pick("BIT", "BYTE", "bit", "bits")
+
+    def bitfield_ops(self):
+        """BITFIELD subcommands: mostly well formed, some types, offsets or values bad."""
+        r, pick = self.r, self.pick
+        ops = []
+        for _ in range(r.randint(0, 4)):
+            ty = pick("i1", "u1", "i5", "u5", "i8", "u8", "i16", "u16", "i63", "u63", "i64", "u64", "i0", "x8", "i")
+            off = pick(str(r.randint(0, 70)), "#" + str(r.randint(0, 4)), "-1", "x", "4294967296")
+            val = pick(self.num(), "0", "1", "-1", "127", "128", "255", "256", "-129", "9223372036854775807",
+                       "-9223372036854775808", "1.5")
+            ops += pick(["GET", ty, off], ["SET", ty, off, val], ["INCRBY", ty, off, val],
+                        ["OVERFLOW", pick("WRAP", "SAT", "FAIL", "fail", "BOGUS")], ["BOGUS"], ["GET", ty])
+        return ops
+
     # -- command families
 
     def _families(self):
@@ -238,6 +254,12 @@ class RespGen:
             "setbit": lambda: ["SETBIT", key(), pick("0", "1", "7", "8", "100", "-1", "abc", "4294967296"),
                                pick("0", "1", "2", "-1", "a", "")],
             "lcs": lambda: ["LCS", key(), key()] + some("LEN", "IDX", ["MINMATCHLEN", cnt()], "WITHMATCHLEN"),
+            "bitcount": lambda: ["BITCOUNT", key()] + pick([], [], [idx(), idx()], [idx(), idx(), self.bit_unit()],
+                                                           [idx()], [idx(), idx(), "BIT", "x"]),
+            "bitpos": lambda: ["BITPOS", key(), pick("0", "1", "1", "0", "2", "-1", "x")]
+            + pick([], [idx()], [idx(), idx()], [idx(), idx(), self.bit_unit()], [idx(), idx(), "BIT", "x"]),
+            "bitop": lambda: ["BITOP", pick("AND", "or", "XOR", "NOT", "not", "nand"), key()] + keys(1, 3),
+            "bitfield": lambda: [pick("BITFIELD", "BITFIELD", "BITFIELD_RO"), key()] + self.bitfield_ops(),
             # keys
             "del": lambda: [pick("DEL", "UNLINK")] + keys(0, 3),
             "exists": lambda: ["EXISTS"] + keys(0, 3),
@@ -412,7 +434,7 @@ WEIGHTS.update(dict.fromkeys(["blpop", "blmove", "blmpop", "brpoplpush", "bzpopm
 
 # Commands sent with zero or one argument (mostly arity errors).
 ARITY_NAMES = """get set setnx setex psetex getset getdel getex mget mset msetnx append strlen incr decr incrby decrby
-incrbyfloat getrange setrange getbit setbit lcs del exists touch type expire pexpire expireat pexpireat ttl pttl persist
+incrbyfloat getrange setrange getbit setbit bitcount bitpos bitop bitfield bitfield_ro lcs del exists touch type expire pexpire expireat pexpireat ttl pttl persist
 rename renamenx copy move keys scan object dbsize select swapdb lpush rpush lpop rpop llen lrange lindex lset lrem ltrim
 linsert lpos lmove rpoplpush lmpop blpop hset hsetnx hget hmget hdel hlen hstrlen hexists hgetall hincrby hincrbyfloat
 hrandfield hscan sadd srem scard sismember smismember smembers sinter sunion sdiff sinterstore sintercard smove spop

@@ -92,9 +92,14 @@ impl Raw {
 
     /// Reads until `n` bytes have arrived (or the peer closes / 5 s pass).
     pub fn read_n(&mut self, n: usize) -> Vec<u8> {
+        self.read_n_within(n, Duration::from_secs(5))
+    }
+
+    /// Reads until `n` bytes have arrived (or the peer closes / `wait` passes).
+    pub fn read_n_within(&mut self, n: usize, wait: Duration) -> Vec<u8> {
         let mut out = Vec::new();
         let mut buf = [0u8; 65536];
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + wait;
         while out.len() < n && Instant::now() < deadline {
             match self.s.read(&mut buf) {
                 Ok(0) => break,

@@ -40,7 +40,7 @@ pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{ExpireCond, ExpireRound, Handle, Hint, Ttl, PREFETCH_GROUP};
 pub use larder_arena::{Arena, Backing, Config as ArenaConfig};
 pub use pattern::glob_match;
-pub use string::{Cond, Expiry, Outcome, SetOptions, SetReply};
+pub use string::{Cond, Edit, Expiry, Outcome, SetOptions, SetReply};
 
 /// Errors of engine operations. `Display` gives the text Redis replies with where there is
 /// one, so the server can map most of them directly.

@@ -69,6 +69,19 @@ pub struct SetOptions {
     pub edited: bool,
 }
 
+/// What [`Handle::edit`] does with the bytes its closure was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Leave the key as it was.
+    Keep,
+    /// Store the bytes as they are now (a new version).
+    Store,
+    /// Keep the bytes and the version, but make an integer or a short embedded string raw:
+    /// what Redis's bit and HyperLogLog commands do to a string they touch even when they
+    /// change nothing (`dbUnshareStringValue`; OBJECT ENCODING then says `raw`).
+    Unshare,
+}
+
 /// What a conditional store did (memcached's replies map one to one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -628,7 +641,8 @@ impl Handle {
     /// SETBIT: sets or clears bit `bit` (bit 0 is the most significant bit of the first
     /// byte), growing the string with zero bytes as needed; returns the bit's old value and
     /// whether the string changed (made, grown, or the bit flipped). An unchanged string
-    /// keeps its version, as Redis does not count it as modified (a WATCH on it holds).
+    /// keeps its version, as Redis does not count it as modified (a WATCH on it holds), but
+    /// is made raw ([`Edit::Unshare`]).
     ///
     /// ```
     /// # use larder_engine::*;
@@ -657,17 +671,16 @@ impl Handle {
                 v[byte] &= !mask;
             }
             let changed = grown || was != on;
-            (changed, (was as u8, changed))
+            (if changed { Edit::Store } else { Edit::Unshare }, (was as u8, changed))
         })
     }
 
     /// Edits a string's bytes in one step under the key's lock, keeping its TTL and client
     /// flags: `f` gets the value to change in place (empty, and `false`, for a missing key)
-    /// and returns whether to store it, and what to return. What it stores is a raw string
-    /// (never re-encoded as an integer), as Redis leaves a string its bit commands wrote; a
-    /// missing key it stores is created without a TTL. A string it does not store keeps its
-    /// bytes and version, but an integer or short string is still made raw, as Redis makes
-    /// it (OBJECT ENCODING). SETBIT and the server's BITFIELD are built on it.
+    /// and returns what to do with it ([`Edit`]) and what to return. What it stores is a raw
+    /// string (never re-encoded as an integer), as Redis leaves a string its bit commands
+    /// wrote; a missing key it stores is created without a TTL. SETBIT and the server's
+    /// BITFIELD and HyperLogLog commands are built on it.
     ///
     /// ```
     /// # use larder_engine::*;
@@ -675,7 +688,7 @@ impl Handle {
     /// # let mut h = store.handle().unwrap();
     /// let upper = |v: &mut Vec<u8>, existed: bool| {
     ///     v.make_ascii_uppercase();
-    ///     (existed, v.len())
+    ///     (if existed { Edit::Store } else { Edit::Keep }, v.len())
     /// };
     /// assert_eq!(h.edit(0, b"k", upper).unwrap(), 0); // missing: nothing stored
     /// assert_eq!(h.get(0, b"k").unwrap(), None);
@@ -687,29 +700,29 @@ impl Handle {
         &mut self,
         db: u32,
         key: &[u8],
-        f: impl FnOnce(&mut Vec<u8>, bool) -> (bool, T),
+        f: impl FnOnce(&mut Vec<u8>, bool) -> (Edit, T),
     ) -> Result<T, Error> {
         self.write(db, key, |p, old| {
             let mut v = Vec::new();
             if let Some(o) = old {
                 o.value(p.arena(), &mut v)?;
             }
-            let (store, r) = f(&mut v, old.is_some());
-            if !store {
-                // Redis turns a string its bit commands touch into a raw one even when they
-                // change nothing (`dbUnshareStringValue`): the same bytes and version, only
-                // re-encoded (an integer, or a short string it kept embedded).
-                return Ok(match old {
-                    Some(o) if o.is_int() || (!o.is_edited() && o.vlen <= 44) => {
-                        (Action::Put(rebuild(p, o, Value::Edited(&v), o.version())?), r)
+            let (what, r) = f(&mut v, old.is_some());
+            let o = match (what, old) {
+                (Edit::Keep, _) | (Edit::Unshare, None) => return Ok((Action::Keep, r)),
+                (Edit::Unshare, Some(o)) => {
+                    // Only an integer or a short string is stored otherwise than raw.
+                    if o.is_int() || (!o.is_edited() && o.vlen <= 44) {
+                        return Ok((Action::Put(rebuild(p, o, Value::Edited(&v), o.version())?), r));
                     }
-                    _ => (Action::Keep, r),
-                });
-            }
+                    return Ok((Action::Keep, r));
+                }
+                (Edit::Store, o) => o,
+            };
             if v.len() as u64 > MAX_VALUE {
                 return Err(Error::TooLarge);
             }
-            let off = match old {
+            let off = match o {
                 // A raw string, as Redis makes it, even from nothing.
                 None => item::build(
                     p,

@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
-use larder_engine::{Error, SetOptions};
+use larder_engine::{Edit, Error, SetOptions};
 
 use super::string::count_lookup;
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
@@ -539,7 +539,8 @@ fn bitfield(ctx: &mut Ctx<'_>, read_only: bool) -> Result<(), CmdError> {
                         }
                     })
                     .collect();
-                (grown || changed, (grown || changed, replies))
+                let what = if grown || changed { Edit::Store } else { Edit::Unshare };
+                (what, (grown || changed, replies))
             })?
         }
     };

@@ -130,6 +130,8 @@ pub struct Config {
     pub slowlog_log_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
     pub timeout: AtomicU64,
+    /// Largest sparse HyperLogLog (bytes) a PFADD or PFMERGE keeps sparse.
+    pub hll_sparse_max_bytes: AtomicU64,
     /// Canonical values of the parameters Larder accepts and reports but does not act on yet
     /// (save, appendonly, … until persistence exists). Absent = the default of [`PARAMS`].
     pub passive: RwLock<Vec<(String, String)>>,
@@ -233,6 +235,7 @@ pub const PARAMS: &[Param] = &[
     p("slowlog-log-slower-than", Kind::Int(-1, I64MAX), "10000"),
     p("slowlog-max-len", Kind::Int(0, I64MAX), "128"),
     p("timeout", Kind::Int(0, INTMAX), "0"),
+    p("hll-sparse-max-bytes", Kind::Mem(0, LONGMAX), "3000"),
     p("save", Kind::Save, ""),
     p("appendonly", Kind::Bool, "no"),
     p("appendfsync", Kind::Enum(&["always", "everysec", "no"]), "everysec"),
@@ -545,6 +548,7 @@ impl Config {
             slowlog_log_slower_than: AtomicU64::new(10_000),
             slowlog_max_len: AtomicUsize::new(128),
             timeout: AtomicU64::new(0),
+            hll_sparse_max_bytes: AtomicU64::new(3000),
             passive: RwLock::new(vec![("dir".into(), dir)]),
             file,
         }
@@ -676,6 +680,7 @@ impl Config {
             }
             "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
+            "hll-sparse-max-bytes" => self.hll_sparse_max_bytes.store(num() as u64, Ordering::Relaxed),
             "client-output-buffer-limit" => {
                 let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
                 let hard = merged
@@ -758,6 +763,7 @@ impl Config {
             }
             "slowlog-max-len" => self.slowlog_max_len.load(Ordering::Relaxed).to_string(),
             "timeout" => l(&self.timeout),
+            "hll-sparse-max-bytes" => l(&self.hll_sparse_max_bytes),
             "client-output-buffer-limit" => {
                 // The normal class's hard limit may have come from the flag.
                 let stored = self.passive_value(p);

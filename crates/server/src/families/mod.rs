@@ -6,6 +6,7 @@ pub mod bitmap;
 pub mod collection;
 pub mod connection;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod memcache;
@@ -24,6 +25,7 @@ pub const ALL: &[&[Spec]] = &[
     connection::COMMANDS,
     string::COMMANDS,
     bitmap::COMMANDS,
+    hll::COMMANDS,
     keys::COMMANDS,
     list::COMMANDS,
     server::COMMANDS,

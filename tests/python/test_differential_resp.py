@@ -260,6 +260,12 @@ class RespGen:
             + pick([], [idx()], [idx(), idx()], [idx(), idx(), self.bit_unit()], [idx(), idx(), "BIT", "x"]),
             "bitop": lambda: ["BITOP", pick("AND", "or", "XOR", "NOT", "not", "nand"), key()] + keys(1, 3),
             "bitfield": lambda: [pick("BITFIELD", "BITFIELD", "BITFIELD_RO"), key()] + self.bitfield_ops(),
+            # HyperLogLogs stay sparse and small here (a dense one is 12 kB, and LCS of two
+            # of them takes seconds); Redis's unit/hyperloglog covers dense ones.
+            "pfadd": lambda: ["PFADD", key()] + [str(r.randint(0, 3000)) for _ in range(pick(0, 1, 3, 40))],
+            "pfcount": lambda: ["PFCOUNT"] + keys(1, 3),
+            "pfmerge": lambda: ["PFMERGE", key()] + keys(0, 3),
+            "pfdebug": lambda: ["PFDEBUG", pick("ENCODING", "DECODE", "bogus"), key()],
             # keys
             "del": lambda: [pick("DEL", "UNLINK")] + keys(0, 3),
             "exists": lambda: ["EXISTS"] + keys(0, 3),
@@ -434,7 +440,7 @@ WEIGHTS.update(dict.fromkeys(["blpop", "blmove", "blmpop", "brpoplpush", "bzpopm
 
 # Commands sent with zero or one argument (mostly arity errors).
 ARITY_NAMES = """get set setnx setex psetex getset getdel getex mget mset msetnx append strlen incr decr incrby decrby
-incrbyfloat getrange setrange getbit setbit bitcount bitpos bitop bitfield bitfield_ro lcs del exists touch type expire pexpire expireat pexpireat ttl pttl persist
+incrbyfloat getrange setrange getbit setbit bitcount bitpos bitop bitfield bitfield_ro pfadd pfcount pfmerge pfdebug lcs del exists touch type expire pexpire expireat pexpireat ttl pttl persist
 rename renamenx copy move keys scan object dbsize select swapdb lpush rpush lpop rpop llen lrange lindex lset lrem ltrim
 linsert lpos lmove rpoplpush lmpop blpop hset hsetnx hget hmget hdel hlen hstrlen hexists hgetall hincrby hincrbyfloat
 hrandfield hscan sadd srem scard sismember smismember smembers sinter sunion sdiff sinterstore sintercard smove spop

@@ -12,9 +12,9 @@
 
 use std::sync::atomic::Ordering;
 
-use larder_engine::{Edit, Error, SetOptions};
+use larder_engine::{Edit, SetOptions};
 
-use super::string::count_lookup;
+use super::string::{count_lookup, read_string};
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
 
 #[rustfmt::skip]
@@ -44,22 +44,6 @@ fn bit_offset(ctx: &Ctx<'_>, i: usize, width: Option<u32>) -> Result<u64, CmdErr
     match n {
         Some(n) if n >= 0 && ((n as u64) >> 3) < max => Ok(n as u64),
         _ => Err(CmdError::new(BIT_OFFSET_ERR)),
-    }
-}
-
-/// The value of `key` for a bit command that reads it (`lookupKeyRead`: counted as a hit or
-/// a miss), or None if it is missing.
-fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
-    match ctx.h.get(ctx.conn.db, key) {
-        Ok(v) => {
-            count_lookup(ctx, v.is_some());
-            Ok(v)
-        }
-        Err(Error::WrongType) => {
-            count_lookup(ctx, true);
-            Err(Error::WrongType.into())
-        }
-        Err(e) => Err(e.into()),
     }
 }
 

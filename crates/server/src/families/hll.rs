@@ -30,9 +30,9 @@
 
 use std::sync::atomic::Ordering;
 
-use larder_engine::{Edit, Error};
+use larder_engine::Edit;
 
-use super::string::count_lookup;
+use super::string::read_string;
 use crate::command::{CmdError, Ctx, Spec, ADMIN, DENYOOM, FAST, READONLY, WRITE};
 
 #[rustfmt::skip]
@@ -442,16 +442,7 @@ fn cmd_pfadd(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// The value of a key a PF command reads (`lookupKeyRead`: a hit or a miss), checked to be a
 /// HyperLogLog; None if missing.
 fn read_hll(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
-    let v = match ctx.h.get(ctx.conn.db, key) {
-        Ok(v) => v,
-        Err(Error::WrongType) => {
-            count_lookup(ctx, true);
-            return Err(Error::WrongType.into());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    count_lookup(ctx, v.is_some());
-    match v {
+    match read_string(ctx, key)? {
         Some(v) if !is_hll(&v) => Err(CmdError::new(NOT_HLL)),
         v => Ok(v),
     }

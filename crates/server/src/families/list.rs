@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use larder_engine::{Coll, Error, Handle, Kind, Type};
 
+use super::string::count_lookup;
 use crate::blocking::{self, NullReply};
 use crate::command::{
     parse_f64, parse_i64, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
@@ -69,16 +70,6 @@ fn end_arg(b: &[u8]) -> Result<End, CmdError> {
         Ok(End::Right)
     } else {
         Err(CmdError::syntax())
-    }
-}
-
-/// Counts a `lookupKeyRead` (LLEN, LINDEX, LRANGE, LPOS): a hit if the key existed.
-fn count_lookup(ctx: &Ctx<'_>, found: bool) {
-    let s = ctx.stats();
-    if found {
-        s.keyspace_hits.incr();
-    } else {
-        s.keyspace_misses.incr();
     }
 }
 

@@ -54,6 +54,22 @@ pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
     }
 }
 
+/// The value of string `key` as a command that reads it finds it (`lookupKeyRead`: counted
+/// as a hit or a miss), or None if it is missing.
+pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
+    match ctx.h.get(ctx.conn.db, key) {
+        Ok(v) => {
+            count_lookup(ctx, v.is_some());
+            Ok(v)
+        }
+        Err(Error::WrongType) => {
+            count_lookup(ctx, true);
+            Err(Error::WrongType.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Writes `key`'s value as a bulk string straight from the arena into the output buffer, or
 /// a null. Returns whether the key existed. On an error nothing is left in the buffer.
 fn reply_value(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<bool, Error> {

@@ -648,14 +648,10 @@ pub(crate) fn quote_arg(out: &mut Vec<u8>, a: &[u8], max: usize) {
 }
 
 /// Runs one request: lookup (and subcommand lookup), arity, handler, stats, slow log.
-/// Writes exactly one reply, or none under CLIENT REPLY OFF/SKIP.
-pub fn dispatch(ctx: &mut Ctx<'_>) {
-    dispatch_known(ctx, None)
-}
-
-/// [`dispatch`] for a request whose command the caller already looked up
-/// ([`lookup_command`] of its first argument), so the lookup isn't repeated.
-pub fn dispatch_known(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
+/// Writes exactly one reply, or none under CLIENT REPLY OFF/SKIP. `cmd` is the table index
+/// of its command if the caller already looked it up ([`lookup_command`] of the first
+/// argument), so the lookup isn't repeated.
+pub fn dispatch(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
     let mark = ctx.out.buf().len();
     // CLIENT REPLY SKIP asked to skip the reply of this command (Redis's SKIP_NEXT -> SKIP).
     if ctx.conn.reply == ReplyMode::SkipNext {

@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use larder_engine::{Handle, PREFETCH_GROUP};
 use larder_resp::{Args, Limits, Progress, Protocol, Writer};
 
-use crate::command::{dispatch_known, first_key_index, lookup_command, Argv, ConnState, Ctx};
+use crate::command::{dispatch, first_key_index, lookup_command, Argv, ConnState, Ctx};
 use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
@@ -575,7 +575,7 @@ impl Worker {
                                 shared: &self.shared,
                                 worker: self.id,
                             };
-                            dispatch_known(&mut ctx, cmd);
+                            dispatch(&mut ctx, cmd);
                             if c.state.park.is_some() {
                                 let (h, sh) = (&mut self.h, &self.shared);
                                 match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], args) {

@@ -269,9 +269,8 @@ pub fn strtod_prefix(s: &[u8]) -> (f64, usize) {
     if let Some((v, n)) = strtod_hex(&s[j..]) {
         return (if s[start] == b'-' { -v } else { v }, j + n);
     }
-    let lower: Vec<u8> = s[j..s.len().min(j + 8)].to_ascii_lowercase();
     for word in [&b"infinity"[..], b"inf", b"nan"] {
-        if lower.starts_with(word) {
+        if s[j..].get(..word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word)) {
             let end = j + word.len();
             let v: f64 = std::str::from_utf8(&s[start..end]).ok().and_then(|t| t.parse().ok()).unwrap_or(0.0);
             return (v, end);
@@ -402,16 +401,19 @@ fn scale2(m: u64, sticky: bool, e2: i64) -> f64 {
 /// overflow to ±inf that was not written as "inf", or an underflow to 0 of a nonzero
 /// mantissa. Redis refuses both (`getDoubleFromObject`, SORT).
 pub fn strtod_erange(text: &[u8], v: f64) -> bool {
-    let t = text.strip_prefix(b"-").or_else(|| text.strip_prefix(b"+")).unwrap_or(text).to_ascii_lowercase();
+    let t = text.strip_prefix(b"-").or_else(|| text.strip_prefix(b"+")).unwrap_or(text);
     if v.is_infinite() {
-        return t != b"inf" && t != b"infinity";
+        return !t.eq_ignore_ascii_case(b"inf") && !t.eq_ignore_ascii_case(b"infinity");
     }
     if v != 0.0 {
         return false;
     }
-    let (mantissa, nonzero): (&[u8], fn(&u8) -> bool) = match t.strip_prefix(b"0x") {
-        Some(hex) => (hex.split(|&c| c == b'p').next().unwrap_or(b""), |c| c.is_ascii_hexdigit() && *c != b'0'),
-        None => (t.split(|&c| c == b'e').next().unwrap_or(b""), |c| (b'1'..=b'9').contains(c)),
+    // (`c | 0x20` is the lowercase of a letter, and no other byte maps to `p` or `e`.)
+    let (mantissa, nonzero): (&[u8], fn(&u8) -> bool) = match t.get(..2) {
+        Some(x) if x.eq_ignore_ascii_case(b"0x") => {
+            (t[2..].split(|&c| c | 0x20 == b'p').next().unwrap_or(b""), |c| c.is_ascii_hexdigit() && *c != b'0')
+        }
+        _ => (t.split(|&c| c | 0x20 == b'e').next().unwrap_or(b""), |c| (b'1'..=b'9').contains(c)),
     };
     mantissa.iter().any(nonzero)
 }
@@ -930,6 +932,11 @@ mod tests {
         assert_eq!(parse_f64(b"0x1p"), None);
         assert!(strtod_erange(b"-0x1p-1100", 0.0) && !strtod_erange(b"0x0p-1100", 0.0));
         assert!(strtod_erange(b"1e999", f64::INFINITY) && !strtod_erange(b"-Infinity", f64::NEG_INFINITY));
+        assert!(strtod_erange(b"1E-999", 0.0) && strtod_erange(b"0X1P-1100", 0.0) && !strtod_erange(b"0E-999", 0.0));
+        assert!(!strtod_erange(b"+INF", f64::INFINITY) && !strtod_erange(b"-iNfInItY", f64::NEG_INFINITY));
+        assert_eq!(strtod_prefix(b"INFx"), (f64::INFINITY, 3));
+        assert_eq!(strtod_prefix(b" -InFiNiTy"), (f64::NEG_INFINITY, 10));
+        assert_eq!(strtod_prefix(b"nAn").1, 3);
     }
 
     #[test]

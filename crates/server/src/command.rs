@@ -821,9 +821,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
 /// Writes an error reply and counts it (errorstats; failed or rejected calls).
 pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) {
     let ws = ctx.shared.stats.worker(ctx.worker);
-    ws.total_errors.incr();
-    let prefix = String::from_utf8_lossy(e.0.split(|&c| c == b' ').next().unwrap_or(b"ERR")).into_owned();
-    *ws.errors.lock().unwrap_or_else(|p| p.into_inner()).entry(prefix).or_default() += 1;
+    ws.count_error(e.0.split(|&c| c == b' ').next().unwrap_or(b"ERR"));
     if let Some((i, rejected)) = cmd {
         if let Some(c) = ws.cmd.get(i) {
             if rejected {

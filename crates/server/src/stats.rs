@@ -80,6 +80,22 @@ pub struct WorkerStats {
     pub cmd: Vec<CmdStats>,
 }
 
+impl WorkerStats {
+    /// Counts an error reply under its first word (`code`: errorstats). Allocates only for
+    /// a word not seen before.
+    pub fn count_error(&self, code: &[u8]) {
+        self.total_errors.incr();
+        let code = String::from_utf8_lossy(code);
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        match errors.get_mut(code.as_ref()) {
+            Some(n) => *n += 1,
+            None => {
+                errors.insert(code.into_owned(), 1);
+            }
+        }
+    }
+}
+
 pub struct Stats {
     // Boxed so each worker's counters sit in their own allocation, away from the others'
     // cache lines (the workers write them on every command).
@@ -220,4 +236,21 @@ pub struct SlowEntry {
 pub struct Slowlog {
     pub next_id: u64,
     pub entries: VecDeque<SlowEntry>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_replies_are_counted_by_their_first_word() {
+        let w = WorkerStats::default();
+        for code in [&b"ERR"[..], b"WRONGTYPE", b"ERR", b"\xffX"] {
+            w.count_error(code);
+        }
+        assert_eq!(w.total_errors.get(), 4);
+        let errors = w.errors.lock().unwrap();
+        assert_eq!((errors["ERR"], errors["WRONGTYPE"], errors["\u{fffd}X"]), (2, 1, 1));
+        assert_eq!(errors.len(), 3);
+    }
 }

@@ -536,13 +536,7 @@ impl Worker {
                             }
                             Err(e) => {
                                 // Redis replies with the protocol error and closes.
-                                let ws = self.shared.stats.worker(self.id);
-                                ws.total_errors.incr();
-                                *ws.errors
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .entry("ERR".into())
-                                    .or_default() += 1;
+                                self.shared.stats.worker(self.id).count_error(b"ERR");
                                 e.write_reply(&mut c.wbuf);
                                 c.state.close = true;
                                 pos = c.rbuf.len();

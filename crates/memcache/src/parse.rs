@@ -409,11 +409,14 @@ pub fn parse_window<'a>(
 /// [`parse_window`] says "incomplete" however long it grows, so a caller need not parse it
 /// again (looking through all of it) before a `\n` comes.
 pub fn is_long_multiget(buf: &[u8], limits: &Limits) -> bool {
-    if buf.len() <= limits.max_unterminated_line || buf.contains(&b'\n') {
-        return false;
-    }
-    let spaces = buf.iter().take_while(|&&b| b == b' ').count();
-    let rest = &buf[spaces..];
+    buf.len() > limits.max_unterminated_line && !buf.contains(&b'\n') && starts_multiget(buf)
+}
+
+/// Whether an unterminated line is one memcached keeps reading however long it gets: a
+/// `get` or `gets` after at most [`MAX_LEADING_SPACES`] spaces.
+fn starts_multiget(line: &[u8]) -> bool {
+    let spaces = line.iter().take_while(|&&b| b == b' ').count();
+    let rest = &line[spaces..];
     spaces <= MAX_LEADING_SPACES && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
 }
 
@@ -461,9 +464,7 @@ fn unterminated<'a>(
     limits: &Limits,
 ) -> Option<Result<Option<(Request<'a>, usize)>, Error>> {
     if seen > limits.max_unterminated_line {
-        let spaces = buf.iter().take_while(|&&b| b == b' ').count();
-        let rest = &buf[spaces..];
-        if spaces > MAX_LEADING_SPACES || !(rest.starts_with(b"get ") || rest.starts_with(b"gets ")) {
+        if !starts_multiget(buf) {
             return Some(Err(Error::Close));
         }
         // A large multiget: memcached grows its buffer without bound.

@@ -505,126 +505,15 @@ impl Worker {
         // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
         // end, and the batch for the EXEC).
         let _gate = self.shared.gates[self.id].hold();
-        let mut parked = None;
         c.state.clock = std::time::Instant::now();
         c.state
             .info
             .last_ms
             .store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
-        let mut pos = 0;
-        match c.proto {
-            Proto::Resp => {
-                let limits = Limits {
-                    proto_max_bulk_len: self.shared.config.proto_max_bulk_len.load(Ordering::Relaxed),
-                    ..Limits::DEFAULT
-                };
-                // Requests parsed ahead, not yet run: batch[next..filled], starting at pos.
-                let (mut next, mut filled) = (0, 0);
-                while pos < c.rbuf.len() && !c.state.close {
-                    if next == filled {
-                        // A request still arriving over many reads is checked on from where
-                        // the last read left it, and parsed again only once it is whole.
-                        if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], &limits) {
-                            break;
-                        }
-                        next = 0;
-                        filled = match parse_ahead(&c.rbuf[pos..], &limits, &mut self.batch) {
-                            Ok(0) => {
-                                c.progress.ready(&c.rbuf[pos..], &limits);
-                                break;
-                            }
-                            Ok(k) => {
-                                c.progress = Progress::default();
-                                k
-                            }
-                            Err(e) => {
-                                // Redis replies with the protocol error and closes.
-                                self.shared.stats.worker(self.id).count_error(b"ERR");
-                                e.write_reply(&mut c.wbuf);
-                                c.state.close = true;
-                                pos = c.rbuf.len();
-                                break;
-                            }
-                        };
-                        // Several requests (a pipeline): fetch their keys into cache together.
-                        if filled > 1 && self.shared.config.floor.is_none() {
-                            prefetch_keys(&self.h, c.state.db, &c.rbuf[pos..], &mut self.batch[..filled]);
-                        }
-                    }
-                    let Parsed { args, len: n, cmd } = &self.batch[next];
-                    let (n, cmd) = (*n, *cmd);
-                    next += 1;
-                    let buf = &c.rbuf[pos..];
-                    if !args.is_empty() {
-                        // CLIENT LIST's qbuf counts the request being executed, as Redis's
-                        // query buffer still holds it.
-                        c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
-                        let floored = match &self.shared.config.floor {
-                            Some(v) => crate::floor::resp(args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
-                            None => false,
-                        };
-                        if !floored {
-                            let mut ctx = Ctx {
-                                argv: Argv { args, buf },
-                                out: Writer::new(&mut c.wbuf, c.state.proto),
-                                h: &mut self.h,
-                                conn: &mut c.state,
-                                shared: &self.shared,
-                                worker: self.id,
-                            };
-                            dispatch(&mut ctx, cmd);
-                            if c.state.park.is_some() {
-                                let (h, sh) = (&mut self.h, &self.shared);
-                                match crate::blocking::enter(h, sh, self.id, &mut c.state, &buf[..n], args) {
-                                    // Served by the retry: go on.
-                                    Ok(reply) => c.wbuf.extend_from_slice(&reply),
-                                    Err(deadline) => {
-                                        pos += n;
-                                        parked = Some(deadline);
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    pos += n;
-                }
-                // One huge request does not keep its argument storage for good.
-                for p in &mut self.batch {
-                    p.args.shrink(ARGS_KEEP);
-                }
-            }
-            // A long multiget line still without its end: nothing to do until a `\n` comes,
-            // and looking through all of it after every read kept a worker busy.
-            Proto::Memcache if c.multiget > 0 && !c.rbuf[c.multiget..].contains(&b'\n') => {
-                c.multiget = c.rbuf.len();
-            }
-            Proto::Memcache => {
-                match &self.shared.config.floor {
-                    Some(v) if c.state.mc_swallow == 0 => {
-                        let (h, state, shared, id) = (&mut self.h, &mut c.state, &self.shared, self.id);
-                        let max =
-                            usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-                        pos = crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
-                            crate::families::memcache::process(b, out, h, state, shared, id)
-                        });
-                    }
-                    _ => {
-                        pos = crate::families::memcache::process(
-                            &c.rbuf,
-                            &mut c.wbuf,
-                            &mut self.h,
-                            &mut c.state,
-                            &self.shared,
-                            self.id,
-                        );
-                    }
-                }
-                let rest = &c.rbuf[pos.min(c.rbuf.len())..];
-                let waits = !c.state.close && larder_memcache::is_long_multiget(rest, &Default::default());
-                c.multiget = if waits { rest.len() } else { 0 };
-            }
-        }
+        let (pos, parked) = match c.proto {
+            Proto::Resp => run_resp(c, &mut self.batch, &mut self.h, &self.shared, self.id),
+            Proto::Memcache => (run_memcache(c, &mut self.h, &self.shared, self.id), None),
+        };
         c.rbuf.drain(..pos.min(c.rbuf.len()));
         c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);
         if c.state.info.killed.load(Ordering::Relaxed) {
@@ -813,6 +702,120 @@ impl Worker {
             }
         }
     }
+}
+
+/// Runs the complete RESP requests at the start of `c.rbuf`, parsing up to
+/// [`PREFETCH_AHEAD`] of them ahead of running them so that their keys are fetched into cache
+/// together. Returns the bytes consumed, and `Some(deadline)` if a command parked the client.
+fn run_resp(
+    c: &mut Conn,
+    batch: &mut [Parsed],
+    h: &mut Handle,
+    shared: &Shared,
+    worker: usize,
+) -> (usize, Option<Option<std::time::Instant>>) {
+    let (mut pos, mut parked) = (0, None);
+    let limits =
+        Limits { proto_max_bulk_len: shared.config.proto_max_bulk_len.load(Ordering::Relaxed), ..Limits::DEFAULT };
+    // Requests parsed ahead, not yet run: batch[next..filled], starting at pos.
+    let (mut next, mut filled) = (0, 0);
+    while pos < c.rbuf.len() && !c.state.close {
+        if next == filled {
+            // A request still arriving over many reads is checked on from where
+            // the last read left it, and parsed again only once it is whole.
+            if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], &limits) {
+                break;
+            }
+            next = 0;
+            filled = match parse_ahead(&c.rbuf[pos..], &limits, batch) {
+                Ok(0) => {
+                    c.progress.ready(&c.rbuf[pos..], &limits);
+                    break;
+                }
+                Ok(k) => {
+                    c.progress = Progress::default();
+                    k
+                }
+                Err(e) => {
+                    // Redis replies with the protocol error and closes.
+                    shared.stats.worker(worker).count_error(b"ERR");
+                    e.write_reply(&mut c.wbuf);
+                    c.state.close = true;
+                    pos = c.rbuf.len();
+                    break;
+                }
+            };
+            // Several requests (a pipeline): fetch their keys into cache together.
+            if filled > 1 && shared.config.floor.is_none() {
+                prefetch_keys(h, c.state.db, &c.rbuf[pos..], &mut batch[..filled]);
+            }
+        }
+        let Parsed { args, len: n, cmd } = &batch[next];
+        let (n, cmd) = (*n, *cmd);
+        next += 1;
+        let buf = &c.rbuf[pos..];
+        if !args.is_empty() {
+            // CLIENT LIST's qbuf counts the request being executed, as Redis's
+            // query buffer still holds it.
+            c.state.info.qbuf.store((c.rbuf.len() - pos) as u64, Ordering::Relaxed);
+            let floored = match &shared.config.floor {
+                Some(v) => crate::floor::resp(args, buf, &mut Writer::new(&mut c.wbuf, c.state.proto), v),
+                None => false,
+            };
+            if !floored {
+                let mut ctx = Ctx {
+                    argv: Argv { args, buf },
+                    out: Writer::new(&mut c.wbuf, c.state.proto),
+                    h,
+                    conn: &mut c.state,
+                    shared,
+                    worker,
+                };
+                dispatch(&mut ctx, cmd);
+                if c.state.park.is_some() {
+                    match crate::blocking::enter(h, shared, worker, &mut c.state, &buf[..n], args) {
+                        // Served by the retry: go on.
+                        Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                        Err(deadline) => {
+                            pos += n;
+                            parked = Some(deadline);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        pos += n;
+    }
+    // One huge request does not keep its argument storage for good.
+    for p in batch.iter_mut() {
+        p.args.shrink(ARGS_KEEP);
+    }
+    (pos, parked)
+}
+
+/// Runs the complete memcached requests at the start of `c.rbuf`; returns the bytes consumed.
+fn run_memcache(c: &mut Conn, h: &mut Handle, shared: &Shared, worker: usize) -> usize {
+    // A long multiget line still without its end: nothing to do until a `\n` comes, and
+    // looking through all of it after every read kept a worker busy.
+    if c.multiget > 0 && !c.rbuf[c.multiget..].contains(&b'\n') {
+        c.multiget = c.rbuf.len();
+        return 0;
+    }
+    let pos = match &shared.config.floor {
+        Some(v) if c.state.mc_swallow == 0 => {
+            let state = &mut c.state;
+            let max = usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+            crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
+                crate::families::memcache::process(b, out, h, state, shared, worker)
+            })
+        }
+        _ => crate::families::memcache::process(&c.rbuf, &mut c.wbuf, h, &mut c.state, shared, worker),
+    };
+    let rest = &c.rbuf[pos.min(c.rbuf.len())..];
+    let waits = !c.state.close && larder_memcache::is_long_multiget(rest, &Default::default());
+    c.multiget = if waits { rest.len() } else { 0 };
+    pos
 }
 
 /// Parses up to [`PREFETCH_AHEAD`] complete requests from the start of `buf` into `batch`

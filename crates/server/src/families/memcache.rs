@@ -291,12 +291,12 @@ impl McServer {
 
 // ---- time ---------------------------------------------------------------------------------
 
-/// An exptime (memcached's rules, see [`McExpiry`]) as an absolute expiry in Unix ms, 0 for
-/// never. Expired-at-once becomes 1 ms after the epoch: in the past, but not "never".
 /// memcached's `ITEM_UPDATE_INTERVAL`: it dates its start this many seconds (and 2 more)
 /// early, which decides which absolute `flush_all` times count as before the start.
 const ITEM_UPDATE_INTERVAL: u64 = 60;
 
+/// An exptime (memcached's rules, see [`McExpiry`]) as an absolute expiry in Unix ms, 0 for
+/// never. Expired-at-once becomes 1 ms after the epoch: in the past, but not "never".
 fn deadline_ms(exptime: i64, now: u64) -> u64 {
     match McExpiry::from_exptime(exptime) {
         McExpiry::Never => 0,

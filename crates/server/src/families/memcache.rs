@@ -202,7 +202,12 @@ impl McServer {
             }
             m.insert(key.to_vec(), mark);
         }
-        let after = m.len();
+        self.recount(before, m.len());
+    }
+
+    /// Keeps `marks_len` the number of marks the shards hold, after one shard went from
+    /// `before` to `after` entries (its lock still held).
+    fn recount(&self, before: usize, after: usize) {
         if after > before {
             self.marks_len.fetch_add(after - before, Ordering::Relaxed);
         } else {
@@ -236,12 +241,7 @@ impl McServer {
             m.clear();
         }
         m.insert(key.to_vec(), Mark { version, stale, token_sent: true });
-        let after = m.len();
-        if after > before {
-            self.marks_len.fetch_add(after - before, Ordering::Relaxed);
-        } else {
-            self.marks_len.fetch_sub(before - after, Ordering::Relaxed);
-        }
+        self.recount(before, m.len());
         true
     }
 

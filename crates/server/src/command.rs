@@ -126,6 +126,9 @@ pub struct ConnState {
     /// memcached: bytes of a rejected data block still to discard as they arrive
     /// (`conn_swallow`), since the block may be larger than what is buffered.
     pub mc_swallow: u64,
+    /// memcached: how many keys of the multiget at the front of the read buffer have been
+    /// answered, when its replies filled the output and it stopped there (0: none).
+    pub mc_resume: usize,
     /// When the current command started: the batch start for the first request of a read,
     /// then the end of the previous command (one clock read per command, not two).
     pub clock: Instant,
@@ -167,6 +170,7 @@ impl ConnState {
             close: false,
             info,
             mc_swallow: 0,
+            mc_resume: 0,
             clock: Instant::now(),
             slot,
             subs: None,

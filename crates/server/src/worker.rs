@@ -44,6 +44,13 @@ const BIG_READ_CHUNK: usize = 256 * 1024;
 /// one [`Handle::prefetch_group`] takes.
 const PREFETCH_AHEAD: usize = PREFETCH_GROUP;
 
+/// A memcached client with this much output unwritten has no more of its requests run until
+/// it reads (see [`crate::families::memcache::process`]), as memcached runs none while a
+/// client's replies wait: a client that sends `get` after `get` and never reads would
+/// otherwise have a whole value buffered per nine bytes it sent. (Redis clients keep Redis's
+/// rule instead: everything runs, and `client-output-buffer-limit` closes the connection.)
+const MC_HELD_OUTPUT: usize = 1 << 20;
+
 /// Argument storage the parsed-ahead requests keep between reads; a request with more
 /// arguments than this gives its storage back once it ran.
 const ARGS_KEEP: usize = 1024;
@@ -65,6 +72,9 @@ struct Conn {
     progress: Progress,
     /// memcached: `rbuf` holds this much of a long multiget line without its `\n` (0: no).
     multiget: usize,
+    /// memcached: requests wait in `rbuf` until the replies before them are written (see
+    /// [`MC_HELD_OUTPUT`]).
+    held: bool,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -388,6 +398,7 @@ impl Worker {
                 parked: false,
                 progress: Progress::default(),
                 multiget: 0,
+                held: false,
             });
         }
     }
@@ -576,7 +587,17 @@ impl Worker {
         t
     }
 
+    /// Writes what connection `i` has to send, and runs the memcached requests that waited
+    /// for it to go out (see [`MC_HELD_OUTPUT`]).
     fn flush(&mut self, i: usize) {
+        self.write_out(i);
+        while matches!(self.conns.get(i), Some(Some(c)) if c.held && c.wbuf.len() - c.wsent < MC_HELD_OUTPUT) {
+            self.process(i);
+            self.write_out(i);
+        }
+    }
+
+    fn write_out(&mut self, i: usize) {
         let ws = self.shared.stats.worker(self.id);
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
         let mut written = 0;
@@ -794,24 +815,33 @@ fn run_resp(
     (pos, parked)
 }
 
-/// Runs the complete memcached requests at the start of `c.rbuf`; returns the bytes consumed.
+/// Runs the complete memcached requests at the start of `c.rbuf`, as far as
+/// [`MC_HELD_OUTPUT`] lets them; returns the bytes consumed.
 fn run_memcache(c: &mut Conn, h: &mut Handle, shared: &Shared, worker: usize) -> usize {
+    c.held = false;
     // A long multiget line still without its end: nothing to do until a `\n` comes, and
     // looking through all of it after every read kept a worker busy.
     if c.multiget > 0 && !c.rbuf[c.multiget..].contains(&b'\n') {
         c.multiget = c.rbuf.len();
         return 0;
     }
+    let unwritten = c.wbuf.len() - c.wsent;
+    if unwritten >= MC_HELD_OUTPUT {
+        c.held = !c.rbuf.is_empty();
+        return 0;
+    }
+    let out_max = c.wbuf.len() + (MC_HELD_OUTPUT - unwritten);
     let pos = match &shared.config.floor {
         Some(v) if c.state.mc_swallow == 0 => {
             let state = &mut c.state;
             let max = usize::try_from(shared.config.item_size_max.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
             crate::floor::memcache(&c.rbuf, &mut c.wbuf, v, max, |b, out| {
-                crate::families::memcache::process(b, out, h, state, shared, worker)
+                crate::families::memcache::process(b, out, usize::MAX, h, state, shared, worker)
             })
         }
-        _ => crate::families::memcache::process(&c.rbuf, &mut c.wbuf, h, &mut c.state, shared, worker),
+        _ => crate::families::memcache::process(&c.rbuf, &mut c.wbuf, out_max, h, &mut c.state, shared, worker),
     };
+    c.held = c.wbuf.len() - c.wsent >= MC_HELD_OUTPUT && pos < c.rbuf.len();
     let rest = &c.rbuf[pos.min(c.rbuf.len())..];
     let waits = !c.state.close && larder_memcache::is_long_multiget(rest, &Default::default());
     c.multiget = if waits { rest.len() } else { 0 };

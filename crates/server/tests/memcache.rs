@@ -1281,3 +1281,36 @@ fn a_pipeline_runs_in_order_across_parse_ahead_groups_errors_and_quit() {
     let mut c = Raw::connect(t.mc);
     c.check(b"get n\r\n", b"VALUE n 0 2\r\n40\r\nEND\r\n");
 }
+
+#[test]
+fn a_client_that_does_not_read_has_no_more_of_its_requests_run() {
+    // 300 gets and a 300-key multiget of a 100 kB value: 60 MB of replies for 3 kB of
+    // requests. As memcached, the server runs them only as fast as the client reads: what it
+    // holds for the client stays near the 1 MiB it lets wait (it held all 60 MB).
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let value = "v".repeat(100_000);
+    c.check(format!("set big 0 0 100000\r\n{value}\r\n").as_bytes(), b"STORED\r\n");
+    let mut req = b"get big\r\n".repeat(300);
+    req.extend_from_slice(format!("get{}\r\n", " big".repeat(300)).as_bytes());
+    c.send(&req);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut r = Raw::connect(t.resp);
+    r.send(b"CLIENT LIST\r\n");
+    let list = String::from_utf8_lossy(&read_until(&mut r, b"\n\r\n")).into_owned();
+    let laddr = format!("laddr=127.0.0.1:{} ", t.mc);
+    let line = list.lines().find(|l| l.contains(&laddr)).unwrap_or_else(|| panic!("no memcached client in {list}"));
+    let field = |name: &str| -> u64 {
+        let v = line.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or_else(|| panic!("{name} in {line}"));
+        v.parse().unwrap()
+    };
+    assert!(field("obl=") < 2_200_000, "{line}");
+    assert!(field("tot-mem=") < 8_000_000, "{line}");
+    // Every reply still comes, whole and in order, as the client reads.
+    let hit = format!("VALUE big 0 100000\r\n{value}\r\n");
+    let mut want = format!("{hit}END\r\n").repeat(300);
+    want.push_str(&hit.repeat(300));
+    want.push_str("END\r\n");
+    let got = c.read_n(want.len());
+    assert!(got == want.as_bytes(), "{} of {} bytes, or different", got.len(), want.len());
+}

@@ -321,11 +321,18 @@ fn now_secs() -> u64 {
 
 // ---- the connection loop ------------------------------------------------------------------
 
-/// Executes every complete memcached request at the start of `buf`, appending replies to
-/// `out`. Returns the bytes consumed.
+/// Executes the complete memcached requests at the start of `buf`, appending replies to
+/// `out`, until `out` holds `out_max` bytes; returns the bytes consumed.
+///
+/// Past `out_max` no further request is started, and a multiget stops between two keys
+/// (`conn.mc_resume` says how many it answered; it is run again from there, without its
+/// `END` so far): the rest waits in the buffer until the replies have been written. memcached
+/// does the same, reading no more of a client that does not read its replies, whose output
+/// would otherwise grow without bound: `get k` nine bytes long returns a whole value.
 pub fn process(
     buf: &[u8],
     out: &mut Vec<u8>,
+    out_max: usize,
     h: &mut Handle,
     conn: &mut ConnState,
     shared: &Shared,
@@ -357,12 +364,14 @@ pub fn process(
         worker,
         scratch: SCRATCH.take(),
         item_max: limits.item_size_max,
+        out_max,
+        held: false,
     };
     let ws = shared.stats.worker(worker);
     // memcached's read buffer over these bytes (see `parse_window`): what is left over from
     // the last batch, or what follows a swallowed block, starts a fresh read.
     let mut window = limits.read_buffer_size;
-    while pos < buf.len() && !mc.conn.close {
+    while pos < buf.len() && !mc.conn.close && mc.out.len() < out_max {
         // Whole requests buffered (a pipeline, up to PREFETCH_GROUP at a time) are parsed
         // first, their keys brought into cache together, then run in order: as the RESP
         // path does, so that their cache misses overlap. A parse that gives no request (an
@@ -388,14 +397,25 @@ pub fn process(
         if group.len() > 1 {
             mc.h.prefetch_group(DB, group.iter().filter_map(|(req, ..)| req.first_key()));
         }
+        let mut ran = 0;
         for (req, n, w) in &group {
-            if mc.conn.close {
+            if mc.conn.close || mc.out.len() >= out_max {
                 break;
             }
-            ws.commands.incr();
+            if mc.conn.mc_resume == 0 {
+                ws.commands.incr();
+            }
             mc.execute(req);
+            if mc.held {
+                // A multiget stopped part way: it stays in the buffer.
+                break;
+            }
             pos += n;
             window = *w;
+            ran += 1;
+        }
+        if ran < group.len() {
+            break;
         }
         let Some(ended) = ended else { continue };
         if mc.conn.close {
@@ -463,6 +483,10 @@ struct Mc<'a> {
     /// Values are copied here from the arena, then behind their header into `out`.
     scratch: Vec<u8>,
     item_max: usize,
+    /// See [`process`]: no more replies once `out` holds this much.
+    out_max: usize,
+    /// Set by a multiget that stopped at `out_max` (see [`process`]).
+    held: bool,
 }
 
 /// What a storage command did, as memcached words it.
@@ -579,10 +603,15 @@ impl<'a> Mc<'a> {
         let with_cas = command.returns_cas();
         let now = now_ms();
         let at = if touch { deadline_ms(i64::from(exptime), now) } else { 0 };
+        // Keys answered before the output held this multiget back (see `process`).
+        let done = std::mem::take(&mut self.conn.mc_resume);
         let mut ahead = keys;
-        for (i, key) in keys.enumerate() {
+        if done > 0 {
+            ahead.nth(done - 1);
+        }
+        for (i, key) in keys.enumerate().skip(done) {
             // Each group's cache misses overlap instead of coming one key after another.
-            if i % PREFETCH_GROUP == 0 && keys.len() > 1 {
+            if (i - done).is_multiple_of(PREFETCH_GROUP) && keys.len() - done > 1 {
                 self.h.prefetch_group(DB, ahead.by_ref().take(PREFETCH_GROUP));
             }
             self.count(if touch { C::CmdTouch } else { C::CmdGet });
@@ -611,6 +640,11 @@ impl<'a> Mc<'a> {
                     self.out.truncate(start);
                     return Err(e);
                 }
+            }
+            if self.out.len() >= self.out_max && i + 1 < keys.len() {
+                self.conn.mc_resume = i + 1;
+                self.held = true;
+                return Ok(());
             }
         }
         reply::end(self.out);
@@ -1774,7 +1808,7 @@ mod tests {
                 rbuf.extend_from_slice(&input[at..at + n]);
                 at += n;
                 let before = out.len();
-                let pos = process(&rbuf, &mut out, &mut h, &mut conn, &shared, 0);
+                let pos = process(&rbuf, &mut out, usize::MAX, &mut h, &mut conn, &shared, 0);
                 assert!(pos <= rbuf.len(), "round {round}: consumed {pos} of {}", rbuf.len());
                 // A reply is at most a value (2 KiB here) per key asked for, plus its lines.
                 assert!(
@@ -1788,8 +1822,56 @@ mod tests {
         store_checks_out(&shared.store);
         let mut conn = new_conn();
         let mut out = Vec::new();
-        assert_eq!(process(b"version\r\n", &mut out, &mut h, &mut conn, &shared, 0), 9);
+        assert_eq!(process(b"version\r\n", &mut out, usize::MAX, &mut h, &mut conn, &shared, 0), 9);
         assert_eq!(out, format!("VERSION {VERSION}\r\n").as_bytes());
+        server.stop();
+    }
+
+    #[test]
+    fn replies_held_back_by_out_max_resume_where_they_stopped() {
+        // One pipeline run at once, and again with the output capped as the worker caps a
+        // client that does not read: the same replies in the same order, each call stopping
+        // soon after its cap, between requests or between the keys of a multiget.
+        let args = crate::Args {
+            bind: Some("127.0.0.1".into()),
+            port: Some(0),
+            memcache_port: Some(0),
+            threads: Some(1),
+            capacity: Some(64 << 20),
+            ..Default::default()
+        };
+        let server = crate::Server::start(crate::Config::load(&args).unwrap()).unwrap();
+        let shared = server.shared.clone();
+        let mut h = shared.store.handle().unwrap();
+        let mut input = Vec::new();
+        for (k, len) in [("a", 3000), ("b", 10), ("c", 7000)] {
+            input.extend_from_slice(format!("set {k} 1 0 {len}\r\n{}\r\n", k.repeat(len)).as_bytes());
+        }
+        input.extend_from_slice(&b"get a b c x a a c\r\ngat 100 c b a\r\nget b\r\n".repeat(3));
+        input.extend_from_slice(b"mn\r\nget c c c c c c c c\r\nversion\r\n");
+        let mut run = |cap: usize| {
+            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, -1, 0));
+            let mut conn = ConnState::new(1, 0, info);
+            let (mut out, mut pos, mut calls) = (Vec::new(), 0, 0);
+            while pos < input.len() {
+                let before = out.len();
+                let n = process(&input[pos..], &mut out, before.saturating_add(cap), &mut h, &mut conn, &shared, 0);
+                assert!(n > 0 || out.len() > before, "cap {cap}: a call that did nothing");
+                // Past the cap by at most one value and its lines.
+                assert!(out.len() - before <= cap.saturating_add(7100), "cap {cap}: {} bytes", out.len() - before);
+                pos += n;
+                calls += 1;
+            }
+            assert_eq!(conn.mc_resume, 0);
+            (out, calls)
+        };
+        let (all, calls) = run(usize::MAX);
+        assert_eq!(calls, 1);
+        for cap in [1, 100, 5000, 20_000] {
+            let (out, calls) = run(cap);
+            assert!(calls > 1, "cap {cap}");
+            assert!(out == all, "cap {cap}: the replies differ");
+        }
         server.stop();
     }
 

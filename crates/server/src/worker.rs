@@ -75,6 +75,9 @@ struct Conn {
     /// memcached: requests wait in `rbuf` until the replies before them are written (see
     /// [`MC_HELD_OUTPUT`]).
     held: bool,
+    /// memcached: the socket became readable while `held`, and was left unread, as memcached
+    /// reads nothing more from a client that does not read its replies.
+    unread: bool,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -399,6 +402,7 @@ impl Worker {
                 progress: Progress::default(),
                 multiget: 0,
                 held: false,
+                unread: false,
             });
         }
     }
@@ -429,6 +433,12 @@ impl Worker {
         let ws = self.shared.stats.worker(self.id);
         let small = &mut self.scratch;
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        if c.held {
+            // Left in the socket until the client reads its replies (see `flush`): what it
+            // sends meanwhile must not pile up here, up to client-query-buffer-limit each.
+            c.unread = true;
+            return;
+        }
         let mut eof = false;
         loop {
             let (asked, got) = if c.rbuf.len() < READ_CHUNK {
@@ -594,6 +604,15 @@ impl Worker {
         while matches!(self.conns.get(i), Some(Some(c)) if c.held && c.wbuf.len() - c.wsent < MC_HELD_OUTPUT) {
             self.process(i);
             self.write_out(i);
+        }
+        // Input left in the socket while the output was held back is read now: epoll
+        // (edge-triggered) will not announce it again. Read to the end of what is there,
+        // as after a FIN, since one short read does not say it was all.
+        if let Some(Some(c)) = self.conns.get_mut(i) {
+            if c.unread && !c.held {
+                c.unread = false;
+                self.on_readable(i, true);
+            }
         }
     }
 

@@ -1314,3 +1314,38 @@ fn a_client_that_does_not_read_has_no_more_of_its_requests_run() {
     let got = c.read_n(want.len());
     assert!(got == want.as_bytes(), "{} of {} bytes, or different", got.len(), want.len());
 }
+
+#[test]
+fn a_client_that_does_not_read_has_no_more_of_its_input_read() {
+    // While its replies wait, what the client goes on sending stays in its socket, as in
+    // memcached, instead of piling up in the server's read buffer (which would stop only
+    // at client-query-buffer-limit, 1 GB). 20 MB of `get big` lines are sent, as far as
+    // the socket takes them; the server holds little of them.
+    let t = start();
+    let mut c = Raw::connect(t.mc);
+    let value = "v".repeat(100_000);
+    c.check(format!("set big 0 0 100000\r\n{value}\r\n").as_bytes(), b"STORED\r\n");
+    c.s.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+    let chunk = b"get big\r\n".repeat(10_000);
+    let mut sent = 0;
+    for _ in 0..(20_000_000 / chunk.len()) {
+        match std::io::Write::write(&mut c.s, &chunk) {
+            Ok(n) => sent += n,
+            Err(_) => break, // the socket is full: the server stopped reading
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut r = Raw::connect(t.resp);
+    r.send(b"CLIENT LIST\r\n");
+    let list = String::from_utf8_lossy(&read_until(&mut r, b"\n\r\n")).into_owned();
+    let laddr = format!("laddr=127.0.0.1:{} ", t.mc);
+    let line = list.lines().find(|l| l.contains(&laddr)).unwrap_or_else(|| panic!("no memcached client in {list}"));
+    let qbuf: u64 = line.split(' ').find_map(|f| f.strip_prefix("qbuf=")).unwrap().parse().unwrap();
+    assert!(qbuf < 1_000_000, "sent {sent}, the server holds {qbuf} of it: {line}");
+    assert!(sent < 20_000_000, "the server read everything sent ({sent} bytes)");
+    // Reading the replies lets the rest run: the first ones arrive whole.
+    let hit = format!("VALUE big 0 100000\r\n{value}\r\nEND\r\n");
+    let want = hit.repeat(50);
+    let got = c.read_n(want.len());
+    assert!(got.len() >= want.len() && &got[..want.len()] == want.as_bytes(), "{} bytes, or different", got.len());
+}

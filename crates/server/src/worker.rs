@@ -359,7 +359,10 @@ impl Worker {
             };
             let ws = self.shared.stats.worker(self.id);
             let max = self.shared.config.maxclients.load(Ordering::Relaxed);
-            if self.shared.connected.load(Ordering::Relaxed) >= max {
+            // Counted first and given back if over: a load, then an add, would let each
+            // worker accept one more at the limit.
+            if self.shared.connected.fetch_add(1, Ordering::Relaxed) >= max {
+                self.shared.connected.fetch_sub(1, Ordering::Relaxed);
                 ws.rejected_connections.incr();
                 let msg: &[u8] = match proto {
                     Proto::Resp => b"-ERR max number of clients reached\r\n",
@@ -369,7 +372,6 @@ impl Worker {
                 continue;
             }
             ws.connections.incr();
-            self.shared.connected.fetch_add(1, Ordering::Relaxed);
             let _ = stream.set_nodelay(true);
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();

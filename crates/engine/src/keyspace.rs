@@ -723,6 +723,9 @@ impl Handle {
         let now = now_ms();
         let mut locked = Vec::new();
         let mut last_retired = None;
+        // Whether a list or sorted set landed under `dst`: clients blocked on it (BLPOP,
+        // BZPOPMIN, in any attached process) must hear of it as of a push.
+        let mut poppable = false;
         for _ in 0..index::RETRIES {
             // Lock both pairs; databases differ only in their directories, so locking by
             // bucket address still gives one global order.
@@ -820,11 +823,17 @@ impl Handle {
                     p.retire(s.item.off)?;
                 }
                 self.journal_item(dst_db, new);
+                poppable = matches!(s.item.type_(), Type::List | Type::ZSet);
                 Ok(Ok(true))
             })();
             index::unlock_many(p, &locked)?;
             match r? {
-                Ok(done) => return Ok(done),
+                Ok(done) => {
+                    if poppable {
+                        self.store.notify_push();
+                    }
+                    return Ok(done);
+                }
                 Err(Some(full)) => index::split(p, dst_db, &full)?,
                 Err(None) => std::thread::yield_now(),
             }
@@ -859,6 +868,9 @@ impl Handle {
         if self.store.journaling() {
             self.store.journal().append(&Record::SwapDb { a, b });
         }
+        // Lists and sorted sets may now sit under keys that clients block on, in any
+        // attached process: as for a push (a no-op while nobody is blocked).
+        self.store.notify_push();
         Ok(())
     }
 

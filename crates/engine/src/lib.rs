@@ -240,8 +240,9 @@ impl Store {
         check::check(self)
     }
 
-    /// The push sequence: bumped by every push onto a list or sorted set (by any attached
-    /// process) while some process has declared blocked clients with [`Store::add_blockers`].
+    /// The push sequence: bumped by every push onto a list or sorted set, and every list or
+    /// sorted set that RENAME, COPY, MOVE or SWAPDB puts under a key (by any attached
+    /// process), while some process has declared blocked clients with [`Store::add_blockers`].
     pub fn push_seq(&self) -> u32 {
         self.push_word(PUSH_SEQ).map(|w| w.load(std::sync::atomic::Ordering::Acquire)).unwrap_or(0)
     }

@@ -454,6 +454,33 @@ fn a_push_wakes_a_waiter_only_while_someone_is_blocked() {
     s.add_blockers(-1);
 }
 
+/// RENAME, COPY, MOVE and SWAPDB can put a list or sorted set under a key a client blocks
+/// on (in the server, or any process attached to the segment): they count as pushes, as
+/// Redis signals such a key as ready. Moving a string does not.
+#[test]
+fn moving_a_list_or_sorted_set_counts_as_a_push() {
+    let s = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = s.handle().unwrap();
+    s.add_blockers(1);
+    let moved = |what: &str, h: &mut Handle, f: &dyn Fn(&mut Handle)| {
+        let seq = s.push_seq();
+        f(h);
+        assert_ne!(s.push_seq(), seq, "{what} did not count as a push");
+    };
+    h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"a")).unwrap();
+    h.coll_write(0, b"z", Kind::ZSet, true, |c| c.zput(b"m", 1.0)).unwrap();
+    moved("RENAME of a list", &mut h, &|h| assert!(h.rename(0, b"l", b"q", false).unwrap()));
+    moved("COPY of a list", &mut h, &|h| assert!(h.copy(0, b"q", 0, b"q2", false).unwrap()));
+    moved("MOVE of a list", &mut h, &|h| assert!(h.move_to(0, b"q2", 3).unwrap()));
+    moved("RENAME of a sorted set", &mut h, &|h| assert!(h.rename(0, b"z", b"zq", false).unwrap()));
+    moved("SWAPDB", &mut h, &|h| h.swapdb(0, 3).unwrap());
+    h.set(0, b"str", b"v", &larder_engine::SetOptions::default()).unwrap();
+    let seq = s.push_seq();
+    assert!(h.rename(0, b"str", b"str2", false).unwrap());
+    assert_eq!(s.push_seq(), seq, "a string moved: no push");
+    s.add_blockers(-1);
+}
+
 #[test]
 fn putting_what_is_already_there_publishes_nothing() {
     let (_s, mut h) = store(true);

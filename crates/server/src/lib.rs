@@ -231,7 +231,7 @@ pub struct Server {
 impl Server {
     /// Opens the store, binds the listeners and starts the workers. Returns once every
     /// listener is bound (so a caller can connect right away).
-    pub fn start(config: Config) -> Result<Server, String> {
+    pub fn start(mut config: Config) -> Result<Server, String> {
         let mut arena = ArenaConfig::default();
         if let Some(c) = config.capacity {
             // The arena is sized in whole 64 KiB allocator pages.
@@ -245,6 +245,17 @@ impl Server {
         let store =
             Store::open(StoreConfig { backing, arena, databases: config.databases }).map_err(|e| e.to_string())?;
         config.sync_limits(store.limits());
+        // An existing segment (`--shm` of one a local process or an earlier server made)
+        // keeps the database count it was made with: that count is what SELECT, INFO and
+        // active expiry go by, so CONFIG GET databases reports it too.
+        if store.databases() != config.databases {
+            tracing::warn!(
+                "the segment has {} databases: --databases {} does not apply to it",
+                store.databases(),
+                config.databases
+            );
+            config.databases = store.databases();
+        }
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());

@@ -877,3 +877,41 @@ fn object_refcount_of_a_key_changing_type_is_never_an_error() {
     drop(flipper);
     assert!(seen.iter().all(|&n| n > 0), "missing / 1 / shared seen {seen:?} times");
 }
+
+/// `--shm` of a segment made with more databases than `--databases` says: the segment's
+/// count wins (SELECT, CONFIG GET, INFO), and active expiry goes on in every database (it
+/// used to index a table sized by the flag, and its thread died at database 16).
+#[test]
+fn a_server_on_an_existing_segment_goes_by_its_database_count() {
+    struct Unlink(String);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            let _ = larder_engine::Arena::unlink(&self.0);
+        }
+    }
+    let name = format!("larder-keys-dbs-{}", std::process::id());
+    let _unlink = Unlink(name.clone());
+    let _made = larder_engine::Store::open(larder_engine::StoreConfig {
+        backing: larder_engine::Backing::Named(name.clone()),
+        arena: larder_engine::ArenaConfig { capacity: 64 << 20, max_participants: 64 },
+        databases: 32,
+    })
+    .unwrap();
+    let s = start_with(|a| a.shm = Some(name.clone()));
+    let mut c = Raw::connect(s.resp);
+    ck(&mut c, "CONFIG GET databases", "*2\r\n$9\r\ndatabases\r\n$2\r\n32\r\n");
+    for db in ["0", "20"] {
+        ck(&mut c, &format!("SELECT {db}"), "+OK\r\n");
+        ck(&mut c, "SET k v PX 300", "+OK\r\n");
+    }
+    // DBSIZE counts expired keys until they are reclaimed: only active expiry brings the
+    // counts to 0 here.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for db in ["0", "20"] {
+        ck(&mut c, &format!("SELECT {db}"), "+OK\r\n");
+        while ask(&mut c, &[b"DBSIZE"]) != ":0\r\n" {
+            assert!(std::time::Instant::now() < deadline, "db {db}: the expired key was never reclaimed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

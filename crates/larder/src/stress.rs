@@ -5,6 +5,7 @@
 //! SIGKILL the test knows exactly which writes were acknowledged and which one was in flight.
 //! A reader checks that every value it sees is whole (no torn value).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -100,6 +101,71 @@ pub fn op(id: u32, s: u64) -> Op {
     } else {
         Op::Set(key, value(id, s))
     }
+}
+
+/// The values each key of writer `id` may legitimately hold after a crash: the result of
+/// its last acknowledged operation, or of an in-flight operation after it (applied or not
+/// before the kill). Append logs are left out: see [`expected_logs`].
+pub fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> {
+    let mut last: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::new();
+    let result = |s: u64| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        match op(id, s) {
+            Op::Set(k, v) => vec![(k, Some(v))],
+            Op::Del(k) => vec![(k, None)],
+            Op::MSet(ks, v) => ks.into_iter().map(|k| (k, Some(v.clone()))).collect(),
+            // Logs depend on every append before: `check_log` checks them.
+            Op::Append(..) => vec![],
+        }
+    };
+    for &s in acked {
+        for (k, v) in result(s) {
+            let e = last.entry(k).or_insert((s, v.clone()));
+            if s >= e.0 {
+                *e = (s, v);
+            }
+        }
+    }
+    let mut out: HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> =
+        last.iter().map(|(k, (_, v))| (k.clone(), vec![v.clone()])).collect();
+    for &s in in_flight {
+        for (k, v) in result(s) {
+            if last.get(&k).is_none_or(|(ls, _)| s > *ls) {
+                out.entry(k.clone()).or_insert_with(|| if last.contains_key(&k) { vec![] } else { vec![None] }).push(v);
+            }
+        }
+    }
+    out
+}
+
+/// The acknowledged appends of writer `id`, per log key, in order.
+pub fn expected_logs(id: u32, acked: &[u64]) -> HashMap<Vec<u8>, Vec<u64>> {
+    let mut want: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
+    for &s in acked {
+        if let Op::Append(k, _) = op(id, s) {
+            want.entry(k).or_default().push(s);
+        }
+    }
+    want
+}
+
+/// Checks one append log as read after a crash: it is whole, holds every acknowledged
+/// append (`acked_here`, in order), and besides them only appends that were in flight when
+/// the writer was killed (applied or not).
+pub fn check_log(key: &[u8], v: &[u8], acked_here: &[u64], in_flight: &[u64]) -> Result<(), String> {
+    let key = String::from_utf8_lossy(key);
+    let got = log_entries(v).ok_or_else(|| format!("log {key} is torn: {:?}", String::from_utf8_lossy(v)))?;
+    let extra: Vec<u64> = got.iter().copied().filter(|s| acked_here.binary_search(s).is_err()).collect();
+    if !extra.iter().all(|s| in_flight.contains(s)) {
+        return Err(format!("log {key} holds appends never made: {extra:?}"));
+    }
+    if got.len() - extra.len() != acked_here.len() {
+        return Err(format!(
+            "log {key} lost acknowledged appends: {} of {}",
+            got.len() - extra.len(),
+            acked_here.len()
+        ));
+    }
+    Ok(())
 }
 
 /// What collection operation `s` of writer `id` does (the `coll-writer` mode). Each one

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use larder::stress::{apply_coll_op, check_colls, coll_op, log_entries, op, value, verify, CollOp, Op};
+use larder::stress::{apply_coll_op, check_colls, check_log, coll_op, expected, expected_logs, value, verify, CollOp};
 use larder_engine::Kind;
 use larder_engine::{Arena, ArenaConfig, Backing, SetOptions, Store, StoreConfig};
 
@@ -57,67 +57,15 @@ fn tmp(name: &str) -> PathBuf {
     p
 }
 
-/// The state each key may legitimately be in: the result of its last acknowledged
-/// operation, or of an in-flight operation after it (applied or not before the kill).
-/// A writer's append logs hold every acknowledged append, in order, and besides them only
-/// appends that were in flight when it was killed (applied or not).
+/// A writer's append logs, read from the store, against what the writer acknowledged
+/// (see [`larder::stress::check_log`]).
 fn check_logs(h: &larder_engine::Handle, id: u32, acked: &[u64], in_flight: &[u64]) {
-    let mut want: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();
-    for &s in acked {
-        if let Op::Append(k, _) = op(id, s) {
-            want.entry(k).or_default().push(s);
-        }
-    }
+    let want = expected_logs(id, acked);
     assert!(want.values().map(Vec::len).sum::<usize>() > 100, "too few appends acknowledged");
     for (k, acked_here) in want {
         let v = h.get(0, &k).unwrap().unwrap();
-        let got = log_entries(&v).unwrap_or_else(|| {
-            panic!("log {:?} is torn: {:?}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v))
-        });
-        let extra: Vec<u64> = got.iter().copied().filter(|s| acked_here.binary_search(s).is_err()).collect();
-        assert!(
-            extra.iter().all(|s| in_flight.contains(s)),
-            "log {:?} holds appends never made: {extra:?}",
-            String::from_utf8_lossy(&k)
-        );
-        assert_eq!(
-            got.len() - extra.len(),
-            acked_here.len(),
-            "log {:?} lost acknowledged appends",
-            String::from_utf8_lossy(&k)
-        );
+        check_log(&k, &v, &acked_here, in_flight).unwrap();
     }
-}
-
-fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> {
-    let mut last: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::new();
-    let result = |s: u64| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        match op(id, s) {
-            Op::Set(k, v) => vec![(k, Some(v))],
-            Op::Del(k) => vec![(k, None)],
-            Op::MSet(ks, v) => ks.into_iter().map(|k| (k, Some(v.clone()))).collect(),
-            // Logs depend on every append before: `check_logs` checks them.
-            Op::Append(..) => vec![],
-        }
-    };
-    for &s in acked {
-        for (k, v) in result(s) {
-            let e = last.entry(k).or_insert((s, v.clone()));
-            if s >= e.0 {
-                *e = (s, v);
-            }
-        }
-    }
-    let mut out: HashMap<Vec<u8>, Vec<Option<Vec<u8>>>> =
-        last.iter().map(|(k, (_, v))| (k.clone(), vec![v.clone()])).collect();
-    for &s in in_flight {
-        for (k, v) in result(s) {
-            if last.get(&k).is_none_or(|(ls, _)| s > *ls) {
-                out.entry(k.clone()).or_insert_with(|| if last.contains_key(&k) { vec![] } else { vec![None] }).push(v);
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -37,7 +37,9 @@
 //! Transactions: serving runs under the worker's exec gate (in a batch, or taken for the
 //! watcher's retry), so an EXEC on another worker is never observed half done; after EXEC
 //! every waited-on key is tried. A push by a local process is served when the watcher sees
-//! it, between any two commands.
+//! it, between any two commands. A push whose announcement was lost (its process killed
+//! between publishing the element and bumping the sequence) is served by the watcher's
+//! sweep, which has parked clients retried once a second.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -420,6 +422,9 @@ impl Pushes {
     }
 }
 
+/// How often the watcher has parked clients retried with no push seen (see [`watch`]).
+pub(crate) const SWEEP: Duration = Duration::from_secs(1);
+
 /// The watcher thread: sleeps on the engine's push sequence (woken by a push from any
 /// thread or attached process while clients are blocked) and wakes the workers that hold
 /// parked clients. Checks for shutdown every 100 ms.
@@ -431,19 +436,25 @@ pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
     // write, in write order, and after EXEC in the order of its writes); retrying parked
     // clients here for those too would race with that order. So workers are woken only when
     // the sequence moved further than this process's own pushes: another process pushed.
+    //
+    // A wake-up can still be lost: a local process killed between publishing its push and
+    // bumping the sequence leaves an element under a waited-on key and nobody told. So,
+    // while clients are parked, the workers holding them retry their keys every
+    // [`SWEEP`] anyway (a lookup per waited key).
     let (mut seen, mut local) = (from.seq, from.local);
+    let mut swept = Instant::now();
     while !shared.shutdown.load(Ordering::Relaxed) {
         store.wait_push(seen, Duration::from_millis(100));
         let (local_now, now) = (store.local_pushes(), store.push_seq());
-        if now == seen {
+        let foreign = now != seen && now.wrapping_sub(seen) != local_now.wrapping_sub(local);
+        if now != seen {
+            seen = now;
+            local = local_now;
+        }
+        if !foreign && swept.elapsed() < SWEEP {
             continue;
         }
-        let foreign = now.wrapping_sub(seen) != local_now.wrapping_sub(local);
-        seen = now;
-        local = local_now;
-        if !foreign {
-            continue;
-        }
+        swept = Instant::now();
         for (w, n) in shared.blocking.per_worker.iter().enumerate() {
             if n.load(Ordering::SeqCst) > 0 {
                 wake(&shared, w);

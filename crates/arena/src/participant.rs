@@ -100,6 +100,10 @@ const COLLECT_EVERY: u64 = 128;
 /// How many failed epoch advances caused by one slot before its process is checked.
 const SUSPECT_AFTER: u32 = 32;
 
+/// How long a waiter for a lock waits between asking whether the owner's process is alive
+/// (a lock is held for microseconds; the question costs a system call).
+const PID_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// What [`Arena::slots`] reports about one participant slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotInfo {
@@ -976,6 +980,8 @@ impl Participant {
     #[inline(never)]
     fn lock_contended(&self, word: &AtomicU32) {
         let mut spins: u32 = 0;
+        // When the owner's process is next asked about (see below).
+        let mut pid_check_at: Option<std::time::Instant> = None;
         loop {
             let cur = match word.compare_exchange_weak(0, self.lock_word, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return,
@@ -990,8 +996,19 @@ impl Participant {
             }
             spins = spins.wrapping_add(1);
             if cur != 0 && spins.is_multiple_of(64) {
-                // Every 64th spin the cheap check (generation), every 16384th the process.
-                if self.arena.lock_is_stale(cur, spins.is_multiple_of(16384))
+                // Every 64th spin the cheap check (generation); the owner's process once the
+                // wait has lasted PID_CHECK_EVERY, and every PID_CHECK_EVERY after (or every
+                // 16384th spin, if that comes first). Counted in time, not only in spins: on
+                // a loaded machine each yield below may give the CPU away for a timeslice,
+                // and 256 yields kept a waiter (a server worker, with all its clients) off a
+                // dead process's lock for seconds.
+                let now = std::time::Instant::now();
+                let due = *pid_check_at.get_or_insert(now + PID_CHECK_EVERY);
+                let check_pid = spins.is_multiple_of(16384) || now >= due;
+                if check_pid {
+                    pid_check_at = Some(now + PID_CHECK_EVERY);
+                }
+                if self.arena.lock_is_stale(cur, check_pid)
                     && word.compare_exchange(cur, self.lock_word, Ordering::Acquire, Ordering::Relaxed).is_ok()
                 {
                     return;

@@ -93,8 +93,8 @@ const K_SWAP: u32 = 4;
 /// A crash hook for the multi-process tests: when the environment variable
 /// `LARDER_FAILPOINT` names this point, the process aborts right here (no destructors, no
 /// unlocking), as if killed in the middle of a publication. Only on rare paths (splits,
-/// merges, multi-key sets).
-fn failpoint(name: &str) {
+/// merges, multi-key sets, a push while some client is blocked).
+pub(crate) fn failpoint(name: &str) {
     static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if POINT.get_or_init(|| std::env::var("LARDER_FAILPOINT").ok()).as_deref() == Some(name) {
         std::process::abort();

@@ -293,6 +293,9 @@ impl Store {
         if blockers.load(SeqCst) == 0 {
             return;
         }
+        // Killed here, a process leaves a push nobody hears of (the server's watcher sweeps
+        // for those).
+        index::failpoint("push-announce");
         self.inner.local_pushes.fetch_add(1, SeqCst);
         seq.fetch_add(1, SeqCst);
         if waiters.load(SeqCst) > 0 {

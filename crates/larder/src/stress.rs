@@ -19,7 +19,7 @@ pub struct Args {
     /// Or a segment file (a store that keeps its data across restarts).
     #[arg(long)]
     file: Option<PathBuf>,
-    /// writer | reader | grow | shrink | mset | coll-writer | coll-reader
+    /// writer | reader | grow | shrink | mset | coll-writer | coll-reader | push
     #[arg(long)]
     mode: String,
     /// Writer identity (its keys are `w{id}:...`).
@@ -368,6 +368,14 @@ pub fn run(args: &Args) -> Result<(), String> {
                 acknowledge(s)?;
                 s += 1;
             }
+            Ok(())
+        }
+        "push" => {
+            // One push of value(id, start) onto the writer's list `w{id}:l` (the lost
+            // wake-up test runs it with LARDER_FAILPOINT=push-announce).
+            apply_coll_op(&mut h, &CollOp::Push(format!("w{}:l", args.id).into_bytes(), value(args.id, args.start)))
+                .map_err(e)?;
+            acknowledge(args.start)?;
             Ok(())
         }
         "coll-reader" => {

@@ -256,6 +256,12 @@ impl Server {
             );
             config.databases = store.databases();
         }
+        // An earlier server killed on this segment (or a local process) may have left
+        // participants behind: reaped now, not when first met.
+        let reaped = store.arena().reap_dead();
+        if reaped > 0 {
+            tracing::info!("reaped {reaped} participants of processes that died attached to the segment");
+        }
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
@@ -334,12 +340,19 @@ impl Server {
 
 /// Every 100 ms: active expiry, as Redis's `activeExpireCycle` (sample each database and
 /// keep going while more than a quarter of the sampled keys with a TTL had expired, at most
-/// 25 ms a round), then the instantaneous rates and the memory peak for INFO.
+/// 25 ms a round), then the instantaneous rates and the memory peak for INFO. Every
+/// [`REAP_EVERY`] rounds: reaps the participants of processes that died attached to the
+/// segment.
 fn background(shared: Arc<Shared>) {
     let Ok(mut h) = shared.store.handle() else { return };
     let mut sampler = stats::Sampler::default();
+    let mut round = 0u64;
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        round += 1;
+        if round.is_multiple_of(REAP_EVERY) {
+            reap_dead(&shared);
+        }
         sampler.sample(&shared.stats);
         let used = shared.store.arena().pages_held_bytes();
         shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
@@ -365,6 +378,21 @@ fn background(shared: Arc<Shared>) {
             }
         }
         let _ = h.collect();
+    }
+}
+
+/// Rounds of [`background`] (100 ms each) between two reaps of dead participants.
+const REAP_EVERY: u64 = 10;
+
+/// Reaps the participants of processes that died attached to the segment (a local process
+/// killed, an earlier server): one lock query per participant. Otherwise a dead process is
+/// reaped only by whoever meets one of its locks or its pinned epoch, and until then what
+/// it left half done stays so: an MSET it was publishing (readers see some of its keys
+/// new), a push it had not announced, its slot and the memory it had retired.
+fn reap_dead(shared: &Shared) {
+    let n = shared.store.arena().reap_dead();
+    if n > 0 {
+        tracing::info!("reaped {n} participants of processes that died attached to the segment");
     }
 }
 

@@ -995,6 +995,15 @@ impl<'a> Coll<'a> {
         self.maybe_convert(elem.len(), 0, false)
     }
 
+    /// Counts the edit as a change even if it changed nothing: the collection is published
+    /// again with a new version (Redis's `signalModifiedKey`, which some commands call
+    /// whatever they did, so a WATCH of the key sees them).
+    pub fn touch(&mut self) -> Result<(), Error> {
+        self.writer()?;
+        self.dirty = true;
+        Ok(())
+    }
+
     /// Lists: replaces the element at position `i`.
     pub fn set_at(&mut self, i: u64, elem: &[u8]) -> Result<(), Error> {
         self.list()?;

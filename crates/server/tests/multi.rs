@@ -285,3 +285,27 @@ fn exec_is_atomic_for_readers_on_other_workers() {
     assert!(reads > 10, "only {reads} reads overlapped the writer");
     r.check(&cmd(&[b"MGET", b"a", b"b"]), b"*2\r\n$4\r\n4000\r\n$4\r\n4000\r\n");
 }
+
+/// Redis signals a key modified (so a WATCH of it fails) on some writes whatever they
+/// changed: HSET/HMSET of the values already there, HINCRBY/HINCRBYFLOAT by 0, LTRIM that
+/// keeps the whole list.
+#[test]
+fn watch_sees_writes_that_changed_nothing_as_redis_does() {
+    let t = start();
+    let (mut c, mut other) = one_per_worker(&t);
+    ck(&mut other, "HSET h f v n 1", ":2\r\n");
+    ck(&mut other, "RPUSH l a b", ":2\r\n");
+    let touched: &[(&str, &str, &str)] = &[
+        ("h", "HSET h f v", ":0\r\n"),
+        ("h", "HMSET h f v", "+OK\r\n"),
+        ("h", "HINCRBY h n 0", ":1\r\n"),
+        ("h", "HINCRBYFLOAT h n 0", "$1\r\n1\r\n"),
+        ("l", "LTRIM l 0 -1", "+OK\r\n"),
+    ];
+    for (key, write, reply) in touched {
+        ck(&mut c, &format!("WATCH {key}"), "+OK\r\n");
+        ck(&mut other, write, reply);
+        ck(&mut c, "MULTI", "+OK\r\n");
+        ck(&mut c, "EXEC", "*-1\r\n");
+    }
+}

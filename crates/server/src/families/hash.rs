@@ -42,6 +42,9 @@ pub fn op_hset(h: &mut Handle, db: u32, key: &[u8], pairs: &[(&[u8], &[u8])]) ->
         for (f, v) in pairs {
             added += c.put(f, v)?.is_none() as u64;
         }
+        // Redis signals the key modified even when every value was already there: a WATCH
+        // of it fails.
+        c.touch()?;
         Ok(added)
     })?;
     Ok(added.unwrap_or(0))
@@ -249,6 +252,8 @@ pub fn op_hincrby(h: &mut Handle, db: u32, key: &[u8], field: &[u8], incr: i64) 
             return Ok(Err(CmdError::new("ERR increment or decrement would overflow")));
         };
         c.put(field, new.to_string().as_bytes())?;
+        // Modified for WATCH even when adding 0, as in Redis.
+        c.touch()?;
         Ok(Ok(new))
     })?;
     r.unwrap_or(Ok(0))
@@ -279,6 +284,8 @@ pub fn op_hincrbyfloat(h: &mut Handle, db: u32, key: &[u8], field: &[u8], incr: 
             _ => return Ok(Err(CmdError::new("ERR increment would produce NaN or Infinity"))),
         };
         c.put(field, &text)?;
+        // Modified for WATCH even when adding 0, as in Redis.
+        c.touch()?;
         Ok(Ok(text))
     })?;
     r.unwrap_or_else(|| Ok(b"0".to_vec()))

@@ -601,7 +601,9 @@ fn cmd_ltrim(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 c.remove_at(0)?;
             }
         }
-        Ok(())
+        // Redis signals the key modified even when the range kept everything: a WATCH of
+        // it fails.
+        c.touch()
     })?;
     ctx.out.ok();
     Ok(())

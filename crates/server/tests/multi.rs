@@ -309,3 +309,22 @@ fn watch_sees_writes_that_changed_nothing_as_redis_does() {
         ck(&mut c, "EXEC", "*-1\r\n");
     }
 }
+
+/// A SETBIT that leaves the bit as it was is not a modification for WATCH (Redis does not
+/// signal it); one that flips it is.
+#[test]
+fn watch_ignores_a_setbit_that_changed_nothing() {
+    let t = start();
+    let (mut c, mut other) = one_per_worker(&t);
+    ck(&mut other, "SET s v", "+OK\r\n");
+    // 'v' is 0b01110110: bit 1 is already 1.
+    ck(&mut c, "WATCH s", "+OK\r\n");
+    ck(&mut other, "SETBIT s 1 1", ":1\r\n");
+    ck(&mut c, "MULTI", "+OK\r\n");
+    ck(&mut c, "EXEC", "*0\r\n");
+    ck(&mut c, "WATCH s", "+OK\r\n");
+    ck(&mut other, "SETBIT s 0 1", ":0\r\n");
+    ck(&mut c, "MULTI", "+OK\r\n");
+    ck(&mut c, "EXEC", "*-1\r\n");
+    c.check(&cmd(&[b"GET", b"s"]), b"$1\r\n\xf6\r\n");
+}

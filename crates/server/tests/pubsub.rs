@@ -281,3 +281,23 @@ fn messages_for_a_stalled_worker_count_against_the_limit() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// PUNSUBSCRIBE without arguments goes through the patterns in the order they were
+/// subscribed (Redis keeps a list per client), each reply with the count left.
+#[test]
+fn punsubscribe_without_arguments_in_subscription_order() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let pats = ["p5", "p1", "p4", "p2", "p3", "p0", "p9", "p7"];
+    let mut want = String::new();
+    for (i, p) in pats.iter().enumerate() {
+        want += &format!("*3\r\n$10\r\npsubscribe\r\n$2\r\n{p}\r\n:{}\r\n", i + 1);
+    }
+    ck(&mut c, &format!("PSUBSCRIBE {}", pats.join(" ")), &want);
+    let mut want = String::new();
+    for (i, p) in pats.iter().enumerate() {
+        want += &format!("*3\r\n$12\r\npunsubscribe\r\n$2\r\n{p}\r\n:{}\r\n", pats.len() - 1 - i);
+    }
+    ck(&mut c, "PUNSUBSCRIBE", &want);
+    ck(&mut c, "PUNSUBSCRIBE", "*3\r\n$12\r\npunsubscribe\r\n$-1\r\n:0\r\n");
+}

@@ -211,16 +211,45 @@ impl Registry {
 #[derive(Debug, Default)]
 pub struct Subs {
     channels: HashSet<Vec<u8>>,
-    patterns: HashSet<Vec<u8>>,
+    /// In the order they were subscribed: PUNSUBSCRIBE without arguments goes through them
+    /// in that order, as Redis (a list per client there; its channels are a hash table).
+    patterns: Vec<Vec<u8>>,
     shard: HashSet<Vec<u8>>,
 }
 
 impl Subs {
-    fn set(&mut self, kind: Kind) -> &mut HashSet<Vec<u8>> {
+    /// Adds a subscription; false if it was there.
+    fn insert(&mut self, kind: Kind, name: &[u8]) -> bool {
         match kind {
-            Kind::Channel => &mut self.channels,
-            Kind::Pattern => &mut self.patterns,
-            Kind::Shard => &mut self.shard,
+            Kind::Channel => self.channels.insert(name.to_vec()),
+            Kind::Shard => self.shard.insert(name.to_vec()),
+            Kind::Pattern if self.patterns.iter().any(|p| p == name) => false,
+            Kind::Pattern => {
+                self.patterns.push(name.to_vec());
+                true
+            }
+        }
+    }
+    /// Drops a subscription; false if there was none.
+    fn remove(&mut self, kind: Kind, name: &[u8]) -> bool {
+        match kind {
+            Kind::Channel => self.channels.remove(name),
+            Kind::Shard => self.shard.remove(name),
+            Kind::Pattern => match self.patterns.iter().position(|p| p == name) {
+                Some(i) => {
+                    self.patterns.remove(i);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+    /// The names of one kind (patterns in subscription order).
+    fn names(&self, kind: Kind) -> Vec<Vec<u8>> {
+        match kind {
+            Kind::Channel => self.channels.iter().cloned().collect(),
+            Kind::Shard => self.shard.iter().cloned().collect(),
+            Kind::Pattern => self.patterns.clone(),
         }
     }
     /// The count a (un)subscribe reply carries: channels and patterns together, or shard
@@ -272,7 +301,7 @@ fn subscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
     for j in 1..ctx.argc() {
         let name = ctx.arg(j);
         let subs = ctx.conn.subs.get_or_insert_with(Default::default);
-        if subs.set(kind).insert(name.to_vec()) {
+        if subs.insert(kind, name) {
             ctx.shared.pubsub.add(kind, name, who.clone());
         }
         let count = subs.count_for(kind);
@@ -284,7 +313,7 @@ fn subscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
 
 fn unsubscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
     let names: Vec<Vec<u8>> = if ctx.argc() == 1 {
-        ctx.conn.subs.as_mut().map(|s| s.set(kind).iter().cloned().collect()).unwrap_or_default()
+        ctx.conn.subs.as_ref().map(|s| s.names(kind)).unwrap_or_default()
     } else {
         ctx.argv.iter().skip(1).map(|a| a.to_vec()).collect()
     };
@@ -296,7 +325,7 @@ fn unsubscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
     for name in &names {
         let mut count = 0;
         if let Some(subs) = ctx.conn.subs.as_mut() {
-            if subs.set(kind).remove(name) {
+            if subs.remove(kind, name) {
                 ctx.shared.pubsub.remove(kind, name, ctx.conn.id);
             }
             count = subs.count_for(kind);
@@ -310,8 +339,8 @@ fn unsubscribe(ctx: &mut Ctx<'_>, kind: Kind) -> Result<(), CmdError> {
 /// Drops every subscription of a connection without replying (RESET, connection close).
 pub fn forget(shared: &Shared, conn: &mut crate::command::ConnState) {
     let Some(subs) = conn.subs.take() else { return };
-    for (kind, set) in [(Kind::Channel, subs.channels), (Kind::Pattern, subs.patterns), (Kind::Shard, subs.shard)] {
-        for name in set {
+    for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+        for name in subs.names(kind) {
             shared.pubsub.remove(kind, &name, conn.id);
         }
     }

@@ -301,3 +301,23 @@ fn punsubscribe_without_arguments_in_subscription_order() {
     ck(&mut c, "PUNSUBSCRIBE", &want);
     ck(&mut c, "PUNSUBSCRIBE", "*3\r\n$12\r\npunsubscribe\r\n$-1\r\n:0\r\n");
 }
+
+/// A RESP3 client publishing to a channel it is subscribed to under CLIENT REPLY OFF or
+/// SKIP still gets the message (a push), but not PUBLISH's count.
+#[test]
+fn publishing_to_oneself_under_client_reply_off_or_skip() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.send(&cmd(&[b"HELLO", b"3"]));
+    let _ = read_reply(&mut c);
+    ck(&mut c, "SUBSCRIBE n", ">3\r\n$9\r\nsubscribe\r\n$1\r\nn\r\n:1\r\n");
+    let push = |m: &str| format!(">3\r\n$7\r\nmessage\r\n$1\r\nn\r\n${}\r\n{m}\r\n", m.len());
+    ck(&mut c, "PUBLISH n shown", &(push("shown") + ":1\r\n"));
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    ck(&mut c, "PUBLISH n skipped", &push("skipped"));
+    ck(&mut c, "PUBLISH n again", &(push("again") + ":1\r\n"));
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"OFF"]));
+    ck(&mut c, "PUBLISH n off", &push("off"));
+    ck(&mut c, "SPUBLISH n nobody", "");
+    ck(&mut c, "CLIENT REPLY ON", "+OK\r\n");
+}

@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 
 use larder_resp::Protocol;
 
-use crate::command::{CmdError, Ctx, Handler, Spec, FAST, LOADING, NOSCRIPT, PUBSUB, STALE};
+use crate::command::{CmdError, Ctx, Handler, ReplyMode, Spec, FAST, LOADING, NOSCRIPT, PUBSUB, STALE};
 use crate::families::server::reply_help;
 use crate::{Msg, Shared};
 
@@ -418,6 +418,8 @@ impl Router<'_, '_> {
             if self.ctx.conn.proto == Protocol::Resp3 {
                 buf[start] = b'>';
             }
+            // A push: CLIENT REPLY OFF / SKIP do not silence it (see `reply_count`).
+            self.ctx.conn.pushed = true;
             return;
         }
         // What is in mailboxes for a subscriber counts against its output limit, so one
@@ -486,12 +488,21 @@ pub fn publish(ctx: &mut Ctx<'_>, channel: &[u8], message: &[u8], shard: bool) -
     receivers
 }
 
+/// The reply of PUBLISH / SPUBLISH: the number of receivers. When the publisher received
+/// the message itself (a push, kept whatever the reply mode: `pushed`), the count is left
+/// out under CLIENT REPLY OFF / SKIP, as Redis drops every reply there but pushes.
+fn reply_count(ctx: &mut Ctx<'_>, n: i64) {
+    if !(ctx.conn.pushed && matches!(ctx.conn.reply, ReplyMode::Off | ReplyMode::Skipping)) {
+        ctx.out.integer(n);
+    }
+}
+
 /// # Format
 /// `PUBLISH channel message` → the number of clients that received it.
 fn cmd_publish(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (channel, message) = (ctx.arg(1), ctx.arg(2));
     let n = publish(ctx, channel, message, false);
-    ctx.out.integer(n);
+    reply_count(ctx, n);
     Ok(())
 }
 
@@ -500,7 +511,7 @@ fn cmd_publish(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_spublish(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (channel, message) = (ctx.arg(1), ctx.arg(2));
     let n = publish(ctx, channel, message, true);
-    ctx.out.integer(n);
+    reply_count(ctx, n);
     Ok(())
 }
 

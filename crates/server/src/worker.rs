@@ -26,7 +26,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use larder_engine::{Handle, PREFETCH_GROUP};
 use larder_resp::{Args, Limits, Progress, Protocol, Writer};
 
-use crate::command::{dispatch, first_key_index, lookup_command, Argv, ConnState, Ctx};
+use crate::command::{dispatch, first_key_index, lookup_command, Argv, ConnState, Ctx, ReplyMode};
 use crate::{ClientInfo, Msg, Proto, Shared};
 
 const RESP_LISTENER: Token = Token(0);
@@ -68,6 +68,10 @@ struct Conn {
     soft_since: Option<Instant>,
     /// Blocked in a blocking command: its next requests wait in `rbuf`.
     parked: bool,
+    /// The blocking command was run under CLIENT REPLY OFF or SKIP: its reply (served,
+    /// timed out, unblocked) is dropped when it comes, as Redis keeps the skip flag on a
+    /// blocked client until it is unblocked.
+    parked_silent: bool,
     /// How far the unfinished request at the start of `rbuf` has been checked.
     progress: Progress,
     /// memcached: `rbuf` holds this much of a long multiget line without its `\n` (0: no).
@@ -401,6 +405,7 @@ impl Worker {
                 writing: false,
                 soft_since: None,
                 parked: false,
+                parked_silent: false,
                 progress: Progress::default(),
                 multiget: 0,
                 held: false,
@@ -580,7 +585,9 @@ impl Worker {
             self.parked.remove(k);
             if let Some(Some(c)) = self.conns.get_mut(slot) {
                 c.parked = false;
-                c.wbuf.extend_from_slice(&reply);
+                if !c.parked_silent {
+                    c.wbuf.extend_from_slice(&reply);
+                }
             }
             self.process(slot);
             self.flush(slot);
@@ -809,6 +816,9 @@ fn run_resp(
                 None => false,
             };
             if !floored {
+                // Whether this command's reply is to be dropped (REPLY OFF, or SKIP before
+                // it): a blocking command's reply comes later.
+                let silent = c.state.reply != ReplyMode::On;
                 let mut ctx = Ctx {
                     argv: Argv { args, buf },
                     out: Writer::new(&mut c.wbuf, c.state.proto),
@@ -821,8 +831,10 @@ fn run_resp(
                 if c.state.park.is_some() {
                     match crate::blocking::enter(h, shared, worker, &mut c.state, &buf[..n], args) {
                         // Served by the retry: go on.
-                        Ok(reply) => c.wbuf.extend_from_slice(&reply),
+                        Ok(reply) if !silent => c.wbuf.extend_from_slice(&reply),
+                        Ok(_) => {}
                         Err(deadline) => {
+                            c.parked_silent = silent;
                             pos += n;
                             parked = Some(deadline);
                             break;

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{blocked_clients, cmd, silent, start, start_with, wait_blocked, Raw};
+use common::{blocked_clients, ck, client_id, cmd, one_per_worker, silent, start, start_with, wait_blocked, Raw};
 
 fn c(r: &mut Raw, args: &[&str], want: &str) {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
@@ -793,4 +793,43 @@ fn keys_created_by_rename_and_sort_store_serve_waiters() {
     c(&mut p, &["RPUSH", "src", "b", "a"], ":2\r\n");
     c(&mut p, &["SORT", "src", "ALPHA", "STORE", "foo"], ":2\r\n");
     w.check(b"", b"*2\r\n$3\r\nfoo\r\n$1\r\na\r\n");
+}
+
+/// A blocking command run under CLIENT REPLY OFF or SKIP: its reply, whenever it comes
+/// (served by another client's push, timed out, or CLIENT UNBLOCK), is dropped, as Redis
+/// keeps a blocked client's skip flag until it is unblocked. The commands after it are
+/// answered again.
+#[test]
+fn blocked_reply_is_dropped_under_client_reply_off_and_skip() {
+    let t = start();
+    let (mut c, mut other) = one_per_worker(&t);
+    let id = client_id(&mut c).to_string();
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    c.send(&cmd(&[b"BLPOP", b"l", b"0"]));
+    wait_blocked(&mut other, 1);
+    ck(&mut other, "RPUSH l a", ":1\r\n");
+    wait_blocked(&mut other, 0);
+    ck(&mut c, "PING", "+PONG\r\n");
+    ck(&mut other, "LLEN l", ":0\r\n");
+    // Served at once (the list has an element): dropped too.
+    ck(&mut other, "RPUSH l b", ":1\r\n");
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    ck(&mut c, "BLPOP l 0", "");
+    ck(&mut c, "PING", "+PONG\r\n");
+    // A timeout, and CLIENT UNBLOCK with an error.
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"SKIP"]));
+    ck(&mut c, "BLPOP l 0.05", "");
+    std::thread::sleep(Duration::from_millis(150));
+    ck(&mut c, "PING", "+PONG\r\n");
+    c.send(&cmd(&[b"CLIENT", b"REPLY", b"OFF"]));
+    c.send(&cmd(&[b"BLMOVE", b"l", b"m", b"LEFT", b"LEFT", b"0"]));
+    wait_blocked(&mut other, 1);
+    other.check(&cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes(), b"ERROR"]), b":1\r\n");
+    wait_blocked(&mut other, 0);
+    ck(&mut c, "CLIENT REPLY ON", "+OK\r\n");
+    // And without a reply mode, the reply comes.
+    c.send(&cmd(&[b"BLPOP", b"l", b"0"]));
+    wait_blocked(&mut other, 1);
+    ck(&mut other, "RPUSH l c", ":1\r\n");
+    c.check(b"", b"*2\r\n$1\r\nl\r\n$1\r\nc\r\n");
 }

@@ -694,6 +694,8 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
             quote_arg(&mut msg, a, 128 - written);
             msg.push(b' ');
         }
+        // CLIENT LIST's cmd= is Redis's lastcmd: what the lookup found, here nothing.
+        ctx.conn.info.last_cmd.store(u32::MAX, Ordering::Relaxed);
         reject(ctx, None, msg);
         return;
     };
@@ -706,6 +708,7 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
                 msg.extend_from_slice(b". Try ");
                 msg.extend(name.iter().map(u8::to_ascii_uppercase));
                 msg.extend_from_slice(b" HELP.");
+                ctx.conn.info.last_cmd.store(u32::MAX, Ordering::Relaxed);
                 reject(ctx, None, msg);
                 return;
             }
@@ -714,6 +717,8 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
     let spec = t.specs[i];
     let argc = ctx.argc() as i32;
     if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        // Redis sets lastcmd at the lookup, before the arity check.
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
         let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
         reject(ctx, Some(i), msg);
         return;

@@ -951,3 +951,27 @@ fn info_keyspace_estimates_the_average_ttl() {
     }
     assert_eq!(wait_for(&mut c, &|v| v == 0), 0, "avg_ttl stays after the last expiry went");
 }
+
+/// CLIENT LIST's cmd= is what the last request's lookup found, as Redis's lastcmd: NULL after
+/// an unknown command or subcommand, the command after an arity error.
+#[test]
+fn client_list_cmd_after_rejected_commands() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let mut other = Raw::connect(t.resp);
+    let id = client_id(&mut c).to_string();
+    let cmd_of = |other: &mut Raw| {
+        let list = ask(other, &[b"CLIENT", b"LIST", b"ID", id.as_bytes()]);
+        list.split(' ').find(|f| f.starts_with("cmd=")).unwrap().to_string()
+    };
+    ck(&mut c, "GET k", "$-1\r\n");
+    assert_eq!(cmd_of(&mut other), "cmd=get");
+    ck(&mut c, "BOGUS", "-ERR unknown command 'BOGUS', with args beginning with: \r\n");
+    assert_eq!(cmd_of(&mut other), "cmd=NULL");
+    ck(&mut c, "SET k", "-ERR wrong number of arguments for 'set' command\r\n");
+    assert_eq!(cmd_of(&mut other), "cmd=set");
+    ck(&mut c, "CLIENT BOGUS", "-ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.\r\n");
+    assert_eq!(cmd_of(&mut other), "cmd=NULL");
+    ck(&mut c, "CLIENT ID x", "-ERR wrong number of arguments for 'client|id' command\r\n");
+    assert_eq!(cmd_of(&mut other), "cmd=client|id");
+}

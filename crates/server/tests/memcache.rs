@@ -1282,6 +1282,16 @@ fn a_pipeline_runs_in_order_across_parse_ahead_groups_errors_and_quit() {
     c.check(b"get n\r\n", b"VALUE n 0 2\r\n40\r\nEND\r\n");
 }
 
+/// The memcached client's line of CLIENT LIST (the test's only memcached connection).
+fn memcache_client_line(t: &TestServer) -> String {
+    let mut r = Raw::connect(t.resp);
+    r.send(b"CLIENT LIST\r\n");
+    let list = String::from_utf8_lossy(&read_until(&mut r, b"\n\r\n")).into_owned();
+    let laddr = format!("laddr=127.0.0.1:{} ", t.mc);
+    let line = list.lines().find(|l| l.contains(&laddr)).unwrap_or_else(|| panic!("no memcached client in {list}"));
+    line.to_string()
+}
+
 #[test]
 fn a_client_that_does_not_read_has_no_more_of_its_requests_run() {
     // 300 gets and a 300-key multiget of a 100 kB value: 60 MB of replies for 3 kB of
@@ -1295,11 +1305,7 @@ fn a_client_that_does_not_read_has_no_more_of_its_requests_run() {
     req.extend_from_slice(format!("get{}\r\n", " big".repeat(300)).as_bytes());
     c.send(&req);
     std::thread::sleep(Duration::from_millis(300));
-    let mut r = Raw::connect(t.resp);
-    r.send(b"CLIENT LIST\r\n");
-    let list = String::from_utf8_lossy(&read_until(&mut r, b"\n\r\n")).into_owned();
-    let laddr = format!("laddr=127.0.0.1:{} ", t.mc);
-    let line = list.lines().find(|l| l.contains(&laddr)).unwrap_or_else(|| panic!("no memcached client in {list}"));
+    let line = memcache_client_line(&t);
     let field = |name: &str| -> u64 {
         let v = line.split(' ').find_map(|f| f.strip_prefix(name)).unwrap_or_else(|| panic!("{name} in {line}"));
         v.parse().unwrap()
@@ -1335,11 +1341,7 @@ fn a_client_that_does_not_read_has_no_more_of_its_input_read() {
         }
     }
     std::thread::sleep(Duration::from_millis(300));
-    let mut r = Raw::connect(t.resp);
-    r.send(b"CLIENT LIST\r\n");
-    let list = String::from_utf8_lossy(&read_until(&mut r, b"\n\r\n")).into_owned();
-    let laddr = format!("laddr=127.0.0.1:{} ", t.mc);
-    let line = list.lines().find(|l| l.contains(&laddr)).unwrap_or_else(|| panic!("no memcached client in {list}"));
+    let line = memcache_client_line(&t);
     let qbuf: u64 = line.split(' ').find_map(|f| f.strip_prefix("qbuf=")).unwrap().parse().unwrap();
     assert!(qbuf < 1_000_000, "sent {sent}, the server holds {qbuf} of it: {line}");
     assert!(sent < 20_000_000, "the server read everything sent ({sent} bytes)");

@@ -158,6 +158,23 @@ fn sparse_runs(v: &[u8], mut f: impl FnMut(usize, usize, u8)) -> Result<(), Corr
     }
 }
 
+/// A sparse value's opcodes as text, as PFDEBUG DECODE prints them: `z:run` (ZERO),
+/// `Z:run` (XZERO), `v:value,run` (VAL).
+fn decode(v: &[u8]) -> String {
+    let mut words = Vec::new();
+    let mut at = HDR;
+    while at < v.len() {
+        let (run, val, len) = sparse_op(v, at);
+        words.push(match (val, len) {
+            (0, 1) => format!("z:{run}"),
+            (0, _) => format!("Z:{run}"),
+            _ => format!("v:{val},{run}"),
+        });
+        at += len;
+    }
+    words.join(" ")
+}
+
 /// A new, empty HyperLogLog: sparse, one XZERO opcode.
 fn new_hll() -> Vec<u8> {
     let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
@@ -566,18 +583,7 @@ fn cmd_pfdebug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 if !was_sparse {
                     return fail("ERR HLL encoding is not sparse");
                 }
-                let mut words = Vec::new();
-                let mut at = HDR;
-                while at < v.len() {
-                    let (run, val, len) = sparse_op(v, at);
-                    words.push(match (val, len) {
-                        (0, 1) => format!("z:{run}"),
-                        (0, _) => format!("Z:{run}"),
-                        _ => format!("v:{val},{run}"),
-                    });
-                    at += len;
-                }
-                (Edit::Unshare, Ok(Out::Text(words.join(" "))))
+                (Edit::Unshare, Ok(Out::Text(decode(v))))
             }
             b"encoding" => (Edit::Unshare, Ok(Out::Status(if was_sparse { "sparse" } else { "dense" }))),
             _ => fail(&format!("ERR Unknown PFDEBUG subcommand '{name}'")),
@@ -665,22 +671,6 @@ fn cmd_pfselftest(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A sparse value's opcodes as PFDEBUG DECODE prints them.
-    fn decode(v: &[u8]) -> String {
-        let mut words = Vec::new();
-        let mut at = HDR;
-        while at < v.len() {
-            let (run, val, len) = sparse_op(v, at);
-            words.push(match (val, len) {
-                (0, 1) => format!("z:{run}"),
-                (0, _) => format!("Z:{run}"),
-                _ => format!("v:{val},{run}"),
-            });
-            at += len;
-        }
-        words.join(" ")
-    }
 
     #[test]
     fn a_new_hyperloglog_is_one_xzero_and_counts_zero() {

@@ -122,8 +122,12 @@ fn first_bit(v: &[u8], bit: bool, first: u64, last: u64) -> Option<u64> {
     if lb == fb {
         return None;
     }
-    match v[fb as usize + 1..lb as usize].iter().position(|&b| b ^ flip != 0) {
-        Some(j) => found(fb + 1 + j as u64),
+    // The bytes between, skipped eight at a time while they hold no such bit.
+    let middle = &v[fb as usize + 1..lb as usize];
+    let skip = u64::from_ne_bytes([flip; 8]);
+    let whole = middle.chunks_exact(8).take_while(|w| u64::from_ne_bytes((*w).try_into().unwrap()) == skip).count();
+    match middle[whole * 8..].iter().position(|&b| b ^ flip != 0) {
+        Some(j) => found(fb + 1 + (whole * 8 + j) as u64),
         None => found(lb),
     }
 }
@@ -556,7 +560,12 @@ mod tests {
 
     #[test]
     fn popcount_and_first_bit_match_a_bit_by_bit_walk() {
-        let values: [&[u8]; 5] = [b"\x00", b"\xff\x00\xff", b"\x81\x7e\x00\x01", b"foobar", b"\x00\x00\x00\x00\x80"];
+        let mut zeros = [0u8; 30];
+        zeros[25] = 0x10;
+        let mut ones = [0xffu8; 30];
+        ones[27] = 0xfb;
+        let values: [&[u8]; 7] =
+            [b"\x00", b"\xff\x00\xff", b"\x81\x7e\x00\x01", b"foobar", b"\x00\x00\x00\x00\x80", &zeros, &ones];
         for v in values {
             let n = v.len() as u64 * 8;
             for first in 0..n {

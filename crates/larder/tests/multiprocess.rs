@@ -559,7 +559,15 @@ fn a_participant_whose_process_execs_is_reaped() {
     }
     let slots = store.arena().slots();
     assert!(slots.iter().any(|s| s.pid == pid && s.state == "live"), "{slots:?}");
-    assert_eq!(store.arena().reap_dead(), 1, "the exec'd participant was not reaped: {:?}", store.arena().slots());
+    // The kernel names the process after the new program a moment before it closes the
+    // close-on-exec descriptors (the liveness lock among them): wait for that, briefly.
+    let mut reaped = store.arena().reap_dead();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reaped == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        reaped = store.arena().reap_dead();
+    }
+    assert_eq!(reaped, 1, "the exec'd participant was not reaped: {:?}", store.arena().slots());
     child.kill().unwrap();
     child.wait().unwrap();
     let r = store.check().unwrap();

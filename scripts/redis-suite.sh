@@ -62,6 +62,9 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"
 : "${REDIS_SUITE_BASEPORT:=21111}"
+# "BRPOPLPUSH does not affect WATCH while still blocked" sends EXEC on one connection and,
+# without waiting for its reply, LPUSH on another: on worker threads the LPUSH can run first,
+# serve the blocked BRPOPLPUSH, and break the WATCH (failed once in CI).
 # "BRPOPLPUSH with multiple blocked clients" sends BRPOPLPUSH on two connections, then
 # LPUSH on a third, without waiting for the first two to block: Redis's single thread runs
 # them in arrival order, but on worker threads the LPUSH can run first, the second BRPOPLPUSH
@@ -71,6 +74,7 @@ SRC_CACHE=$CACHE/redis-src
 # reads one reply per channel named, so a bare (P)UNSUBSCRIBE is sent and not waited for, and
 # the PUBLISH on another connection (another worker) can run first and count the subscriber.
 : "${REDIS_SUITE_SKIP:=/^Keyspace notifications
+BRPOPLPUSH does not affect WATCH while still blocked
 BRPOPLPUSH with multiple blocked clients
 PUBLISH/SUBSCRIBE after UNSUBSCRIBE without arguments
 PUBLISH/PSUBSCRIBE after PUNSUBSCRIBE without arguments

@@ -137,6 +137,12 @@ pub fn expected(id: u32, acked: &[u64], in_flight: &[u64]) -> HashMap<Vec<u8>, V
     out
 }
 
+/// The operations a worker's acknowledgement file (`--ack`) lists, in order. A line cut
+/// by the kill does not parse: that operation was not acknowledged.
+pub fn read_acks(path: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| l.parse().ok()).collect()
+}
+
 /// The acknowledged appends of writer `id`, per log key, in order.
 pub fn expected_logs(id: u32, acked: &[u64]) -> HashMap<Vec<u8>, Vec<u64>> {
     let mut want: HashMap<Vec<u8>, Vec<u64>> = HashMap::new();

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use larder::stress::{apply_coll_op, check_colls, check_log, coll_op, expected, expected_logs, value, verify, CollOp};
+use larder::stress::{
+    apply_coll_op, check_colls, check_log, coll_op, expected, expected_logs, read_acks, value, verify, CollOp,
+};
 use larder_engine::Kind;
 use larder_engine::{Arena, ArenaConfig, Backing, SetOptions, Store, StoreConfig};
 
@@ -43,14 +45,6 @@ fn worker(shm: &str, mode: &str, id: u32, ack: Option<&Path>, start: u64, second
     c
 }
 
-fn acks(path: &Path) -> Vec<u64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.parse().ok()) // a line cut by the kill does not parse: not acknowledged
-        .collect()
-}
-
 fn tmp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("larder-{name}-{}", std::process::id()));
     let _ = std::fs::remove_file(&p);
@@ -82,7 +76,7 @@ fn writers_killed_at_random_points_lose_no_acknowledged_write() {
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let started = Instant::now();
     for _ in 0..rounds {
-        let a = acks(&ack1);
+        let a = read_acks(&ack1);
         let start = a.last().map_or(0, |s| s + 2);
         let mut w1 = worker(&shm, "writer", 1, Some(&ack1), start, 60.0).spawn().unwrap();
         rng ^= rng << 13;
@@ -91,13 +85,13 @@ fn writers_killed_at_random_points_lose_no_acknowledged_write() {
         std::thread::sleep(Duration::from_millis(20 + rng % 120));
         w1.kill().unwrap();
         w1.wait().unwrap();
-        let a = acks(&ack1);
+        let a = read_acks(&ack1);
         in_flight1.push(a.last().map_or(start, |s| s + 1));
     }
     w0.kill().unwrap();
     w0.wait().unwrap();
-    let a0 = acks(&ack0);
-    let a1 = acks(&ack1);
+    let a0 = read_acks(&ack0);
+    let a1 = read_acks(&ack1);
     assert!(a0.len() > 1000 && a1.len() > 1000, "writers made too little progress: {} {}", a0.len(), a1.len());
     reader.kill().unwrap();
     let out = reader.wait_with_output().unwrap();
@@ -181,12 +175,12 @@ fn a_file_backed_store_keeps_acknowledged_writes_across_a_crash_and_restarts() {
         .spawn()
         .unwrap();
     let t = Instant::now();
-    while acks(&ack).len() < 3000 && t.elapsed() < Duration::from_secs(30) {
+    while read_acks(&ack).len() < 3000 && t.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
     w.kill().unwrap();
     w.wait().unwrap();
-    let acked = acks(&ack);
+    let acked = read_acks(&ack);
     assert!(acked.len() >= 3000, "the writer made too little progress: {}", acked.len());
     let in_flight = vec![acked.last().unwrap() + 1];
 
@@ -222,7 +216,7 @@ fn crash_in_the_middle_of_a_split_is_finished_by_the_reaper() {
     let status =
         worker(&seg.0, "grow", 7, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "split-publish").status().unwrap();
     assert!(!status.success(), "the worker should have died at the failpoint");
-    let acked = acks(&ack);
+    let acked = read_acks(&ack);
     assert!(acked.len() > 100, "died before any split: {}", acked.len());
     // Before anyone reaps: the dead splitter still holds its segment's locks and the
     // directory lock, and its intent is recorded.
@@ -262,7 +256,7 @@ fn crash_in_the_middle_of_a_merge_is_finished_by_the_reaper() {
     let status =
         worker(&seg.0, "shrink", 8, Some(&ack), 0, 30.0).env("LARDER_FAILPOINT", "merge-publish").status().unwrap();
     assert!(!status.success(), "the worker should have died at the failpoint");
-    let acked = acks(&ack);
+    let acked = read_acks(&ack);
     assert!(acked.len() > 1000, "died before deleting much: {}", acked.len());
     assert!(store.arena().slots().iter().any(|s| s.intent != 0), "no intent recorded");
     let last = *acked.last().unwrap();
@@ -363,7 +357,7 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
     let mut in_flight1 = Vec::new();
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for _ in 0..20 {
-        let a = acks(&ack1);
+        let a = read_acks(&ack1);
         let start = a.last().map_or(0, |s| s + 2);
         let mut w1 = worker(&shm, "coll-writer", 1, Some(&ack1), start, 60.0).spawn().unwrap();
         rng ^= rng << 13;
@@ -372,7 +366,7 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
         std::thread::sleep(Duration::from_millis(20 + rng % 120));
         w1.kill().unwrap();
         w1.wait().unwrap();
-        let a = acks(&ack1);
+        let a = read_acks(&ack1);
         in_flight1.push(a.last().map_or(start, |s| s + 1));
     }
     w0.kill().unwrap();
@@ -380,8 +374,8 @@ fn collection_writers_killed_at_random_points_leave_whole_versions() {
     reader.kill().unwrap();
     let out = reader.wait_with_output().unwrap();
     assert!(out.status.code().is_none(), "reader failed: {}", String::from_utf8_lossy(&out.stderr));
-    let a0 = acks(&ack0);
-    let a1 = acks(&ack1);
+    let a0 = read_acks(&ack0);
+    let a1 = read_acks(&ack1);
     assert!(a0.len() > 500 && a1.len() > 500, "writers made too little progress: {} {}", a0.len(), a1.len());
 
     let h = store.handle().unwrap();
@@ -496,7 +490,7 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
         let mut child = unshare.arg(inner.get_program()).args(inner.get_args()).spawn().unwrap();
         // Its slot shows pid 1: the writer's pid inside its namespace.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while acks(&ack).len() < 200 {
+        while read_acks(&ack).len() < 200 {
             assert!(Instant::now() < deadline, "the namespaced writer made no progress");
             assert!(child.try_wait().unwrap().is_none(), "the namespaced writer exited early");
             std::thread::sleep(Duration::from_millis(10));
@@ -527,7 +521,7 @@ fn a_writer_in_another_pid_namespace_is_reaped_only_when_dead() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        let acked = acks(&ack);
+        let acked = read_acks(&ack);
         let in_flight = vec![acked.last().unwrap() + 1];
         for (k, allowed) in expected(4, &acked, &in_flight) {
             let got = h.get(0, &k).unwrap();

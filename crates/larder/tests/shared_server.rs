@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use larder::stress::{check_log, coll_op, expected, expected_logs, op, value, verify, CollOp, Op};
+use larder::stress::{check_log, coll_op, expected, expected_logs, op, read_acks, value, verify, CollOp, Op};
 use larder_engine::{Arena, Expiry, Kind, SetOptions, Store, Ttl};
 
 const BIN: &str = env!("CARGO_BIN_EXE_larder");
@@ -296,14 +296,6 @@ impl Mc {
 
 fn set(h: &mut larder_engine::Handle, db: u32, k: &str, v: &[u8]) {
     h.set(db, k.as_bytes(), v, &SetOptions::default()).unwrap();
-}
-
-fn acks(path: &Path) -> Vec<u64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.parse().ok()) // a line cut by the kill does not parse: not acknowledged
-        .collect()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -693,7 +685,7 @@ fn local_pushes_wake_blocked_clients() {
         assert!(!st.success(), "the worker should have died at the failpoint");
     });
     assert_eq!(r, R::Array(Some(vec![R::bulk("w9:l"), R::Bulk(Some(value(9, 7)))])));
-    assert!(acks(&ack).is_empty());
+    assert!(read_acks(&ack).is_empty());
     lat.push(("BLPOP, pusher died before announcing", t));
     let _ = std::fs::remove_file(ack);
 
@@ -802,7 +794,7 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
         // The operation after the last acknowledged one may or may not have been applied;
         // the next writer starts after it.
         for (ack, start, in_flight) in [(&ack1, &mut start1, &mut in_flight1), (&ack2, &mut start2, &mut in_flight2)] {
-            let f = acks(ack).last().map_or(*start, |s| (s + 1).max(*start));
+            let f = read_acks(ack).last().map_or(*start, |s| (s + 1).max(*start));
             in_flight.push(f);
             *start = f + 1;
         }
@@ -811,7 +803,7 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     stop.store(true, Ordering::Relaxed);
     let served: Vec<i64> = threads.into_iter().map(|t| t.join().expect("a client failed")).collect();
     let popped = consumer.join().expect("the consumer failed");
-    let (a1, a2) = (acks(&ack1), acks(&ack2));
+    let (a1, a2) = (read_acks(&ack1), read_acks(&ack2));
     assert!(a1.len() > 1000 && a2.len() > 1000, "the writers made too little progress: {} {}", a1.len(), a2.len());
     assert!(served.iter().all(|&n| n > 10), "clients made too little progress: {served:?}");
 
@@ -886,14 +878,14 @@ fn the_server_killed_and_restarted_while_a_local_process_writes() {
     let mut w = Proc(worker(&seg.0, "writer", 3, &ack, 0, 120.0).spawn().unwrap());
     let wait_acks = |n: usize| {
         let t = Instant::now();
-        while acks(&ack).len() < n {
-            assert!(t.elapsed() < Duration::from_secs(30), "the writer stalled at {} acks", acks(&ack).len());
+        while read_acks(&ack).len() < n {
+            assert!(t.elapsed() < Duration::from_secs(30), "the writer stalled at {} acks", read_acks(&ack).len());
             std::thread::sleep(Duration::from_millis(5));
         }
     };
     let (mut ready, mut want) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        let n = acks(&ack).len();
+        let n = read_acks(&ack).len();
         wait_acks(n + 2000);
         // Some traffic on the server, then it dies in the middle of whatever it does.
         let mut c = srv.resp();
@@ -903,7 +895,7 @@ fn the_server_killed_and_restarted_while_a_local_process_writes() {
         c.send(&[b"RPUSH", b"srv:l", b"x"]);
         srv.kill();
         // The writer carries on without the server.
-        let down = acks(&ack).len();
+        let down = read_acks(&ack).len();
         wait_acks(down + 2000);
         assert!(w.0.try_wait().unwrap().is_none(), "the writer died with the server");
         let t = Instant::now();
@@ -915,7 +907,7 @@ fn the_server_killed_and_restarted_while_a_local_process_writes() {
         // Whatever was acknowledged before this point is there. (The writer is still
         // writing, so only keys it never touches again are checked exactly here: each new
         // `g` key is set once; all keys are checked once it is stopped.)
-        let acked = acks(&ack);
+        let acked = read_acks(&ack);
         let mut c = srv.resp();
         for s in acked.iter().filter(|&&s| s % 4 == 0 && matches!(op(3, s), Op::Set(..))) {
             let Op::Set(k, v) = op(3, *s) else { unreachable!() };
@@ -937,7 +929,7 @@ fn the_server_killed_and_restarted_while_a_local_process_writes() {
     assert!(woke < Duration::from_secs(10), "{woke:?}");
     assert!(w.kill(), "the writer failed");
     wait_reaped(&seg.0, &[srv.child.id()]);
-    let acked = acks(&ack);
+    let acked = read_acks(&ack);
     let keys = verify_over_resp(&mut srv.resp(), 3, &acked, &[acked.last().unwrap() + 1]);
     let check = segment_check(&seg.0);
     eprintln!(

@@ -35,8 +35,8 @@
 //! CLIENT_DENY_BLOCKING), [`serve_or_block`] replies null at once instead of parking.
 //!
 //! Transactions: serving runs under the worker's exec gate (in a batch, or taken for the
-//! watcher's retry), so an EXEC on another worker is never observed half done; after EXEC
-//! every waited-on key is tried. A push by a local process is served when the watcher sees
+//! watcher's retry), so an EXEC on another worker is never observed half done; EXEC serves
+//! the keys it wrote, in the order it wrote them, before it releases the other workers. A push by a local process is served when the watcher sees
 //! it, between any two commands. A push whose announcement was lost (its process killed
 //! between publishing the element and bumping the sequence) is served by the watcher's
 //! sweep, which has parked clients retried once a second.
@@ -314,21 +314,17 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
 
 /// After a command ran (`call`), while clients are blocked: serve the clients waiting on
 /// the keys it wrote, so they are served before the writer's reply goes out (as Redis's
-/// `handleClientsBlockedOnKeys`). Inside EXEC the keys are noted instead and served, in
-/// the order they were written, when EXEC ends. Commands that move keys between databases
+/// `handleClientsBlockedOnKeys`). Inside EXEC the keys are noted instead, and EXEC serves
+/// them in the order they were written while it still holds every worker's gate (so no
+/// other command, and no sweep's retry, runs first). Commands that move keys between databases
 /// or have no key positions (SWAPDB, MOVE, FLUSHALL) try every waited-on key.
 pub(crate) fn after_call(ctx: &mut Ctx<'_>, spec: &Spec) {
     if ctx.conn.park.is_some() {
         return;
     }
     let db = ctx.conn.db;
-    if spec.name == "exec" {
-        let ready = std::mem::take(&mut ctx.conn.ready);
-        for (db, k) in ready {
-            serve_ready(ctx.h, ctx.shared, ctx.worker, db, std::iter::once(k.as_slice()));
-        }
-        return;
-    }
+    // EXEC is not a write command: it serves the keys its commands wrote itself, before it
+    // lets the other workers go.
     if spec.flags & WRITE == 0 {
         return;
     }

@@ -192,6 +192,12 @@ fn cmd_exec(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         } else {
             run(ctx, &q);
         }
+        // Clients blocked on the keys the transaction wrote are served now, in the order the
+        // keys were written, before any other worker runs a command (or its once-a-second
+        // sweep retries its parked clients, which would try their keys in their own order).
+        for (db, k) in std::mem::take(&mut ctx.conn.ready) {
+            crate::blocking::serve_ready(ctx.h, shared, ctx.worker, db, std::iter::once(k.as_slice()));
+        }
     }
     ctx.conn.info.multi.store(-1, Ordering::Relaxed);
     // EXEC's own time in commandstats covers the commands it ran.

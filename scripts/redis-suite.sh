@@ -37,7 +37,9 @@
 #                                 and one test that assumes one thread orders requests sent on
 #                                 different connections (see below).
 #   REDIS_SUITE_UNIT_TIMEOUT=240  seconds one unit may take; then its runtest is killed (the
-#                                 units take 0-10 s each against redis-server 7.0).
+#                                 units take 0-10 s each against redis-server 7.0, but
+#                                 unit/geo: about 19 s, mostly its Tcl side building 20000
+#                                 random points for each fuzz round; as long against Larder).
 #   REDIS_SUITE_TOTAL_TIMEOUT=1200 seconds for all the units; units left then are not run.
 #   REDIS_SUITE_BASEPORT=21111    where runtest looks for a free port for its own
 #                                 test-server <-> test-client socket (32 ports below it).
@@ -57,7 +59,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"

@@ -8,8 +8,12 @@ The seeds are fixed, so a run is reproducible: a failure names the seed, the ste
 both replies and the commands before it. LARDER_DIFF_SEEDS runs more seeds (see
 tests/python/conftest.py: diff_seeds).
 
+A second case, test_geo_differential, builds geo sets of up to 3000 points (ties included) and
+compares 300 searches with every option, since the mixed sequences keep geo sets small.
+
 Isolation: the commands run in databases DB_A and DB_B of their own (flushed at the start of
-each case), on twelve keys; they never select another database or FLUSHALL.
+each case), on fourteen keys (two of them for the geo commands mostly); they never select another
+database or FLUSHALL.
 
 What is compared, and what is not (and why):
 - every reply byte for byte, except:
@@ -57,6 +61,7 @@ STEPS = int(os.environ.get("LARDER_DIFF_STEPS", "3000"))
 SNAPSHOT_EVERY = 200
 DB_A, DB_B = 12, 13  # databases of this test's own (test_redis_keys uses 1 and 9)
 KEYS = ["k%d" % i for i in range(10)] + [b"\x00bin\xff", ""]
+GEO_KEYS = ["g0", "g1"]  # mostly the geo commands' (other commands would make them other types)
 TTL_SLACK = {"TTL": 3, "EXPIRETIME": 3, "PTTL": 3000, "PEXPIRETIME": 3000}
 RECENT = 12  # commands shown before a mismatch
 
@@ -376,6 +381,19 @@ class RespGen:
             "zrandmember": lambda: ["ZRANDMEMBER", key()] + pick([], [cnt()], [cnt(), "WITHSCORES"], [cnt(), "BOGUS"]),
             "zscan": lambda: ["ZSCAN", key(), pick("0", "abc")] + some(["MATCH", pick("*", "a*")],
                                                                        ["COUNT", pick("100", "0", "abc")], "BOGUS"),
+            # geo (sorted sets scored by geohash; searches over sets ZADD wrote decode their scores)
+            "geoadd": self.geoadd,
+            "geopos": lambda: [pick("GEOPOS", "GEOHASH"), self.geo_key()] + members(0, 3, self.geo_member),
+            "geodist": lambda: ["GEODIST", self.geo_key(), self.geo_member(), self.geo_member()]
+            + pick([], [self.geo_unit()], [self.geo_unit()], [self.geo_unit(), "x"]),
+            "georadius": lambda: [pick("GEORADIUS", "GEORADIUS_RO"), self.geo_key(), self.lon(), self.lat(),
+                                  self.geo_radius(), self.geo_unit()] + self.geo_options(store=True),
+            "georadiusbymember": lambda: [pick("GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"), self.geo_key(),
+                                          self.geo_member(), self.geo_radius(), self.geo_unit()]
+            + self.geo_options(store=True),
+            "geosearch": lambda: ["GEOSEARCH", self.geo_key()] + self.geo_search() + self.geo_options(store=False),
+            "geosearchstore": lambda: ["GEOSEARCHSTORE", self.geo_key(), self.geo_key()] + self.geo_search()
+            + self.geo_options(store=False, withs=0.03) + some("STOREDIST", p=0.3),
             "sort": lambda: [pick("SORT", "SORT", "SORT_RO"), key()]
             + some(["BY", pick("nosort", "k*", "w_*", "h_*->f", "k1")], ["LIMIT", cnt(), cnt()],
                    ["GET", pick("#", "k*", "w_*", "h_*->f")], "ASC", "DESC", "ALPHA", ["STORE", key()], "BOGUS",
@@ -390,7 +408,8 @@ class RespGen:
             "bogus": lambda: [pick("BOGUS", "GETT", "", "set\x00", "CONFIG", "CLIENT", "OBJECT")] + members(0, 2),
             "command": lambda: ["COMMAND", pick("GETKEYS", "BOGUS")]
             + pick([], ["get"], ["set", "a", "b"], ["sort", "k", "store", "d"], ["zunionstore", "d", "2", "a", "b"],
-                   ["bogus"]),
+                   ["bogus"], ["georadius", "k", "0", "0", "1", "km", "store", "d", "storedist", "e"],
+                   ["georadiusbymember", "k", "m", "1", "km", "STORE"], ["geosearchstore", "d", "k", "x"]),
             "client": lambda: ["CLIENT", pick("SETNAME", "GETNAME", "BOGUS", "NO-EVICT", "NO-TOUCH")] + members(0, 2),
             "config": lambda: ["CONFIG", pick("GET", "SET", "BOGUS")]
             + pick(["maxmemory"], ["bogus"], ["maxmemory", "abc"], ["lazyfree-lazy-user-del"], ["*max-*-entries*"],
@@ -423,6 +442,76 @@ class RespGen:
         return cmd + self.some("REV", ["LIMIT", self.cnt(), self.cnt()], "WITHSCORES", "BYSCORE", "BYLEX", "BOGUS",
                                p=0.25)
 
+    # Geo arguments: mostly valid, so that commands get past parsing, with points within a
+    # few degrees of (0, 0) so that searches there find some; edge cases and junk now and then.
+    def geo_key(self):
+        return self.pick(*GEO_KEYS) if self.r.random() < 0.8 else self.key()
+
+    def lon(self):
+        x = self.r.random()
+        if x < 0.9:
+            return "%.*f" % (self.ri(0, 7), self.r.uniform(-3, 3))
+        if x < 0.96:
+            return self.pick("180", "-180", "180.0000001", "179.9", "-179.9", "0", "-0", "1e-300", "0x1p-2")
+        return self.pick("abc", "", "inf", "nan", "200", "1e400", "-181", "(1")
+
+    def lat(self):
+        x = self.r.random()
+        if x < 0.9:
+            return "%.*f" % (self.ri(0, 7), self.r.uniform(-3, 3))
+        if x < 0.96:
+            return self.pick("85.05112878", "-85.05112878", "85.05112879", "85", "-85", "70", "0", "-0")
+        return self.pick("abc", "", "inf", "-inf", "90", "1e400", "nan")
+
+    def geo_radius(self):
+        x = self.r.random()
+        if x < 0.9:
+            return self.pick("0", "1", "10", "100", "150", "300", "500", "1000", "%.3f" % self.r.uniform(0, 700))
+        return self.pick("-1", "abc", "", "inf", "20000", "50000", "1e-300", "0x10", "1e400", "-0")
+
+    def geo_unit(self):
+        if self.r.random() < 0.9:
+            return self.pick("km", "km", "km", "m", "mi", "ft", "KM", "Mi")
+        return self.pick("yd", "", "km\x00x")
+
+    def geo_member(self):
+        return self.pick("a", "b", "c", "d", "e", "x", "foo") if self.r.random() < 0.8 else self.word()
+
+    def geoadd(self):
+        cmd = ["GEOADD", self.geo_key()] + self.some("NX", "XX", "CH", p=0.15) + self.some("GT", p=0.02)
+        for _ in range(self.ri(0 if self.r.random() < 0.05 else 1, 4)):
+            cmd += [self.lon(), self.lat(), self.geo_member()]
+        if self.r.random() < 0.05:
+            cmd.append(self.lon())
+        return cmd
+
+    def geo_search(self):
+        """GEOSEARCH's FROM... and BY... parts, usually one of each, in either order."""
+        r, pick = self.r, self.pick
+        if r.random() < 0.9:
+            frm = pick(["FROMMEMBER", self.geo_member()], ["FROMLONLAT", self.lon(), self.lat()])
+        else:
+            frm = pick([], ["FROMMEMBER"], ["FROMLONLAT", self.lon()], ["FROMMEMBER", "a", "FROMLONLAT", "0", "0"])
+        if r.random() < 0.9:
+            by = pick(["BYRADIUS", self.geo_radius(), self.geo_unit()],
+                      ["BYBOX", self.geo_radius(), self.geo_radius(), self.geo_unit()])
+        else:
+            by = pick([], ["BYBOX", "1", "km"], ["BYRADIUS", "1", "km", "BYBOX", "1", "1", "km"])
+        return by + frm if r.random() < 0.3 else frm + by
+
+    def geo_options(self, store, withs=0.3):
+        """Search options; `store`: GEORADIUS's STORE/STOREDIST, `withs`: how often each WITH...
+        (the STORE forms refuse them)."""
+        count = self.pick("1", "2", "3", "5", "100") if self.r.random() < 0.8 else self.cnt()
+        out = self.some("WITHDIST", "WITHHASH", "WITHCOORD", p=withs)
+        out += self.some(self.pick("ASC", "DESC", "asc"), ["COUNT", count], p=0.3)
+        out += self.some("ANY", p=0.1) + self.some("BOGUS", p=0.02)
+        if store and self.r.random() < 0.2:
+            out += [self.pick("STORE", "STOREDIST", "store")] + ([self.geo_key()] if self.r.random() < 0.95 else [])
+        if self.r.random() < 0.1:
+            self.r.shuffle(out)
+        return out
+
     def zsetop(self, store):
         cmd = [self.pick("ZINTER", "ZUNION", "ZDIFF") + ("STORE" if store else "")]
         cmd += [self.key()] if store else []
@@ -433,7 +522,7 @@ class RespGen:
                                "BOGUS" if store else "WITHSCORES", p=0.3)
 
 
-WEIGHTS = {"flushdb": 0.05, "lpush": 3.0, "sadd": 3.0, "zadd": 3.0, "hset": 3.0, "set": 3.0}
+WEIGHTS = {"flushdb": 0.05, "lpush": 3.0, "sadd": 3.0, "zadd": 3.0, "hset": 3.0, "set": 3.0, "geoadd": 2.0}
 RARE = ["select", "swapdb", "hello", "multi", "bogus", "command", "client", "config", "move"]
 WEIGHTS.update(dict.fromkeys(RARE, 0.3))
 WEIGHTS.update(dict.fromkeys(["blpop", "blmove", "blmpop", "brpoplpush", "bzpopmin", "bzmpop"], 0.2))
@@ -447,7 +536,8 @@ hrandfield hscan sadd srem scard sismember smismember smembers sinter sunion sdi
 srandmember sscan zadd zincrby zrem zcard zscore zmscore zrank zcount zlexcount zrange zrangestore zrevrange
 zrangebyscore zrangebylex zremrangebyscore zpopmin zmpop zunionstore zinter zintercard zrandmember zscan sort sort_ro
 multi exec watch ping echo hello expiretime substr unlink zdiff zdiffstore bzpopmin bzmpop blmpop blmove brpoplpush
-discard unwatch publish pubsub flushdb lpushx""".split()
+discard unwatch publish pubsub flushdb lpushx geoadd geodist geohash geopos georadius georadius_ro georadiusbymember
+georadiusbymember_ro geosearch geosearchstore""".split()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,7 +832,7 @@ class RespDiff:
             if name in ("RENAME", "RENAMENX", "COPY") and len(cmd) > 2 and cmd[1] in marked:
                 marked.add(cmd[2])
             if name in ("SWAPDB", "MOVE", "SELECT") or (name == "COPY" and "DB" in cmd):
-                marked.update(KEYS)
+                marked.update(KEYS + GEO_KEYS)
 
     def reap_ref(self):
         """A full SCAN makes Redis delete the keys it stored already expired (DBSIZE counts them)."""
@@ -809,7 +899,7 @@ class RespDiff:
         for db in (DB_A, DB_B):
             for c in (self.snap_larder, self.snap_ref):
                 c.resp(resp_command("SELECT", db))
-            for key in KEYS:
+            for key in KEYS + GEO_KEYS:
                 kind = self.snapshot_compare(db, ["TYPE", key])
                 kind = kind[1:-2].decode()
                 queries = [["PTTL", key]]
@@ -846,3 +936,91 @@ def test_resp_differential(seed, proto):
         case.run(STEPS)
     finally:
         case.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Geo searches over large sets: the mixed sequences above keep geo sets small (a few members),
+# so this case builds sets of 100 to 3000 points (packed and tree in both servers; clusters of
+# points at the same place or on a grid, so that distances tie) and sends 300 random searches
+# with every option, every reply compared byte for byte. Ties and COUNT exercise the order
+# Redis's qsort and pqsort leave equal distances in.
+
+GEO_SEARCHES = 300
+
+
+def geo_points(r, n):
+    """n GEOADD triples: a random spread, exact duplicates, and a grid."""
+    out = []
+    for i in range(n):
+        x = r.random()
+        if x < 0.5:
+            lon, lat = "%.6f" % r.uniform(-5, 5), "%.6f" % r.uniform(-5, 5)
+        elif x < 0.7 and out:
+            lon, lat = out[3 * r.randrange(len(out) // 3)], out[3 * r.randrange(len(out) // 3) + 1]
+        elif x < 0.9:
+            lon, lat = str(r.randint(-4, 4)), str(r.randint(-4, 4))
+        else:
+            lon, lat = "%.6f" % r.uniform(-180, 180), "%.6f" % r.uniform(-85, 85)
+        out += [lon, lat, "p%d" % i]
+    return out
+
+
+def geo_query(r, key, members):
+    pick = r.choice
+    unit = pick(["km", "km", "m", "mi", "ft"])
+    size = lambda: pick(["0", "1", "50", "100", "250", "400", "700", "%.2f" % r.uniform(0, 900)])  # noqa: E731
+    per_km = {"km": 1, "m": 1000, "mi": 1, "ft": 3000}[unit]  # sizes of about as many km in any unit
+    size_u = lambda: str(float(size()) * per_km)  # noqa: E731
+    center = pick([["FROMMEMBER", pick(members)], ["FROMLONLAT", "%.4f" % r.uniform(-5, 5), "%.4f" % r.uniform(-5, 5)],
+                   ["FROMLONLAT", str(r.randint(-4, 4)), str(r.randint(-4, 4))]])
+    shape = pick([["BYRADIUS", size_u(), unit], ["BYBOX", size_u(), size_u(), unit]])
+    opts = []
+    for o in (["WITHDIST"], ["WITHHASH"], ["WITHCOORD"], [pick(["ASC", "DESC"])], ["COUNT", str(r.randint(1, 40))]):
+        if r.random() < 0.4:
+            opts += o
+    if "COUNT" in opts and r.random() < 0.3:
+        opts.append("ANY")
+    x = r.random()
+    if x < 0.45:
+        return ["GEOSEARCH", key] + center + shape + opts
+    if x < 0.6:
+        return ["GEOSEARCHSTORE", "gdst", key] + center + shape + [o for o in opts if not o.startswith("WITH")] \
+            + (["STOREDIST"] if r.random() < 0.5 else [])
+    if x < 0.8:
+        lon, lat = ("%.4f" % r.uniform(-5, 5), "%.4f" % r.uniform(-5, 5))
+        return [pick(["GEORADIUS", "GEORADIUS_RO"]), key, lon, lat, size_u(), unit] + opts
+    return [pick(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]), key, pick(members), size_u(), unit] + opts
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_geo_differential(seed):
+    r = random.Random(seed)
+    larder, ref = Conn(_port("LARDER_RESP_PORT")), Conn(int(REF_RESP))
+    try:
+        for c in (larder, ref):
+            for cmd in (["SELECT", DB_A], ["FLUSHDB"]):
+                assert c.resp(resp_command(*cmd))[0] == b"+OK\r\n"
+            if seed % 2 == 0:  # even seeds in RESP3
+                c.resp(resp_command("HELLO", "3"))
+
+        def same(cmd):
+            request = resp_command(*cmd)
+            a, b = larder.resp(request)[0], ref.resp(request)[0]
+            assert a == b, f"seed {seed}: {cmd[:8]!r}...: larder {a[:300]!r}, redis {b[:300]!r}"
+            return a
+
+        for key, n in (("gsmall", r.randint(20, 120)), ("glarge", r.randint(200, 3000))):
+            points = geo_points(r, n)
+            for i in range(0, len(points), 300):  # in pieces: one request per 100 points
+                same(["GEOADD", key] + points[i : i + 300])
+            same(["OBJECT", "ENCODING", key])
+            members = points[2::3]
+            for _ in range(GEO_SEARCHES // 2):
+                cmd = geo_query(r, key, members)
+                same(cmd)
+                if cmd[0] == "GEOSEARCHSTORE":
+                    same(["ZRANGE", "gdst", "0", "-1", "WITHSCORES"])
+                    same(["OBJECT", "ENCODING", "gdst"])
+    finally:
+        larder.close()
+        ref.close()

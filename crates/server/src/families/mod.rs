@@ -5,6 +5,7 @@
 pub mod bitmap;
 pub mod collection;
 pub mod connection;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;
@@ -35,6 +36,7 @@ pub const ALL: &[&[Spec]] = &[
     set::COMMANDS,
     sort::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
 ];
 
 /// Where the keys are in a command whose key positions depend on its arguments
@@ -48,6 +50,8 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
         }
         "zunionstore" | "zinterstore" | "zdiffstore" => Some(numkeys_keys(args, true, 2)),
         "blmpop" | "bzmpop" => Some(numkeys_keys(args, false, 2)),
+        "georadius" => Some(geo::key_positions(args, 6)),
+        "georadiusbymember" => Some(geo::key_positions(args, 5)),
         _ => None,
     }
 }

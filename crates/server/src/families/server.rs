@@ -318,7 +318,12 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("maxclients:{}", cfg.maxclients.load(Ordering::Relaxed));
             line!("client_recent_max_input_buffer:{max_in}");
             line!("client_recent_max_output_buffer:{max_out}");
-            line!("blocked_clients:{}", shared.blocked_clients.load(Ordering::Relaxed));
+            // Clients held by CLIENT PAUSE count as blocked, as Redis blocks them
+            // (BLOCKED_POSTPONE).
+            line!(
+                "blocked_clients:{}",
+                shared.blocked_clients.load(Ordering::Relaxed) + shared.pause.postponed.load(Ordering::Relaxed)
+            );
             line!("tracking_clients:0");
             line!("pubsub_clients:{pubsub}");
         }
@@ -468,6 +473,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
 /// a blank line between sections): a bulk string, a verbatim string in RESP3. `default`,
 /// `all` and `everything` name sets of sections; unknown names are ignored.
 fn cmd_info(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    // The keys this worker found expired since its last round are counted now, so that a
+    // pipelined GET of an expired key and INFO see it counted, as in Redis.
+    let expired = ctx.h.take_expired();
+    ctx.stats().expired_keys.add(expired);
     let args: Vec<&[u8]> = (1..ctx.argc()).map(|i| ctx.arg(i)).collect();
     let mut text = String::new();
     for (n, s) in requested_sections(&args).into_iter().enumerate() {

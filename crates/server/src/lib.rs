@@ -6,10 +6,11 @@
 //!                               └─ its connections: read buffer → parse every complete
 //!                                  request → dispatch (command table) → families → engine
 //!                                  → replies appended to the write buffer → one write
-//!   1 background thread:     active expiry, every 100 ms
+//!   1 background thread:     active expiry, every 100 ms (and the end of a CLIENT PAUSE)
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
 //!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
-//!                            pub/sub registry, one mailbox and one exec gate per worker
+//!                            pub/sub registry, one mailbox and one exec gate per worker,
+//!                            the CLIENT PAUSE state (one relaxed load per command)
 //! ```
 //!
 //! A command runs inline on the thread that read it, against the shared engine: no global
@@ -19,7 +20,8 @@
 //! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
 //! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
 //! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
-//! gates (see [`gate`]).
+//! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
+//! [`pause`]).
 
 pub mod blocking;
 pub mod command;

@@ -91,6 +91,8 @@ pub struct Handle {
     expire_cursor: Vec<u64>,
     /// Byte buffers list edits borrow (see `coll::Spare`).
     pub(crate) list_spare: (Vec<u8>, Vec<u8>),
+    /// Expired keys this handle deleted since [`Handle::take_expired`] last asked.
+    expired: std::cell::Cell<u64>,
 }
 
 impl Handle {
@@ -104,11 +106,18 @@ impl Handle {
             maybe_merge: Default::default(),
             expire_cursor: Vec::new(),
             list_spare: Default::default(),
+            expired: Default::default(),
         })
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// How many expired keys this handle has deleted since the last call: found by a read
+    /// or a write (lazy expiry) or by [`Handle::expire_cycle`] (Redis's `expired_keys`).
+    pub fn take_expired(&self) -> u64 {
+        self.expired.take()
     }
 
     #[inline]
@@ -222,9 +231,14 @@ impl Handle {
     /// then stop counting a key every client already sees as gone, and its memory goes
     /// back without waiting for active expiry. Takes the key's bucket lock (the write
     /// path's removal: the item is retired, the deletion journaled); only on this path.
+    /// Not while the store keeps expired keys ([`Store::keep_expired_until`]).
     #[cold]
     #[inline(never)]
     fn reap_expired(&self, db: u32, key: &[u8], h: u64) -> Result<(), Error> {
+        let now = now_ms();
+        if self.store.keeps_expired(now) {
+            return Ok(());
+        }
         let p = &self.p;
         let a = self.arena();
         let loc = index::lock_home(p, db, h)?;
@@ -232,7 +246,7 @@ impl Handle {
             if let Some(f) = index::find(a, &loc, h, key)? {
                 let at = f.item.expire_at(a)?;
                 // Another writer may have replaced it since the lock-free look.
-                if at != 0 && at <= now_ms() {
+                if at != 0 && at <= now {
                     self.remove_locked(db, key, &loc, &f)?;
                 }
             }
@@ -246,6 +260,7 @@ impl Handle {
     /// read's [`Handle::reap_expired`]), journals the deletion and retires the item.
     fn remove_locked(&self, db: u32, key: &[u8], loc: &Loc, f: &index::Found) -> Result<(), Error> {
         index::remove(self.arena(), loc, f, Some(&self.p))?;
+        self.expired.set(self.expired.get() + 1);
         self.journal_del(db, key);
         item::retire_view(&self.p, &f.item)
     }
@@ -1139,6 +1154,9 @@ impl Handle {
     pub fn expire_cycle(&mut self, db: u32, samples: usize) -> Result<ExpireRound, Error> {
         self.check_db(db)?;
         let now = now_ms();
+        if self.store.keeps_expired(now) {
+            return Ok(ExpireRound::default());
+        }
         let mut expired: Vec<Vec<u8>> = Vec::new();
         let mut round = ExpireRound::default();
         // Walk the buckets in hash order from where the last cycle stopped, as Redis walks

@@ -156,6 +156,9 @@ struct StoreInner {
     limits: Arc<Limits>,
     /// Pushes this process counted into the push sequence (see [`Store::local_pushes`]).
     local_pushes: std::sync::atomic::AtomicU32,
+    /// Until when (Unix ms, inclusive; 0: not) reads leave the expired keys they find in
+    /// place (see [`Store::keep_expired_until`]).
+    keep_expired_until: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -218,6 +221,7 @@ impl Store {
                 databases,
                 limits: Arc::default(),
                 local_pushes: Default::default(),
+                keep_expired_until: Default::default(),
             }),
         })
     }
@@ -245,6 +249,20 @@ impl Store {
     /// process), while some process has declared blocked clients with [`Store::add_blockers`].
     pub fn push_seq(&self) -> u32 {
         self.push_word(PUSH_SEQ).map(|w| w.load(std::sync::atomic::Ordering::Acquire)).unwrap_or(0)
+    }
+
+    /// Until `until_ms` (Unix ms, inclusive; 0 ends it at once) a read through this store
+    /// that finds a key expired answers as if it were gone but leaves it in place, and
+    /// [`Handle::expire_cycle`] deletes nothing: the dataset stays as it is, as Redis keeps
+    /// it during CLIENT PAUSE. Writes still replace or remove the expired keys they meet.
+    /// Only this process's handles obey it; other processes attached to the segment do not.
+    pub fn keep_expired_until(&self, until_ms: u64) {
+        self.inner.keep_expired_until.store(until_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether expired keys are kept in place at `now_ms` (see [`Store::keep_expired_until`]).
+    pub(crate) fn keeps_expired(&self, now_ms: u64) -> bool {
+        now_ms <= self.inner.keep_expired_until.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many of the push sequence's steps this process made: a waiter that serves its

@@ -633,6 +633,47 @@ fn expiry_is_lazy_and_active() {
     assert!(h.get(0, b"keep").unwrap().is_some());
 }
 
+/// While the store keeps expired keys (CLIENT PAUSE), reads answer them as missing but
+/// leave them, and active expiry deletes nothing; afterwards both delete again, and each
+/// handle counts the expired keys it deleted.
+#[test]
+fn expired_keys_stay_while_kept_and_deletions_are_counted() {
+    let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    let mut h = store.handle().unwrap();
+    let soon = larder_engine::now_ms() + 30;
+    for i in 0..100 {
+        let opt = SetOptions { expiry: Expiry::At(soon), ..Default::default() };
+        h.set(0, format!("t:{i}").as_bytes(), b"v", &opt).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    store.keep_expired_until(larder_engine::now_ms() + 60_000);
+    assert!(h.get(0, b"t:1").unwrap().is_none(), "an expired key reads as missing");
+    assert_eq!(h.exists(0, &[b"t:2", b"t:3"]).unwrap(), 0);
+    for _ in 0..10 {
+        assert_eq!(h.expire_cycle(0, 256).unwrap(), larder_engine::ExpireRound::default());
+    }
+    assert_eq!(h.dbsize(0).unwrap(), 100, "nothing was deleted");
+    assert_eq!(h.take_expired(), 0);
+    // A write still replaces the expired key it meets (and counts it).
+    h.set(0, b"t:4", b"new", &SetOptions::default()).unwrap();
+    assert_eq!(h.take_expired(), 1);
+    // A deadline already past: reads delete again.
+    store.keep_expired_until(larder_engine::now_ms() - 1);
+    assert!(h.get(0, b"t:1").unwrap().is_none());
+    assert_eq!(h.exists(0, &[b"t:2", b"t:3"]).unwrap(), 0);
+    assert_eq!(h.dbsize(0).unwrap(), 97);
+    assert_eq!(h.take_expired(), 3);
+    assert_eq!(h.take_expired(), 0, "taking the count resets it");
+    store.keep_expired_until(0);
+    let mut deleted = 0;
+    for _ in 0..100 {
+        deleted += h.expire_cycle(0, 256).unwrap().deleted;
+    }
+    assert_eq!(deleted, 96);
+    assert_eq!(h.take_expired(), 96, "active expiry's deletions are counted too");
+    assert_eq!(h.dbsize(0).unwrap(), 1);
+}
+
 #[test]
 fn string_edge_cases() {
     let store = Store::open(StoreConfig::small_for_tests()).unwrap();

@@ -36,6 +36,10 @@ pub const MOVABLEKEYS: u32 = 1 << 14;
 pub const NO_MANDATORY_KEYS: u32 = 1 << 15;
 /// Never entered in the slow log (EXEC logs its commands instead).
 pub const SKIP_SLOWLOG: u32 = 1 << 16;
+/// Not a write, but Redis would propagate something to replicas (PFCOUNT may rewrite its
+/// key's encoding; PUBLISH goes to replicas): CLIENT PAUSE WRITE holds it. Not shown by
+/// COMMAND INFO (Redis 7.0 does not list it either).
+pub const MAY_REPLICATE: u32 = 1 << 17;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -157,6 +161,10 @@ pub struct ConnState {
     /// Set by a write command that changed nothing (SETBIT of a bit to its value, a
     /// BITFIELD that wrote what was there): it does not count in the dirty counter.
     pub unchanged: bool,
+    /// Set when CLIENT PAUSE held the command instead of running it: the pause generation
+    /// it waits at (see [`crate::pause`]). The worker leaves the request in the read buffer
+    /// and runs it again when the pause ends.
+    pub postponed: Option<u64>,
 }
 
 impl ConnState {
@@ -181,6 +189,7 @@ impl ConnState {
             park: None,
             ready: Vec::new(),
             unchanged: false,
+            postponed: None,
         }
     }
 }
@@ -672,7 +681,8 @@ pub fn dispatch(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
     }
     ctx.conn.pushed = false;
     if ctx.conn.reply == ReplyMode::Skipping {
-        ctx.conn.reply = ReplyMode::On;
+        // A command held by CLIENT PAUSE has not run: the skip is still for it.
+        ctx.conn.reply = if ctx.conn.postponed.is_some() { ReplyMode::SkipNext } else { ReplyMode::On };
     }
 }
 
@@ -723,15 +733,21 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
         reject(ctx, Some(i), msg);
         return;
     }
-    // The rare states (in MULTI, subscribed) cost one branch on the common path.
-    if (ctx.conn.multi.is_some() || ctx.conn.subs.is_some()) && !admit(ctx, i) {
+    // The rare states (in MULTI, subscribed) cost one branch on the common path, and
+    // CLIENT PAUSE one relaxed load.
+    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() {
+        if !admit(ctx, i) {
+            return;
+        }
+    } else if ctx.shared.pause.mode() != crate::pause::OFF && crate::pause::postpones(ctx, i) {
         return;
     }
     call(ctx, i);
 }
 
 /// The checks Redis's `processCommand` makes for a client in MULTI or subscribed, in its
-/// order; then queueing inside MULTI. Returns whether the command runs now.
+/// order; then CLIENT PAUSE (which holds even a command about to be queued, as Redis 7.0
+/// does) and queueing inside MULTI. Returns whether the command runs now.
 fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     let spec = table().specs[i];
     let top = spec.name.split('|').next().unwrap_or(spec.name);
@@ -760,6 +776,9 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
             spec.name
         );
         reject(ctx, Some(i), msg);
+        return false;
+    }
+    if ctx.shared.pause.mode() != crate::pause::OFF && crate::pause::postpones(ctx, i) {
         return false;
     }
     if ctx.conn.multi.is_some() && !crate::families::multi::runs_in_multi(top) {

@@ -6,10 +6,11 @@
 //!                               └─ its connections: read buffer → parse every complete
 //!                                  request → dispatch (command table) → families → engine
 //!                                  → replies appended to the write buffer → one write
-//!   1 background thread:     active expiry, every 100 ms
+//!   1 background thread:     active expiry, every 100 ms (and the end of a CLIENT PAUSE)
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
 //!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
-//!                            pub/sub registry, one mailbox and one exec gate per worker
+//!                            pub/sub registry, one mailbox and one exec gate per worker,
+//!                            the CLIENT PAUSE state (one relaxed load per command)
 //! ```
 //!
 //! A command runs inline on the thread that read it, against the shared engine: no global
@@ -19,7 +20,8 @@
 //! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
 //! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
 //! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
-//! gates (see [`gate`]).
+//! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
+//! [`pause`]).
 
 pub mod blocking;
 pub mod command;
@@ -27,6 +29,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod pause;
 pub mod stats;
 mod worker;
 
@@ -192,6 +195,8 @@ pub struct Shared {
     pub exec_lock: Mutex<()>,
     /// The memcached side's counters, delayed flush and meta marks.
     pub memcache: Arc<families::memcache::McServer>,
+    /// CLIENT PAUSE (see [`pause`]).
+    pub pause: pause::Pause,
 }
 
 impl Shared {
@@ -205,6 +210,15 @@ impl Shared {
         for m in &self.mailboxes {
             m.sweep.store(true, Ordering::Release);
         }
+        if let Some(w) = self.wakers.get() {
+            for w in w {
+                let _ = w.wake();
+            }
+        }
+    }
+
+    /// Wakes every worker's event loop (a pause ended: they run their paused clients).
+    pub fn wake_workers(&self) {
         if let Some(w) = self.wakers.get() {
             for w in w {
                 let _ = w.wake();
@@ -291,6 +305,7 @@ impl Server {
             gates: (0..threads).map(|_| gate::Gate::default()).collect(),
             exec_lock: Mutex::new(()),
             memcache: Arc::new(families::memcache::McServer::new(threads)),
+            pause: Default::default(),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a
@@ -356,8 +371,14 @@ fn background(shared: Arc<Shared>) {
         sampler.sample(&shared.stats);
         let used = shared.store.arena().pages_held_bytes();
         shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
+        // A CLIENT PAUSE past its deadline ends here if no command or paused client saw it
+        // end (as Redis's cron ends it).
+        if shared.pause.refresh(&shared.store, larder_engine::now_ms() as i64) {
+            shared.wake_workers();
+        }
         let start = Instant::now();
-        // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only.
+        // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only; a pause keeps
+        // them all (the engine's expiry cycle deletes nothing then).
         let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
         for db in 0..databases {
             // As Redis: a database without keys with an expiry is skipped and its average
@@ -368,7 +389,7 @@ fn background(shared: Arc<Shared>) {
                 continue;
             }
             while let Ok(r) = h.expire_cycle(db, 64) {
-                shared.stats.worker(shared.config.threads).expired_keys.add(r.deleted as u64);
+                // (The handle counts the keys it deleted: `take_expired` below.)
                 if let Some(avg) = r.ttl_sum_ms.checked_div(r.ttl_samples) {
                     avg_ttl.store(running_avg_ttl(avg_ttl.load(Ordering::Relaxed), avg), Ordering::Relaxed);
                 }
@@ -377,6 +398,7 @@ fn background(shared: Arc<Shared>) {
                 }
             }
         }
+        shared.stats.worker(shared.config.threads).expired_keys.add(h.take_expired());
         let _ = h.collect();
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
 //! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
-//! connections, and CLIENT KILL sweeps.
+//! connections, and CLIENT KILL sweeps; and when a CLIENT PAUSE ends, to run again the
+//! requests it held ([`crate::pause`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
@@ -68,6 +69,9 @@ struct Conn {
     soft_since: Option<Instant>,
     /// Blocked in a blocking command: its next requests wait in `rbuf`.
     parked: bool,
+    /// Held by CLIENT PAUSE: the held request and the ones after it wait in `rbuf` (see
+    /// [`crate::pause`]).
+    paused: bool,
     /// The blocking command was run under CLIENT REPLY OFF or SKIP: its reply (served,
     /// timed out, unblocked) is dropped when it comes, as Redis keeps the skip flag on a
     /// blocked client until it is unblocked.
@@ -150,6 +154,7 @@ pub(crate) fn spawn_all(
             shared,
             scratch: vec![0u8; READ_CHUNK].into_boxed_slice(),
             parked: Vec::new(),
+            paused: Vec::new(),
             pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
@@ -182,6 +187,9 @@ struct Worker {
     /// Connections parked in a blocking command, in the order they blocked: (slot, client
     /// id, deadline).
     parked: Vec<(usize, u64, Option<std::time::Instant>)>,
+    /// Connections held by CLIENT PAUSE, in the order they were held: (slot, client id,
+    /// the pause generation they wait at).
+    paused: Vec<(usize, u64, u64)>,
     /// Connections whose replies go out once every event of this round is handled (as
     /// Redis's `clients_pending_write`, flushed before it sleeps).
     pending: Vec<usize>,
@@ -323,6 +331,14 @@ impl Worker {
                     self.settle_parked(true);
                 }
             }
+            if !self.paused.is_empty() {
+                self.resume_paused();
+            }
+            // Expired keys this worker's reads and writes deleted, into INFO's count.
+            let expired = self.h.take_expired();
+            if expired > 0 {
+                self.shared.stats.worker(self.id).expired_keys.add(expired);
+            }
             let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
             // Let idle periods return memory: reclaim what readers no longer see.
@@ -405,6 +421,7 @@ impl Worker {
                 writing: false,
                 soft_since: None,
                 parked: false,
+                paused: false,
                 parked_silent: false,
                 progress: Progress::default(),
                 multiget: 0,
@@ -424,6 +441,10 @@ impl Worker {
             if c.parked {
                 crate::blocking::leave(&self.shared, c.state.id);
                 self.parked.retain(|p| p.0 != i);
+            }
+            if c.paused {
+                self.shared.pause.postponed.fetch_sub(1, Ordering::Relaxed);
+                self.paused.retain(|p| p.0 != i);
             }
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
@@ -512,22 +533,41 @@ impl Worker {
         self.pending.push(i);
     }
 
-    /// Executes every complete request in the read buffer, up to a command that blocks.
+    /// Executes every complete request in the read buffer, up to a command that blocks or
+    /// that CLIENT PAUSE holds.
     fn process(&mut self, i: usize) {
-        if let Some(deadline) = self.process_until_parked(i) {
-            if let Some(Some(c)) = self.conns.get_mut(i) {
+        if let Some(held) = self.process_until_held(i) {
+            self.hold(i, held);
+        }
+    }
+
+    /// Connection `i` stopped at a blocking command or one CLIENT PAUSE held.
+    #[cold]
+    fn hold(&mut self, i: usize, held: Held) {
+        let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        match held {
+            Held::Parked(deadline) => {
                 c.parked = true;
                 self.parked.push((i, c.state.id, deadline));
+            }
+            Held::Postponed(generation, len) => {
+                // CLIENT LIST's qbuf, as Redis's, no longer counts the held request (Redis
+                // parsed it out of its query buffer).
+                c.state.info.qbuf.store(c.rbuf.len().saturating_sub(len) as u64, Ordering::Relaxed);
+                c.paused = true;
+                c.state.info.blocked.store(true, Ordering::Relaxed);
+                self.shared.pause.postponed.fetch_add(1, Ordering::Relaxed);
+                self.paused.push((i, c.state.id, generation));
             }
         }
     }
 
-    /// Runs requests until the buffer is consumed (None) or a command parked the client
-    /// (Some(its deadline)).
-    fn process_until_parked(&mut self, i: usize) -> Option<Option<std::time::Instant>> {
+    /// Runs requests until the buffer is consumed (None) or a command parked the client or
+    /// was held by CLIENT PAUSE.
+    fn process_until_held(&mut self, i: usize) -> Option<Held> {
         let Some(Some(c)) = self.conns.get_mut(i) else { return None };
-        if c.parked {
-            // A blocked client's next commands wait in its buffer, as in Redis.
+        if c.parked || c.paused {
+            // A blocked or paused client's next commands wait in its buffer, as in Redis.
             return None;
         }
         // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
@@ -538,16 +578,47 @@ impl Worker {
             .info
             .last_ms
             .store(c.state.clock.duration_since(self.shared.started).as_millis() as u64, Ordering::Relaxed);
-        let (pos, parked) = match c.proto {
+        let (pos, held) = match c.proto {
             Proto::Resp => run_resp(c, &mut self.batch, &mut self.h, &self.shared, self.id),
-            Proto::Memcache => (run_memcache(c, &mut self.h, &self.shared, self.id), None),
+            Proto::Memcache => {
+                let pos = run_memcache(c, &mut self.h, &self.shared, self.id);
+                (pos, c.state.postponed.take().map(|g| Held::Postponed(g, 0)))
+            }
         };
         c.rbuf.drain(..pos.min(c.rbuf.len()));
         c.state.info.qbuf.store(c.rbuf.len() as u64, Ordering::Relaxed);
         if c.state.info.killed.load(Ordering::Relaxed) {
             c.state.close = true;
         }
-        parked
+        held
+    }
+
+    /// Runs again the clients CLIENT PAUSE held, once the pause they wait at has been
+    /// lifted or loosened (UNPAUSE, its deadline), in the order they were held. A command
+    /// a newer pause covers is held again.
+    fn resume_paused(&mut self) {
+        let pause = &self.shared.pause;
+        if pause.refresh(&self.shared.store, larder_engine::now_ms() as i64) {
+            self.shared.wake_workers();
+        }
+        let generation = pause.generation();
+        if self.paused.iter().all(|p| p.2 == generation) {
+            return;
+        }
+        let (go, stay): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.paused).into_iter().partition(|p| p.2 != generation);
+        self.paused = stay;
+        for (slot, id, _) in go {
+            let Some(Some(c)) = self.conns.get_mut(slot) else { continue };
+            if c.state.id != id {
+                continue;
+            }
+            c.paused = false;
+            c.state.info.blocked.store(false, Ordering::Relaxed);
+            self.shared.pause.postponed.fetch_sub(1, Ordering::Relaxed);
+            self.process(slot);
+            self.flush(slot);
+        }
     }
 
     /// Woken: parked clients may have been served by another worker (their replies wait
@@ -594,13 +665,19 @@ impl Worker {
         }
     }
 
-    /// How long to wait for events: 100 ms, or less if a parked client's deadline is nearer.
+    /// How long to wait for events: 100 ms, or less if a parked client's deadline, or the
+    /// end of the pause that holds clients here, is nearer.
     fn poll_timeout(&self) -> Duration {
         let mut t = Duration::from_millis(100);
         if !self.parked.is_empty() {
             let now = std::time::Instant::now();
             for d in self.parked.iter().filter_map(|p| p.2) {
                 t = t.min(d.saturating_duration_since(now));
+            }
+        }
+        if !self.paused.is_empty() {
+            if let Some(left) = self.shared.pause.remaining(larder_engine::now_ms() as i64) {
+                t = t.min(left);
             }
         }
         t
@@ -744,8 +821,9 @@ impl Worker {
         }
         let now = self.shared.uptime_ms();
         for i in 0..self.conns.len() {
-            // Blocked clients are not idle (Redis times them out by their own deadline).
-            let idle = matches!(&self.conns[i], Some(c) if !c.parked && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
+            // Blocked and paused clients are not idle (Redis times out blocked clients by
+            // their own deadline, and paused ones never).
+            let idle = matches!(&self.conns[i], Some(c) if !c.parked && !c.paused && now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) > timeout * 1000);
             if idle {
                 self.close(i);
             }
@@ -753,17 +831,27 @@ impl Worker {
     }
 }
 
+/// Why a connection's requests stopped before the end of what it sent.
+enum Held {
+    /// A blocking command parked it, until this deadline (None: forever).
+    Parked(Option<std::time::Instant>),
+    /// CLIENT PAUSE holds its next request, at this pause generation; the request's length
+    /// (0 for memcached, where it is not known here).
+    Postponed(u64, usize),
+}
+
 /// Runs the complete RESP requests at the start of `c.rbuf`, parsing up to
 /// [`PREFETCH_AHEAD`] of them ahead of running them so that their keys are fetched into cache
-/// together. Returns the bytes consumed, and `Some(deadline)` if a command parked the client.
+/// together. Returns the bytes consumed, and why it stopped early if a command parked the
+/// client or was held by CLIENT PAUSE (a held request is not consumed).
 fn run_resp(
     c: &mut Conn,
     batch: &mut [Parsed],
     h: &mut Handle,
     shared: &Shared,
     worker: usize,
-) -> (usize, Option<Option<std::time::Instant>>) {
-    let (mut pos, mut parked) = (0, None);
+) -> (usize, Option<Held>) {
+    let (mut pos, mut held) = (0, None);
     let limits =
         Limits { proto_max_bulk_len: shared.config.proto_max_bulk_len.load(Ordering::Relaxed), ..Limits::DEFAULT };
     // Requests parsed ahead, not yet run: batch[next..filled], starting at pos. The parses
@@ -828,6 +916,11 @@ fn run_resp(
                     worker,
                 };
                 dispatch(&mut ctx, cmd);
+                if c.state.postponed.is_some() {
+                    // Held by CLIENT PAUSE: it stays in the buffer, to run again.
+                    held = c.state.postponed.take().map(|g| Held::Postponed(g, n));
+                    break;
+                }
                 if c.state.park.is_some() {
                     match crate::blocking::enter(h, shared, worker, &mut c.state, &buf[..n], args) {
                         // Served by the retry: go on.
@@ -836,7 +929,7 @@ fn run_resp(
                         Err(deadline) => {
                             c.parked_silent = silent;
                             pos += n;
-                            parked = Some(deadline);
+                            held = Some(Held::Parked(deadline));
                             break;
                         }
                     }
@@ -851,7 +944,7 @@ fn run_resp(
     for p in &mut batch[..used] {
         p.args.shrink(ARGS_KEEP);
     }
-    (pos, parked)
+    (pos, held)
 }
 
 /// Runs the complete memcached requests at the start of `c.rbuf`, as far as

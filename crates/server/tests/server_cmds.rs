@@ -699,6 +699,71 @@ fn command_introspection() {
     assert!(help.starts_with("*21\r\n+COMMAND <subcommand>"));
 }
 
+/// Commands with two key specs give each key its own spec's flags (the first key, then the
+/// rest), as Redis 7.0.15's COMMAND GETKEYSANDFLAGS: a move's source and destination,
+/// SORT's key and its STORE key, a STORE command's destination and sources.
+#[test]
+fn getkeysandflags_per_key_spec() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let flags = |c: &mut Raw, args: &str| -> String {
+        let args: Vec<&[u8]> =
+            ["COMMAND", "GETKEYSANDFLAGS"].into_iter().chain(args.split(' ')).map(str::as_bytes).collect();
+        // [[key, [flag ...]] ...] as "key:flag,flag key:flag".
+        let reply = ask(c, &args);
+        let mut out = Vec::new();
+        let mut lines = reply.split("\r\n").filter(|l| !l.is_empty()).skip(1).peekable();
+        while let Some(l) = lines.next() {
+            assert_eq!(l, "*2", "{reply}");
+            lines.next();
+            let key = lines.next().unwrap().to_string();
+            let n: usize = lines.next().unwrap()[1..].parse().unwrap();
+            let f: Vec<&str> = (0..n).map(|_| &lines.next().unwrap()[1..]).collect();
+            out.push(format!("{key}:{}", f.join(",")));
+        }
+        out.join(" ")
+    };
+    assert_eq!(flags(&mut c, "set k1 v1"), "k1:OW,update");
+    assert_eq!(flags(&mut c, "mset k1 v1 k2 v2"), "k1:OW,update k2:OW,update");
+    assert_eq!(flags(&mut c, "LMOVE k1 k2 left right"), "k1:RW,access,delete k2:RW,insert");
+    assert_eq!(flags(&mut c, "sort k1 store k2"), "k1:RO,access k2:OW,update");
+    assert_eq!(flags(&mut c, "sort k1 by p get q store k2"), "k1:RO,access k2:OW,update");
+    assert_eq!(flags(&mut c, "renamenx a b"), "a:RW,access,delete b:OW,insert");
+    assert_eq!(flags(&mut c, "copy a b"), "a:RO,access b:OW,update");
+    assert_eq!(flags(&mut c, "bitop and d a b"), "d:OW,update a:RO,access b:RO,access");
+    assert_eq!(flags(&mut c, "pfmerge d a"), "d:RW,access,insert a:RO,access");
+    assert_eq!(flags(&mut c, "sinterstore d a"), "d:RW,update a:RO,access");
+    assert_eq!(flags(&mut c, "zunionstore d 2 a b"), "d:OW,update a:RO,access b:RO,access");
+    // SORT_RO's keys depend on its arguments (BY and GET patterns), as SORT's do.
+    let info = ask(&mut c, &[b"COMMAND", b"INFO", b"sort_ro"]);
+    assert!(info.contains("*2\r\n+readonly\r\n+movablekeys\r\n"), "{info}");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"sort_ro", b"k", b"by", b"p"]), b"*1\r\n$1\r\nk\r\n");
+}
+
+/// CLUSTER answers as a Redis without cluster mode: every subcommand is in the table (with
+/// Redis's arity and flags) and answers the same error.
+#[test]
+fn cluster_answers_as_a_server_without_cluster_mode() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    for sub in ["HELP", "INFO", "MYID", "NODES", "SLOTS", "SHARDS"] {
+        ck(&mut c, &format!("CLUSTER {sub}"), "-ERR This instance has cluster support disabled\r\n");
+    }
+    ck(&mut c, "CLUSTER KEYSLOT a", "-ERR This instance has cluster support disabled\r\n");
+    ck(&mut c, "CLUSTER KEYSLOT", "-ERR wrong number of arguments for 'cluster|keyslot' command\r\n");
+    ck(&mut c, "CLUSTER", "-ERR wrong number of arguments for 'cluster' command\r\n");
+    ck(&mut c, "CLUSTER foo", "-ERR unknown subcommand 'foo'. Try CLUSTER HELP.\r\n");
+    c.check(
+        &cmd(&[b"COMMAND", b"LIST", b"FILTERBY", b"PATTERN", b"cl*help"]),
+        b"*2\r\n$11\r\nclient|help\r\n$12\r\ncluster|help\r\n",
+    );
+    c.check(
+        &cmd(&[b"COMMAND", b"INFO", b"cluster|forget"]),
+        b"*1\r\n*10\r\n$14\r\ncluster|forget\r\n:3\r\n*3\r\n+admin\r\n+stale\r\n+no_async_loading\r\n:0\r\n:0\r\n:0\r\n\
+          *3\r\n+@admin\r\n+@slow\r\n+@dangerous\r\n*0\r\n*0\r\n*0\r\n",
+    );
+}
+
 #[test]
 fn slowlog() {
     let t = start();

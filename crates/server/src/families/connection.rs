@@ -65,6 +65,8 @@ pub const SUBCOMMANDS: &[Spec] = &[
         cmd_client_unblock,
     ),
     spec("client|setinfo", 4, CS, "Sets information specific to the client or connection.", cmd_client_setinfo),
+    spec("client|pause", -3, ADMIN | CS, "Suspends commands processing.", cmd_client_pause),
+    spec("client|unpause", 2, ADMIN | CS, "Resumes processing commands from paused clients.", cmd_client_unpause),
     spec("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", cmd_client_help),
 ];
 
@@ -265,6 +267,47 @@ fn cmd_client_unblock(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let id = ctx.int(2)?;
     let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, id as u64, error);
     ctx.out.integer(done as i64);
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT PAUSE timeout [WRITE|ALL]` → `+OK`: for `timeout` ms, every client's commands
+/// (ALL, the default; this client's too) or those that may write (WRITE) wait; see
+/// [`crate::pause`]. Over a pause in force, the stricter mode and the later end win.
+fn cmd_client_pause(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.argc() > 4 {
+        // Redis's `addReplySubcommandSyntaxError`: the subcommand as the client wrote it.
+        let mut msg = b"ERR unknown subcommand or wrong number of arguments for ".to_vec();
+        crate::command::quote_arg(&mut msg, ctx.arg(1), 128);
+        msg.extend_from_slice(b". Try CLIENT HELP.");
+        return Err(CmdError(msg));
+    }
+    let kind = if ctx.argc() == 4 {
+        match ctx.arg(3).to_ascii_lowercase().as_slice() {
+            b"write" => crate::pause::WRITE_ONLY,
+            b"all" => crate::pause::ALL,
+            _ => return Err(CmdError::new("ERR CLIENT PAUSE mode must be WRITE or ALL")),
+        }
+    } else {
+        crate::pause::ALL
+    };
+    let now = larder_engine::now_ms() as i64;
+    let end = crate::pause::parse_timeout(ctx.arg(2), now).map_err(CmdError::new)?;
+    if ctx.shared.pause.pause(&ctx.shared.store, kind, end, now) {
+        ctx.shared.wake_workers();
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT UNPAUSE` → `+OK`; paused clients' commands run (in the order they were held,
+/// per worker).
+fn cmd_client_unpause(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.shared.pause.unpause(&ctx.shared.store, larder_engine::now_ms() as i64) {
+        ctx.shared.wake_workers();
+    }
+    ctx.out.ok();
     Ok(())
 }
 
@@ -619,6 +662,10 @@ fn cmd_client_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "      Return clients of specified type.",
             "    * ID <client-id> [<client-id> ...]",
             "      Return clients of specified IDs only.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",

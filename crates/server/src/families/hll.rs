@@ -33,12 +33,12 @@ use std::sync::atomic::Ordering;
 use larder_engine::Edit;
 
 use super::string::read_string;
-use crate::command::{CmdError, Ctx, Spec, ADMIN, DENYOOM, FAST, READONLY, WRITE};
+use crate::command::{CmdError, Ctx, Spec, ADMIN, DENYOOM, FAST, MAY_REPLICATE, READONLY, WRITE};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
     Spec { name: "pfadd", arity: -2, flags: WRITE | DENYOOM | FAST, first_key: 1, last_key: 1, step: 1, group: "hyperloglog", summary: "Adds the specified elements to the specified HyperLogLog.", handler: cmd_pfadd },
-    Spec { name: "pfcount", arity: -2, flags: READONLY, first_key: 1, last_key: -1, step: 1, group: "hyperloglog", summary: "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", handler: cmd_pfcount },
+    Spec { name: "pfcount", arity: -2, flags: READONLY | MAY_REPLICATE, first_key: 1, last_key: -1, step: 1, group: "hyperloglog", summary: "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", handler: cmd_pfcount },
     Spec { name: "pfmerge", arity: -2, flags: WRITE | DENYOOM, first_key: 1, last_key: -1, step: 1, group: "hyperloglog", summary: "Merge N different HyperLogLogs into a single one.", handler: cmd_pfmerge },
     Spec { name: "pfdebug", arity: 3, flags: WRITE | DENYOOM | ADMIN, first_key: 2, last_key: 2, step: 1, group: "hyperloglog", summary: "Internal commands for debugging HyperLogLog values", handler: cmd_pfdebug },
     Spec { name: "pfselftest", arity: 1, flags: ADMIN, first_key: 0, last_key: 0, step: 0, group: "hyperloglog", summary: "An internal command for testing HyperLogLog values", handler: cmd_pfselftest },

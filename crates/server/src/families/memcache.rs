@@ -402,6 +402,13 @@ pub fn process(
             if mc.conn.close || mc.out.len() >= out_max {
                 break;
             }
+            // CLIENT PAUSE: the request stays in the buffer until the pause ends.
+            if shared.pause.mode() != crate::pause::OFF {
+                if let Some(g) = crate::pause::postpones_memcache(shared, changes_items(req)) {
+                    mc.conn.postponed = Some(g);
+                    break;
+                }
+            }
             if mc.conn.mc_resume == 0 {
                 ws.commands.incr();
             }
@@ -431,6 +438,14 @@ pub fn process(
                     mc.conn.close = true;
                     pos = buf.len();
                     break;
+                }
+                // A too-large set drops the key's old value (below): a write, held by a
+                // pause as one.
+                if shared.pause.mode() != crate::pause::OFF && e.unlink(&buf[pos..]).is_some() {
+                    if let Some(g) = crate::pause::postpones_memcache(shared, true) {
+                        mc.conn.postponed = Some(g);
+                        break;
+                    }
                 }
                 if e.kind() == Some(larder_memcache::ErrorReply::TooLarge) {
                     mc.count(C::StoreTooLarge);
@@ -462,6 +477,30 @@ pub fn process(
         SCRATCH.set(mc.scratch);
     }
     pos
+}
+
+/// Whether a request may change items (CLIENT PAUSE WRITE holds it): every one but the
+/// plain retrievals (`get`, `gets`, `mg` without `T` or `N`) and those that touch no item.
+fn changes_items(req: &Request<'_>) -> bool {
+    match req {
+        Request::Get { command, .. } => command.touches(),
+        Request::MetaGet { flags, .. } => flags.ttl.is_some() || flags.vivify_ttl.is_some(),
+        Request::Version
+        | Request::Verbosity { .. }
+        | Request::Quit
+        | Request::Stats { .. }
+        | Request::MetaNoop
+        | Request::MetaDebug { .. } => false,
+        Request::Store(_)
+        | Request::Incr { .. }
+        | Request::Decr { .. }
+        | Request::Touch { .. }
+        | Request::Delete { .. }
+        | Request::FlushAll { .. }
+        | Request::MetaSet { .. }
+        | Request::MetaDelete { .. }
+        | Request::MetaArithmetic { .. } => true,
+    }
 }
 
 /// Largest scratch buffer a worker keeps between batches.

@@ -57,6 +57,9 @@ pub struct Queue {
     cmds: Vec<u32>,
     /// A command was rejected while queueing: EXEC must abort.
     pub dirty: bool,
+    /// The flags of the queued commands, together (CLIENT PAUSE WRITE holds an EXEC that
+    /// would write, as Redis's `mstate.cmd_flags`).
+    pub flags: u32,
 }
 
 /// One watched key: its database, name and the version it had (None: absent or expired).
@@ -83,6 +86,7 @@ pub fn queue(ctx: &mut Ctx<'_>, i: usize) {
     if !q.dirty {
         larder_resp::write_command(&mut q.buf, args);
         q.cmds.push(i as u32);
+        q.flags |= crate::command::table().specs[i].flags;
     }
     let (n, size) = (q.cmds.len(), q.buf.len());
     ctx.conn.info.multi.store(n as i64, Ordering::Relaxed);

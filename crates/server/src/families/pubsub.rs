@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 
 use larder_resp::Protocol;
 
-use crate::command::{CmdError, Ctx, Handler, ReplyMode, Spec, FAST, LOADING, NOSCRIPT, PUBSUB, STALE};
+use crate::command::{CmdError, Ctx, Handler, ReplyMode, Spec, FAST, LOADING, MAY_REPLICATE, NOSCRIPT, PUBSUB, STALE};
 use crate::families::server::reply_help;
 use crate::{Msg, Shared};
 
@@ -74,11 +74,11 @@ pub const COMMANDS: &[Spec] = &[
         summary: "Stops listening to messages posted to shard channels.",
         handler: cmd_sunsubscribe,
     },
-    spec("publish", 3, PUBSUB | LOADING | STALE | FAST, "Posts a message to a channel.", cmd_publish),
+    spec("publish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Posts a message to a channel.", cmd_publish),
     Spec {
         name: "spublish",
         arity: 3,
-        flags: PUBSUB | LOADING | STALE | FAST,
+        flags: PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE,
         first_key: 1,
         last_key: 1,
         step: 1,

@@ -1,6 +1,6 @@
 //! Server commands: INFO, CONFIG, COMMAND, SLOWLOG, DEBUG, SHUTDOWN, TIME, LASTSAVE, SAVE,
-//! BGSAVE, and the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call
-//! between tests.
+//! BGSAVE, the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call between
+//! tests, and CLUSTER as a server without cluster mode answers it.
 //!
 //! Replies follow Redis 7: INFO is one text of `# Section` blocks with `field:value` lines
 //! (CRLF), sent as a bulk string (a verbatim string in RESP3); COMMAND INFO entries have
@@ -74,6 +74,7 @@ pub const COMMANDS: &[Spec] = &[
         cmd_save,
     ),
     spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
+    spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
     spec("script", -2, 0, "scripting", "A container for Lua scripts management commands.", cmd_container),
 ];
 
@@ -147,6 +148,168 @@ pub const SUBCOMMANDS: &[Spec] = &[
         cmd_script_flush,
     ),
     spec("script|help", 2, LS, "scripting", "Returns helpful text about the different subcommands.", cmd_script_help),
+    // Larder has no cluster mode: every subcommand answers as a Redis started without it
+    // (COMMAND INFO and COMMAND LIST still show them, as Redis's do).
+    spec(
+        "cluster|addslots",
+        -3,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Assign new hash slots to receiving node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|addslotsrange",
+        -4,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Assign new hash slots to receiving node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|bumpepoch",
+        2,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Advance the cluster config epoch",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|count-failure-reports",
+        3,
+        ADMIN | STALE,
+        "cluster",
+        "Return the number of failure reports active for a given node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|countkeysinslot",
+        3,
+        STALE,
+        "cluster",
+        "Return the number of local keys in the specified hash slot",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|delslots",
+        -3,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Set hash slots as unbound in receiving node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|delslotsrange",
+        -4,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Set hash slots as unbound in receiving node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|failover",
+        -2,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Forces a replica to perform a manual failover of its master.",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|flushslots",
+        2,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Delete a node's own slots information",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|forget",
+        3,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Remove a node from the nodes table",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|getkeysinslot",
+        4,
+        STALE,
+        "cluster",
+        "Return local key names in the specified hash slot",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|help",
+        2,
+        LOADING | STALE,
+        "cluster",
+        "Show helpful text about the different subcommands",
+        cmd_cluster,
+    ),
+    spec("cluster|info", 2, STALE, "cluster", "Provides info about Redis Cluster node state", cmd_cluster),
+    spec("cluster|keyslot", 3, STALE, "cluster", "Returns the hash slot of the specified key", cmd_cluster),
+    spec(
+        "cluster|links",
+        2,
+        STALE,
+        "cluster",
+        "Returns a list of all TCP links to and from peer nodes in cluster",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|meet",
+        -4,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Force a node cluster to handshake with another node",
+        cmd_cluster,
+    ),
+    spec("cluster|myid", 2, STALE, "cluster", "Return the node id", cmd_cluster),
+    spec("cluster|nodes", 2, STALE, "cluster", "Get Cluster config for the node", cmd_cluster),
+    spec(
+        "cluster|replicas",
+        3,
+        ADMIN | STALE,
+        "cluster",
+        "List replica nodes of the specified master node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|replicate",
+        3,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Reconfigure a node as a replica of the specified master node",
+        cmd_cluster,
+    ),
+    spec("cluster|reset", -2, ADMIN | NOSCRIPT | STALE, "cluster", "Reset a Redis Cluster node", cmd_cluster),
+    spec(
+        "cluster|saveconfig",
+        2,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Forces the node to save cluster state on disk",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|set-config-epoch",
+        3,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Set the configuration epoch in a new node",
+        cmd_cluster,
+    ),
+    spec(
+        "cluster|setslot",
+        -4,
+        ADMIN | STALE | NO_ASYNC_LOADING,
+        "cluster",
+        "Bind a hash slot to a specific node",
+        cmd_cluster,
+    ),
+    spec("cluster|shards", 2, STALE, "cluster", "Get array of cluster slots to node mappings", cmd_cluster),
+    spec("cluster|slaves", 3, ADMIN | STALE, "cluster", "List replica nodes of the specified master node", cmd_cluster),
+    spec("cluster|slots", 2, STALE, "cluster", "Get array of Cluster slot to node mappings", cmd_cluster),
 ];
 
 /// Writes a HELP reply as Redis's `addReplyHelp`: a header naming the command, the given
@@ -318,7 +481,12 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("maxclients:{}", cfg.maxclients.load(Ordering::Relaxed));
             line!("client_recent_max_input_buffer:{max_in}");
             line!("client_recent_max_output_buffer:{max_out}");
-            line!("blocked_clients:{}", shared.blocked_clients.load(Ordering::Relaxed));
+            // Clients held by CLIENT PAUSE count as blocked, as Redis blocks them
+            // (BLOCKED_POSTPONE).
+            line!(
+                "blocked_clients:{}",
+                shared.blocked_clients.load(Ordering::Relaxed) + shared.pause.postponed.load(Ordering::Relaxed)
+            );
             line!("tracking_clients:0");
             line!("pubsub_clients:{pubsub}");
         }
@@ -468,6 +636,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
 /// a blank line between sections): a bulk string, a verbatim string in RESP3. `default`,
 /// `all` and `everything` name sets of sections; unknown names are ignored.
 fn cmd_info(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    // The keys this worker found expired since its last round are counted now, so that a
+    // pipelined GET of an expired key and INFO see it counted, as in Redis.
+    let expired = ctx.h.take_expired();
+    ctx.stats().expired_keys.add(expired);
     let args: Vec<&[u8]> = (1..ctx.argc()).map(|i| ctx.arg(i)).collect();
     let mut text = String::new();
     for (n, s) in requested_sections(&args).into_iter().enumerate() {
@@ -733,11 +905,65 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
     ("watch", &["RO"]),
+    // Commands with two key specs: these are the first's (the key at `first_key`), and
+    // KEY_FLAGS_REST has the other keys'.
+    ("lmove", &["RW", "access", "delete"]),
+    ("blmove", &["RW", "access", "delete"]),
+    ("rpoplpush", &["RW", "access", "delete"]),
+    ("brpoplpush", &["RW", "access", "delete"]),
+    ("smove", &["RW", "access", "delete"]),
+    ("rename", &["RW", "access", "delete"]),
+    ("renamenx", &["RW", "access", "delete"]),
+    ("copy", &["RO", "access"]),
+    ("sort", &["RO", "access"]),
+    ("bitop", &["OW", "update"]),
+    ("pfmerge", &["RW", "access", "insert"]),
+    ("sinterstore", &["RW", "update"]),
+    ("sunionstore", &["OW", "update"]),
+    ("sdiffstore", &["OW", "update"]),
+    ("zunionstore", &["OW", "update"]),
+    ("zinterstore", &["OW", "update"]),
+    ("zdiffstore", &["OW", "update"]),
+    ("zrangestore", &["OW", "update"]),
     // Shard channels stand where keys would (cluster slots), but are not keys.
     ("ssubscribe", &["not_key"]),
     ("sunsubscribe", &["not_key"]),
     ("spublish", &["not_key"]),
 ];
+
+/// The flags of the keys after the first of the commands with two key specs (Redis's second
+/// spec: a move's destination, a STORE's sources, SORT's STORE key, ...).
+const KEY_FLAGS_REST: &[(&str, &[&str])] = &[
+    ("lmove", &["RW", "insert"]),
+    ("blmove", &["RW", "insert"]),
+    ("rpoplpush", &["RW", "insert"]),
+    ("brpoplpush", &["RW", "insert"]),
+    ("smove", &["RW", "insert"]),
+    ("rename", &["OW", "update"]),
+    ("renamenx", &["OW", "insert"]),
+    ("copy", &["OW", "update"]),
+    ("sort", &["OW", "update"]),
+    ("bitop", &["RO", "access"]),
+    ("pfmerge", &["RO", "access"]),
+    ("sinterstore", &["RO", "access"]),
+    ("sunionstore", &["RO", "access"]),
+    ("sdiffstore", &["RO", "access"]),
+    ("zunionstore", &["RO", "access"]),
+    ("zinterstore", &["RO", "access"]),
+    ("zdiffstore", &["RO", "access"]),
+    ("zrangestore", &["RO", "access"]),
+];
+
+/// Key-spec flags for the key at argument `pos` of a command: [`KEY_FLAGS_REST`] for a key
+/// of a two-spec command's second spec, else [`key_flags`].
+fn key_flags_at(s: &Spec, pos: usize) -> &'static [&'static str] {
+    if pos as i32 != s.first_key {
+        if let Some((_, f)) = KEY_FLAGS_REST.iter().find(|(n, _)| *n == s.name) {
+            return f;
+        }
+    }
+    key_flags(s)
+}
 
 /// Key-spec flags for a command's keys: [`KEY_FLAGS`], else from its read/write flags.
 fn key_flags(s: &Spec) -> &'static [&'static str] {
@@ -975,9 +1201,10 @@ fn cmd_command_getkeys(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_command_getkeysandflags(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let args: Vec<&[u8]> = (2..ctx.argc()).map(|j| ctx.arg(j)).collect();
     let (i, keys) = keys_of(&args)?;
-    let flags = key_flags(table().specs[i]);
     ctx.out.array(keys.len());
     for k in keys {
+        // (`args` starts at the command's name, as its key positions count.)
+        let flags = key_flags_at(table().specs[i], k);
         ctx.out.array(2).bulk(args[k]).set(flags.len());
         for f in flags {
             ctx.out.simple(f.as_bytes());
@@ -1221,6 +1448,13 @@ fn cmd_shutdown(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.shared.wake_all();
     ctx.conn.close = true;
     Ok(())
+}
+
+/// # Format
+/// `CLUSTER <subcommand> ...` → `-ERR This instance has cluster support disabled`, for every
+/// subcommand (HELP included), as Redis without `cluster-enabled`.
+fn cmd_cluster(_ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    Err(CmdError::new("ERR This instance has cluster support disabled"))
 }
 
 /// # Format

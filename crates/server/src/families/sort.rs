@@ -16,7 +16,7 @@ use crate::command::{strtod_erange, strtod_prefix, CmdError, Ctx, Spec, DENYOOM,
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
     Spec { name: "sort", arity: -2, flags: WRITE | DENYOOM | MOVABLEKEYS, first_key: 1, last_key: 1, step: 1, group: "generic", summary: "Sort the elements in a list, set or sorted set", handler: cmd_sort },
-    Spec { name: "sort_ro", arity: -2, flags: READONLY, first_key: 1, last_key: 1, step: 1, group: "generic", summary: "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", handler: cmd_sort_ro },
+    Spec { name: "sort_ro", arity: -2, flags: READONLY | MOVABLEKEYS, first_key: 1, last_key: 1, step: 1, group: "generic", summary: "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", handler: cmd_sort_ro },
 ];
 
 /// A parsed SORT request.

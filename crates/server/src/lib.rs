@@ -10,7 +10,8 @@
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
 //!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
 //!                            pub/sub registry, one mailbox and one exec gate per worker,
-//!                            the CLIENT PAUSE state (one relaxed load per command)
+//!                            the CLIENT PAUSE state and the MONITOR count (one relaxed
+//!                            load each per command)
 //! ```
 //!
 //! A command runs inline on the thread that read it, against the shared engine: no global
@@ -19,7 +20,7 @@
 //!
 //! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
 //! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
-//! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
+//! connection's output buffer; MONITOR lines travel the same way (see [`monitor`]). EXEC makes a transaction atomic across workers with the exec
 //! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
 //! [`pause`]).
 
@@ -29,6 +30,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod monitor;
 pub mod pause;
 pub mod stats;
 mod worker;
@@ -79,6 +81,8 @@ pub struct ClientInfo {
     pub pending: AtomicU64,
     pub killed: AtomicBool,
     pub no_evict: AtomicBool,
+    /// In MONITOR mode (CLIENT LIST flag `O`); set and cleared by [`monitor::Monitors`].
+    pub monitor: AtomicBool,
     /// The socket's file descriptor (CLIENT LIST `fd`).
     pub fd: i32,
     /// Subscriptions (channels, patterns, shard channels), kept by the pub/sub family for
@@ -119,6 +123,7 @@ impl ClientInfo {
             pending: Default::default(),
             killed: Default::default(),
             no_evict: Default::default(),
+            monitor: Default::default(),
             fd,
             sub: Default::default(),
             psub: Default::default(),
@@ -145,6 +150,9 @@ pub enum Msg {
     /// (an array); a RESP3 connection gets it with `>` (push) in place of the leading `*`,
     /// so one encoding serves both protocols.
     Push { client: u64, slot: u32, data: Arc<Vec<u8>> },
+    /// Append a MONITOR line to the connection's output, as it is (a simple string in
+    /// both protocols).
+    Monitor { client: u64, slot: u32, data: Arc<Vec<u8>> },
     /// Run the connection's pending input again (the hook for unblocking a client blocked
     /// in BLPOP & co. once those exist).
     Wake { client: u64, slot: u32 },
@@ -197,6 +205,8 @@ pub struct Shared {
     pub memcache: Arc<families::memcache::McServer>,
     /// CLIENT PAUSE (see [`pause`]).
     pub pause: pause::Pause,
+    /// The clients in MONITOR mode (see [`monitor`]).
+    pub monitors: monitor::Monitors,
 }
 
 impl Shared {
@@ -306,6 +316,7 @@ impl Server {
             exec_lock: Mutex::new(()),
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
+            monitors: Default::default(),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a

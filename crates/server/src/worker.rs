@@ -11,8 +11,8 @@
 //! a lookup is two dependent cache misses, and this way a batch's misses overlap.
 //!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
-//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
-//! connections, and CLIENT KILL sweeps; and when a CLIENT PAUSE ends, to run again the
+//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages and MONITOR lines
+//! for its connections, and CLIENT KILL sweeps; and when a CLIENT PAUSE ends, to run again the
 //! requests it held ([`crate::pause`]).
 
 use std::io::{ErrorKind, Read, Write};
@@ -448,6 +448,7 @@ impl Worker {
             }
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
+            self.shared.monitors.leave(&c.state.info);
             self.forget(&c.state.info);
             self.free.push(i);
         }
@@ -783,6 +784,25 @@ impl Worker {
                         self.close(i);
                         continue;
                     }
+                    if touched.last() != Some(&i) {
+                        touched.push(i);
+                    }
+                }
+                Msg::Monitor { client, slot, data } => {
+                    let i = slot as usize;
+                    let Some(Some(c)) = self.conns.get_mut(i) else { continue };
+                    if c.state.id != client {
+                        continue;
+                    }
+                    c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
+                    // Under CLIENT REPLY OFF the lines are dropped, as Redis drops any reply.
+                    if c.state.reply == ReplyMode::Off {
+                        continue;
+                    }
+                    // (What waits in mailboxes is bounded when it is queued, and the output
+                    // limit is checked once written out, below.)
+                    c.wbuf.extend_from_slice(&data);
+                    c.state.info.obuf.store((c.wbuf.len() - c.wsent) as u64, Ordering::Relaxed);
                     if touched.last() != Some(&i) {
                         touched.push(i);
                     }

@@ -1,5 +1,5 @@
 //! Server commands: INFO, CONFIG, COMMAND, SLOWLOG, DEBUG, SHUTDOWN, TIME, LASTSAVE, SAVE,
-//! BGSAVE, the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call between
+//! BGSAVE, MONITOR, the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call between
 //! tests, and CLUSTER as a server without cluster mode answers it.
 //!
 //! Replies follow Redis 7: INFO is one text of `# Section` blocks with `field:value` lines
@@ -73,6 +73,7 @@ pub const COMMANDS: &[Spec] = &[
         "Asynchronously saves the database(s) to disk.",
         cmd_save,
     ),
+    spec("monitor", 1, AS, "server", "Listens for all requests received by the server in real-time.", cmd_monitor),
     spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
     spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
     spec("script", -2, 0, "scripting", "A container for Lua scripts management commands.", cmd_container),
@@ -1455,6 +1456,20 @@ fn cmd_shutdown(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// subcommand (HELP included), as Redis without `cluster-enabled`.
 fn cmd_cluster(_ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Err(CmdError::new("ERR This instance has cluster support disabled"))
+}
+
+/// # Format
+/// `MONITOR` → `+OK`, then a line for each command any client runs (see
+/// [`crate::monitor`]); nothing at all if the client is in MONITOR mode already, as Redis.
+/// Inside EXEC: `-ERR MONITOR isn't allowed for DENY BLOCKING client`.
+fn cmd_monitor(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.conn.in_exec {
+        return Err(CmdError::new("ERR MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    if ctx.shared.monitors.attach(&ctx.conn.info, ctx.worker, ctx.conn.slot) {
+        ctx.out.ok();
+    }
+    Ok(())
 }
 
 /// # Format

@@ -80,6 +80,8 @@ pub struct ClientInfo {
     /// Bytes of pub/sub messages in its worker's mailbox, not yet in its output buffer.
     pub pending: AtomicU64,
     pub killed: AtomicBool,
+    /// Out of the registry and of `connected` (see [`Shared::forget_client`]).
+    pub forgotten: AtomicBool,
     pub no_evict: AtomicBool,
     /// In MONITOR mode (CLIENT LIST flag `O`); set and cleared by [`monitor::Monitors`].
     pub monitor: AtomicBool,
@@ -122,6 +124,7 @@ impl ClientInfo {
             obuf: Default::default(),
             pending: Default::default(),
             killed: Default::default(),
+            forgotten: Default::default(),
             no_evict: Default::default(),
             monitor: Default::default(),
             fd,
@@ -233,6 +236,23 @@ impl Shared {
             for w in w {
                 let _ = w.wake();
             }
+        }
+    }
+
+    /// CLIENT KILL: the client is gone at once for everyone else, as Redis frees it at once
+    /// (out of CLIENT LIST and `connected_clients`); its worker closes the socket when it
+    /// sweeps, which the caller asks for.
+    pub fn kill_client(&self, c: &ClientInfo) {
+        c.kill();
+        self.forget_client(c);
+    }
+
+    /// Takes a client out of the registry and the connected count, once: at CLIENT KILL or
+    /// when its connection closes, whichever comes first.
+    pub fn forget_client(&self, c: &ClientInfo) {
+        if !c.forgotten.swap(true, Ordering::AcqRel) {
+            self.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.id);
+            self.connected.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

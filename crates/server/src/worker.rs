@@ -432,8 +432,7 @@ impl Worker {
     }
 
     fn forget(&self, info: &ClientInfo) {
-        self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&info.id);
-        self.shared.connected.fetch_sub(1, Ordering::Relaxed);
+        self.shared.forget_client(info);
     }
 
     fn close(&mut self, i: usize) {

@@ -292,6 +292,11 @@ fn client_kill_closes_other_connections() {
     a.check(&cmd(&[b"CLIENT", b"KILL", b"ADDR", addr.as_bytes()]), b":0\r\n");
     // TYPE normal spares the caller (SKIPME yes by default) and kills the rest.
     a.check(&cmd(&[b"CLIENT", b"KILL", b"TYPE", b"normal", b"USER", b"default"]), b":2\r\n");
+    // Gone at once, as Redis frees them at once, whether or not their workers have closed
+    // them yet.
+    let info = ask(&mut a, &[b"INFO", b"clients"]);
+    assert!(bulk(&info).contains("\r\nconnected_clients:1\r\n"), "{info}");
+    assert_eq!(bulk(&ask(&mut a, &[b"CLIENT", b"LIST"])).lines().count(), 1);
     assert!(victims[2].closed() && victims[3].closed());
     a.check(&cmd(&[b"PING"]), b"+PONG\r\n");
     let list = ask(&mut a, &[b"CLIENT", b"LIST"]);

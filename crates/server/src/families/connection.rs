@@ -4,8 +4,8 @@
 //! Per-connection state lives in [`ConnState`](crate::command::ConnState) (what only the
 //! owning worker touches: protocol, db, reply mode) and in the shared
 //! [`ClientInfo`](crate::ClientInfo) (what CLIENT LIST / KILL on any worker must see).
-//! CLIENT KILL of a client on another worker marks it and wakes the workers; its owner
-//! closes it.
+//! CLIENT KILL takes the client out of CLIENT LIST and `connected_clients` at once (Redis
+//! frees it at once), marks it and wakes the workers; its owner closes the socket.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -591,7 +591,7 @@ fn cmd_client_kill(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let mut killed = 0i64;
     for c in all_clients(ctx.shared) {
         if filter.matches(&c, me) {
-            c.kill();
+            ctx.shared.kill_client(&c);
             if c.id == me {
                 ctx.conn.close = true;
             }

@@ -172,6 +172,9 @@ pub struct Param {
     /// The default as CONFIG GET prints it (for live parameters, only used by REWRITE).
     pub default: &'static str,
     pub mode: Mode,
+    /// Found by its exact name only, not by CONFIG GET patterns (Redis's HIDDEN_CONFIG:
+    /// knobs for tests).
+    pub hidden: bool,
 }
 
 /// Whether CONFIG SET may change a parameter.
@@ -191,13 +194,16 @@ const INTMAX: i64 = i32::MAX as i64;
 const LONGMAX: u64 = i64::MAX as u64;
 
 const fn p(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Mutable }
+    Param { name, kind, default, mode: Mode::Mutable, hidden: false }
 }
 const fn immutable(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Immutable }
+    Param { name, kind, default, mode: Mode::Immutable, hidden: false }
 }
 const fn fixed(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Fixed }
+    Param { name, kind, default, mode: Mode::Fixed, hidden: false }
+}
+const fn hidden(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param { name, kind, default, mode: Mode::Mutable, hidden: true }
 }
 
 const POLICIES: &[&str] = &[
@@ -278,6 +284,11 @@ pub const PARAMS: &[Param] = &[
     p("lfu-decay-time", Kind::Int(0, INTMAX), "1"),
     p("tcp-keepalive", Kind::Int(0, INTMAX), "300"),
     p("close-on-oom", Kind::Bool, "no"),
+    // Redis's hidden knobs that its tests set (delays while saving and loading, which
+    // Larder does not do yet): CONFIG GET finds them by exact name only.
+    hidden("key-load-delay", Kind::Int(i32::MIN as i64, INTMAX), "0"),
+    hidden("rdb-key-save-delay", Kind::Int(i32::MIN as i64, INTMAX), "0"),
+    hidden("loading-process-events-interval-bytes", Kind::Int(1024, INTMAX), "2097152"),
 ];
 
 /// Where a threshold parameter goes in the engine's [`Limits`].
@@ -785,9 +796,14 @@ impl Config {
         pv.iter().find(|(n, _)| n == p.name).map_or_else(|| p.default.to_string(), |(_, v)| v.clone())
     }
 
-    /// Every parameter with its current value, in [`PARAMS`] order, for CONFIG GET.
+    /// Every parameter CONFIG GET * lists (not the hidden ones) with its current value, in
+    /// [`PARAMS`] order.
     pub fn all(&self) -> Vec<(String, String)> {
-        PARAMS.iter().map(|p| (p.name.to_string(), self.get(p.name).unwrap_or_default())).collect()
+        PARAMS
+            .iter()
+            .filter(|p| !p.hidden)
+            .map(|p| (p.name.to_string(), self.get(p.name).unwrap_or_default()))
+            .collect()
     }
 
     /// CONFIG REWRITE: rewrites the `--config` file with the current values, as Redis does:

@@ -451,6 +451,10 @@ fn config_get_set() {
             && all.contains("$4\r\nsave\r\n$0\r\n\r\n")
             && all.contains("$10\r\nappendonly\r\n$2\r\nno\r\n")
     );
+    // Hidden parameters (Redis's test knobs): by their exact name only.
+    assert!(!all.contains("key-load-delay"));
+    c.check(&cmd(&[b"CONFIG", b"GET", b"key-load-*"]), b"*0\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"KEY-LOAD-DELAY"]), b"*2\r\n$14\r\nKEY-LOAD-DELAY\r\n$1\r\n0\r\n");
 
     c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients"]), b"-ERR wrong number of arguments for 'config|set' command\r\n");
     c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients", b"1", b"x"]), b"-ERR syntax error\r\n");

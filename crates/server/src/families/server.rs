@@ -674,8 +674,13 @@ fn cmd_config_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
             continue;
         }
-        // Aliases match too (`*of` finds both replicaof and slaveof), as in Redis 7.0.
-        let names = crate::config::PARAMS.iter().map(|p| p.name).chain(crate::config::ALIASES.iter().map(|(a, _)| *a));
+        // Aliases match too (`*of` finds both replicaof and slaveof), as in Redis 7.0; hidden
+        // parameters only by their exact name.
+        let names = crate::config::PARAMS
+            .iter()
+            .filter(|p| !p.hidden)
+            .map(|p| p.name)
+            .chain(crate::config::ALIASES.iter().map(|(a, _)| *a));
         for name in names {
             if found.iter().any(|(n, _, _)| n == name) {
                 continue;

@@ -146,7 +146,7 @@ impl ClientInfo {
 }
 
 /// A message for a worker, about one of its connections (by slot, checked against the
-/// client id since slots are reused).
+/// client id since slots are reused), or its listener.
 #[derive(Debug)]
 pub enum Msg {
     /// Append a pub/sub message to the connection's output. `data` is the RESP2 encoding
@@ -156,6 +156,9 @@ pub enum Msg {
     /// Append a MONITOR line to the connection's output, as it is (a simple string in
     /// both protocols).
     Monitor { client: u64, slot: u32, data: Arc<Vec<u8>> },
+    /// Listen for RESP clients on this listener (None: on none) instead of the one in use
+    /// (CONFIG SET port).
+    Listen { resp: Option<std::net::TcpListener> },
     /// Run the connection's pending input again (the hook for unblocking a client blocked
     /// in BLPOP & co. once those exist).
     Wake { client: u64, slot: u32 },
@@ -183,6 +186,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     /// Wakers of the worker event loops (to act on CLIENT KILL and SHUTDOWN at once).
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    /// The RESP and memcached ports bound at startup (CONFIG SET port may move RESP since:
+    /// `config.port` says where it is).
     pub tcp_ports: OnceLock<(u16, u16)>,
     /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 pauses it, as tests of lazy expiry need).
     pub active_expire: AtomicBool,
@@ -364,8 +369,8 @@ impl Server {
         Ok(Server { shared, threads: handles })
     }
 
-    /// The RESP and memcached ports actually bound (useful with port 0... which turns a
-    /// protocol off, so tests pick free ports themselves).
+    /// The RESP and memcached ports bound at startup (port 0 turns a protocol off, so tests
+    /// pick free ports themselves).
     pub fn ports(&self) -> (u16, u16) {
         *self.shared.tcp_ports.get().unwrap_or(&(0, 0))
     }

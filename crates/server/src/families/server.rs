@@ -448,7 +448,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("process_id:{}", std::process::id());
             line!("process_supervised:no");
             line!("run_id:{}", shared.run_id);
-            line!("tcp_port:{}", shared.tcp_ports.get().map_or(cfg.port, |p| p.0));
+            let port = cfg.port.load(Ordering::Relaxed);
+            line!("tcp_port:{port}");
             line!("server_time_usec:{}", now_ms * 1000);
             line!("uptime_in_seconds:{uptime}");
             line!("uptime_in_days:{}", uptime / 86400);
@@ -461,7 +462,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 cfg.file.as_ref().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()).display().to_string());
             line!("config_file:{}", file.unwrap_or_default());
             line!("io_threads_active:0");
-            line!("listener0:name=tcp,bind={},port={}", cfg.bind, shared.tcp_ports.get().map_or(cfg.port, |p| p.0));
+            line!("listener0:name=tcp,bind={},port={port}", cfg.bind);
             line!("larder_version:{}", env!("CARGO_PKG_VERSION"));
             line!("larder_threads:{}", cfg.threads);
             line!("larder_memcache_port:{}", shared.tcp_ports.get().map_or(cfg.memcache_port, |p| p.1));
@@ -742,6 +743,18 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 return Err(CmdError::new(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
                 )))
+            }
+        }
+    }
+    // The one change that can fail once checked: listening on a new port. It comes first,
+    // so that a failure leaves everything as it was (Redis applies, then restores).
+    for (p, v) in &checked {
+        if p.name == "port" && cfg.get("port").as_deref() != Some(v.as_str()) {
+            if let Err(e) = crate::worker::change_resp_port(ctx.shared, v.parse().unwrap_or(0)) {
+                tracing::warn!("CONFIG SET port {v}: {e}");
+                return Err(CmdError::new(
+                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.",
+                ));
             }
         }
     }

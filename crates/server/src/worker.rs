@@ -819,8 +819,9 @@ impl Worker {
                         continue;
                     }
                     c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
-                    // Under CLIENT REPLY OFF the lines are dropped, as Redis drops any reply.
-                    if c.state.reply == ReplyMode::Off {
+                    // Under CLIENT REPLY OFF, or after QUIT, the lines are dropped, as Redis
+                    // drops any reply then.
+                    if c.state.reply == ReplyMode::Off || c.state.close {
                         continue;
                     }
                     // (What waits in mailboxes is bounded when it is queued, and the output

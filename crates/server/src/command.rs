@@ -827,17 +827,37 @@ fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: impl Into<Vec<u8>>) {
 /// Runs command `i` (arity already checked): the handler, then commandstats, the dirty
 /// counter, error accounting and the slow log. EXEC calls this for each queued command.
 pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
+    // Whether any client is in MONITOR mode: one relaxed load, and all MONITOR costs a
+    // command while there is none (no client is a monitor then either). A monitor that
+    // attaches while the command runs sees the next one.
+    if ctx.shared.monitors.active() {
+        call_monitored(ctx, i);
+    } else {
+        run(ctx, i);
+    }
+}
+
+/// [`call`] while clients monitor: a monitor's own keyspace commands are refused, and the
+/// command is fed to the monitors once it ran.
+#[cold]
+#[inline(never)]
+fn call_monitored(ctx: &mut Ctx<'_>, i: usize) {
+    let spec = table().specs[i];
+    if refused_to_monitor(ctx, spec) {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+        reject(ctx, Some(i), MONITOR_REFUSED);
+        return;
+    }
+    run(ctx, i);
+    crate::monitor::feed(ctx, spec);
+}
+
+#[inline(always)]
+fn run(ctx: &mut Ctx<'_>, i: usize) {
     let spec = table().specs[i];
     // Inside EXEC, CLIENT LIST goes on showing `cmd=exec`, as Redis's `lastcmd`.
     if !ctx.conn.in_exec {
         ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
-    }
-    // Whether any client is in MONITOR mode: the one relaxed load MONITOR costs a command
-    // while there is none (no client is a monitor then either).
-    let monitored = ctx.shared.monitors.active();
-    if monitored && refused_to_monitor(ctx, spec) {
-        reject(ctx, Some(i), MONITOR_REFUSED);
-        return;
     }
     ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
@@ -862,9 +882,6 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     // out (one atomic load when nobody is blocked).
     if ok && ctx.shared.blocked_clients.load(Ordering::Relaxed) > 0 {
         crate::blocking::after_call(ctx, spec);
-    }
-    if monitored {
-        crate::monitor::feed(ctx, spec);
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
     if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {

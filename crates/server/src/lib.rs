@@ -197,6 +197,8 @@ pub struct Shared {
     pub memcache: Arc<families::memcache::McServer>,
     /// CLIENT PAUSE (see [`pause`]).
     pub pause: pause::Pause,
+    /// Keys watched while absent (see [`families::multi`]).
+    pub watches: families::multi::AbsentWatches,
 }
 
 impl Shared {
@@ -306,6 +308,7 @@ impl Server {
             exec_lock: Mutex::new(()),
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
+            watches: Default::default(),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a

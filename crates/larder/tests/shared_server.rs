@@ -901,12 +901,16 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     assert!(rewrite < Duration::from_secs(15), "writes after the kills took {rewrite:?}");
     let t = Instant::now();
     let check = segment_check(&seg.0);
+    // How much of the 512 MiB the run's pages took (a writer once failed with "arena is
+    // full" at load 12; small-class pages are never handed to another class).
+    let info = segment_info(&seg.0);
+    let in_use = info.lines().find(|l| l.starts_with("in use")).unwrap_or("").to_string();
     assert_eq!(c.q(&["PING"]), R::Simple("PONG".into()));
     eprintln!(
         "{rounds} rounds ({} kills, {cut_acks} acknowledgements cut) in {kill_time:?}; the server reaped the dead {reaped:?} after the last kill; \
          {} + {} acknowledged local writes, {keys} keys and {} pushes ({} popped by BLPOP) verified over RESP in \
          {verified:?}; clients served {served:?} requests, the slowest {} µs; 997 SETs after: {rewrite:?}; segment \
-         check {:?}: {}",
+         check {:?}: {}; {in_use}",
         2 * rounds,
         a1.len(),
         a2.len(),

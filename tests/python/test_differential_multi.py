@@ -624,6 +624,21 @@ TX = {
         S(0, "WATCH k l2"), S(0, "WATCH k"), S(1, "UNLINK l2"), S(0, "MULTI"), S(0, "EXEC"),
         S(0, "WATCH k"), S(0, "MULTI"), S(1, "SET k late"), S(0, "SET k mine"), S(0, "EXEC"), S(0, "GET k"),
     ],
+    "watch-absent-key-created-and-gone": [
+        # absent at WATCH and again at EXEC, but it existed in between: EXEC fails
+        S(0, "WATCH k"), S(1, "SET k 1"), S(1, "DEL k"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "SET k 1 PX 20"), ("sleep", 0.1), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "DEL k"), S(0, "MULTI"), S(0, "EXEC"),  # nothing happened to it
+        S(0, "WATCH k"), S(1, "SET other 1"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "MULTI"), S(1, "SET k 1"), S(1, "DEL k"), S(1, "EXEC"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "SELECT %d" % DB_B), S(1, "SET k 1"), S(1, "MOVE k %d" % DB_A), S(1, "SELECT %d" % DB_A),
+        S(1, "DEL k"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(0, "SET k 1"), S(0, "DEL k"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "LPUSH k 1"), S(1, "LPOP k"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "SET src 1"), S(1, "RENAME src k"), S(1, "DEL k"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "SET k 1"), S(1, "DEL k"), S(0, "UNWATCH"), S(0, "MULTI"), S(0, "EXEC"),
+        S(0, "WATCH k"), S(1, "SET k 1"), S(1, "DEL k"), S(0, "MULTI"), S(0, "DISCARD"), S(0, "MULTI"), S(0, "EXEC"),
+    ],
     "watch-expiry": [
         S(3, "SET k v PX 800"), S(0, "WATCH k"), ("sleep", 1.0), S(0, "MULTI"), S(0, "EXEC"),
         S(3, "SET k2 v PX 100"), S(3, "SET k3 v PX 100"), ("sleep", 0.25), S(0, "WATCH k2"), S(1, "GET k2"),

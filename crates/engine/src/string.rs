@@ -799,9 +799,13 @@ impl Handle {
         })
     }
 
-    /// MSET (`nx` = false) or MSETNX (`nx` = true): sets every pair atomically: no reader
-    /// sees some of the new values without the others, and a crash mid-way is finished by
-    /// the reaper. Returns false (setting nothing) if `nx` and any key exists.
+    /// MSET (`nx` = false) or MSETNX (`nx` = true): sets every pair, atomically for
+    /// writers (all the keys' home buckets are locked while the pairs are published, so a
+    /// writer of any of them sees all the new values or none) and for crashes (a writer
+    /// killed mid-way leaves an intent the reaper finishes). Not for readers: they take no
+    /// lock, and one reading several of the keys while the slots are stored one by one may
+    /// see some new values and some old. Returns false (setting nothing) if `nx` and any
+    /// key exists.
     ///
     /// ```
     /// # use larder_engine::*;

@@ -339,6 +339,12 @@ fn segment_check(shm: &str) -> String {
     text
 }
 
+/// `larder segment info NAME`: memory, epoch and participants (for a failure's message).
+fn segment_info(shm: &str) -> String {
+    let out = Command::new(BIN).args(["segment", "info", shm]).output().unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
 /// Every key writer `id` may have touched holds what its acknowledged writes (and at most
 /// its in-flight ones) left, read over RESP with MGET; its append logs are whole and hold
 /// every acknowledged append. Returns how many keys were checked.
@@ -761,19 +767,33 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
         std::thread::spawn(move || {
             let mut c = Resp::connect(port);
             let mut got = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
+            // What went wrong (the test reports it once the segment has been checked), and
+            // the elements popped after it.
+            let mut wrong: Option<String> = None;
+            let mut after = Vec::new();
+            while !stop.load(Ordering::Relaxed) && after.len() < 20 {
                 match c.q(&["BLPOP", "w2:l", "1"]) {
                     R::Array(None) => {}
                     R::Array(Some(r)) => {
                         let R::Bulk(Some(v)) = &r[1] else { panic!("BLPOP {r:?}") };
                         let s = verify(v).unwrap_or_else(|| panic!("torn element {:?}", String::from_utf8_lossy(v)));
-                        assert!(got.last().is_none_or(|&l| l < s), "popped {s} after {got:?}");
-                        got.push(s);
+                        if wrong.is_some() {
+                            after.push(s);
+                        } else if got.last().is_some_and(|&l| l >= s) {
+                            let first = got.iter().position(|&x| x == s);
+                            wrong = Some(format!(
+                                "popped {s} after {} elements, the last {:?}; {s} popped before as element {first:?}",
+                                got.len(),
+                                &got[got.len().saturating_sub(5)..],
+                            ));
+                        } else {
+                            got.push(s);
+                        }
                     }
                     r => panic!("BLPOP: {r:?}"),
                 }
             }
-            got
+            (got, wrong.map(|w| format!("{w}; then popped {after:?}")))
         })
     };
 
@@ -782,19 +802,30 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     let (mut in_flight1, mut in_flight2) = (Vec::new(), Vec::new());
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     let rounds = 20;
+    // Acknowledgement lines a kill cut short (see `read_acks`).
+    let mut cut_acks = 0;
     let started = Instant::now();
     for _ in 0..rounds {
         let mut w1 = Proc(worker(&seg.0, "writer", 1, &ack1, start1, 60.0).spawn().unwrap());
         let mut w2 = Proc(worker(&seg.0, "coll-writer", 2, &ack2, start2, 60.0).spawn().unwrap());
         std::thread::sleep(Duration::from_millis(30 + rng(&mut x) % 170));
         // Kill them at different moments.
-        assert!(w1.kill(), "the writer failed");
+        assert!(w1.kill(), "the writer failed; the segment: {}", segment_info(&seg.0));
         std::thread::sleep(Duration::from_millis(rng(&mut x) % 20));
-        assert!(w2.kill(), "the collection writer failed");
+        assert!(w2.kill(), "the collection writer failed; the segment: {}", segment_info(&seg.0));
         // The operation after the last acknowledged one may or may not have been applied;
         // the next writer starts after it.
         for (ack, start, in_flight) in [(&ack1, &mut start1, &mut in_flight1), (&ack2, &mut start2, &mut in_flight2)] {
-            let f = read_acks(ack).last().map_or(*start, |s| (s + 1).max(*start));
+            if std::fs::read(ack).is_ok_and(|t| t.last().is_some_and(|&b| b != b'\n')) {
+                cut_acks += 1;
+            }
+            let acks = read_acks(ack);
+            // Each writer starts after its predecessor's last operation: a file read wrong
+            // here would have the next one redo acknowledged operations (it once did).
+            if let Some(w) = acks.windows(2).find(|w| w[0] >= w[1]) {
+                panic!("{}: acknowledgements go back from {} to {}", ack.display(), w[0], w[1]);
+            }
+            let f = acks.last().map_or(*start, |s| (s + 1).max(*start));
             in_flight.push(f);
             *start = f + 1;
         }
@@ -802,14 +833,22 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     let kill_time = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let served: Vec<i64> = threads.into_iter().map(|t| t.join().expect("a client failed")).collect();
-    let popped = consumer.join().expect("the consumer failed");
+    let (popped, wrong) = consumer.join().expect("the consumer failed");
     let (a1, a2) = (read_acks(&ack1), read_acks(&ack2));
-    assert!(a1.len() > 1000 && a2.len() > 1000, "the writers made too little progress: {} {}", a1.len(), a2.len());
-    assert!(served.iter().all(|&n| n > 10), "clients made too little progress: {served:?}");
 
     // The server reaps the killed writers by itself (until then an MSET one was publishing
     // may be half visible: a documented limit).
     let reaped = wait_reaped(&seg.0, &[srv.child.id()]);
+    // The checker's view before anything else is judged, so that a failure below says
+    // what the index looked like (duplicate keys, overflow counts) when it was found.
+    let early = Command::new(BIN).args(["segment", "check", &seg.0]).output().unwrap();
+    let early = format!("{}{}", String::from_utf8_lossy(&early.stdout), String::from_utf8_lossy(&early.stderr));
+    eprintln!("segment check after the kills: {}", early.trim());
+    if let Some(w) = wrong {
+        panic!("the BLPOP consumer {w}\nsegment check: {early}");
+    }
+    assert!(a1.len() > 1000 && a2.len() > 1000, "the writers made too little progress: {} {}", a1.len(), a2.len());
+    assert!(served.iter().all(|&n| n > 10), "clients made too little progress: {served:?}");
     // Every acknowledged write is visible over RESP.
     let mut c = srv.resp();
     let t = Instant::now();
@@ -818,7 +857,22 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     let rest: Vec<u64> =
         c.q(&["LRANGE", "w2:l", "0", "-1"]).strings().iter().map(|v| verify(v.as_bytes()).unwrap()).collect();
     let all: Vec<u64> = popped.iter().chain(&rest).copied().collect();
-    assert!(all.windows(2).all(|w| w[0] < w[1]), "pushes out of order or twice");
+    if let Some(i) = all.windows(2).position(|w| w[0] >= w[1]) {
+        let around = |v: &[u64], i: usize| v[i.saturating_sub(5)..(i + 6).min(v.len())].to_vec();
+        let first = all.iter().position(|&s| s == all[i + 1]).unwrap();
+        panic!(
+            "pushes out of order or twice: {} then {} (element {} of {} popped and {} left; {} first seen at {first}); \
+             around it {:?}, around its first sighting {:?}; in flight {in_flight2:?}",
+            all[i],
+            all[i + 1],
+            i + 1,
+            popped.len(),
+            rest.len(),
+            all[i + 1],
+            around(&all, i),
+            around(&all, first),
+        );
+    }
     let all: HashSet<u64> = all.into_iter().collect();
     let pushed: Vec<u64> = a2.iter().copied().filter(|&s| matches!(coll_op(2, s), CollOp::Push(..))).collect();
     for s in &pushed {
@@ -847,12 +901,16 @@ fn local_writers_killed_at_random_points_while_the_server_serves() {
     assert!(rewrite < Duration::from_secs(15), "writes after the kills took {rewrite:?}");
     let t = Instant::now();
     let check = segment_check(&seg.0);
+    // How much of the 512 MiB the run's pages took (a writer once failed with "arena is
+    // full" at load 12; small-class pages are never handed to another class).
+    let info = segment_info(&seg.0);
+    let in_use = info.lines().find(|l| l.starts_with("in use")).unwrap_or("").to_string();
     assert_eq!(c.q(&["PING"]), R::Simple("PONG".into()));
     eprintln!(
-        "{rounds} rounds ({} kills) in {kill_time:?}; the server reaped the dead {reaped:?} after the last kill; \
+        "{rounds} rounds ({} kills, {cut_acks} acknowledgements cut) in {kill_time:?}; the server reaped the dead {reaped:?} after the last kill; \
          {} + {} acknowledged local writes, {keys} keys and {} pushes ({} popped by BLPOP) verified over RESP in \
          {verified:?}; clients served {served:?} requests, the slowest {} µs; 997 SETs after: {rewrite:?}; segment \
-         check {:?}: {}",
+         check {:?}: {}; {in_use}",
         2 * rounds,
         a1.len(),
         a2.len(),

@@ -322,32 +322,12 @@ pub(crate) fn after_call(ctx: &mut Ctx<'_>, spec: &Spec) {
     if ctx.conn.park.is_some() {
         return;
     }
-    let db = ctx.conn.db;
     // EXEC is not a write command: it serves the keys its commands wrote itself, before it
     // lets the other workers go.
     if spec.flags & WRITE == 0 {
         return;
     }
-    let keys: Vec<(u32, Vec<u8>)> =
-        if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
-            ctx.shared.blocking.lock().queues.keys().cloned().collect()
-        } else if let Some(pos) = (spec.flags & MOVABLEKEYS != 0)
-            .then(|| {
-                // The keys depend on the arguments (SORT ... STORE dst, LMPOP numkeys ...).
-                let args: Vec<&[u8]> = (0..ctx.argc()).map(|i| ctx.arg(i)).collect();
-                crate::families::movable_keys(spec.name, &args)
-            })
-            .flatten()
-        {
-            pos.into_iter().filter(|&i| i < ctx.argc()).map(|i| (db, ctx.arg(i).to_vec())).collect()
-        } else if spec.first_key > 0 {
-            let argc = ctx.argc() as i32;
-            let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
-            let step = spec.step.max(1) as usize;
-            (spec.first_key..=last).step_by(step).map(|i| (db, ctx.arg(i as usize).to_vec())).collect()
-        } else {
-            Vec::new()
-        };
+    let keys = written_keys(ctx, spec).unwrap_or_else(|| ctx.shared.blocking.lock().queues.keys().cloned().collect());
     if ctx.conn.in_exec {
         ctx.conn.ready.extend(keys);
         return;
@@ -355,6 +335,31 @@ pub(crate) fn after_call(ctx: &mut Ctx<'_>, spec: &Spec) {
     for (db, k) in keys {
         serve_ready(ctx.h, ctx.shared, ctx.worker, db, std::iter::once(k.as_slice()));
     }
+}
+
+/// The keys write command `spec` (just run in `ctx`) may have written, in the current
+/// database; None for a command that has no key positions or writes another database
+/// (SWAPDB, MOVE, FLUSHALL, COPY ... DB n): every key may have changed.
+pub(crate) fn written_keys(ctx: &Ctx<'_>, spec: &Spec) -> Option<Vec<(u32, Vec<u8>)>> {
+    let db = ctx.conn.db;
+    if spec.first_key <= 0 && spec.flags & MOVABLEKEYS == 0 || matches!(spec.name, "move" | "copy" | "swapdb") {
+        return None;
+    }
+    let movable = (spec.flags & MOVABLEKEYS != 0).then(|| {
+        // The keys depend on the arguments (SORT ... STORE dst, LMPOP numkeys ...).
+        let args: Vec<&[u8]> = (0..ctx.argc()).map(|i| ctx.arg(i)).collect();
+        crate::families::movable_keys(spec.name, &args)
+    });
+    Some(if let Some(pos) = movable.flatten() {
+        pos.into_iter().filter(|&i| i < ctx.argc()).map(|i| (db, ctx.arg(i).to_vec())).collect()
+    } else if spec.first_key > 0 {
+        let argc = ctx.argc() as i32;
+        let last = if spec.last_key < 0 { argc + spec.last_key } else { spec.last_key.min(argc - 1) };
+        let step = spec.step.max(1) as usize;
+        (spec.first_key..=last).step_by(step).map(|i| (db, ctx.arg(i as usize).to_vec())).collect()
+    } else {
+        Vec::new()
+    })
 }
 
 /// The reply of client `id`, if it has been served (it then leaves the registry).

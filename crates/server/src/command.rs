@@ -813,7 +813,7 @@ fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: impl Into<Vec<u8>>) {
             if ctx.shared.monitors.active() {
                 crate::monitor::feed(ctx, table().specs[i]);
             }
-            crate::families::multi::discard(ctx.conn);
+            crate::families::multi::discard(ctx.shared, ctx.conn);
             let reason = msg.strip_prefix(b"ERR ").unwrap_or(&msg);
             let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
             e.extend_from_slice(reason);
@@ -882,6 +882,10 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     // out (one atomic load when nobody is blocked).
     if ok && ctx.shared.blocked_clients.load(Ordering::Relaxed) > 0 {
         crate::blocking::after_call(ctx, spec);
+    }
+    // A write that creates a key someone watches while it is absent fails their EXEC.
+    if ok && spec.flags & WRITE != 0 && ctx.shared.watches.any() {
+        crate::families::multi::touch_created(ctx, spec);
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
     if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {

@@ -213,6 +213,8 @@ pub struct Shared {
     pub memcache: Arc<families::memcache::McServer>,
     /// CLIENT PAUSE (see [`pause`]).
     pub pause: pause::Pause,
+    /// Keys watched while absent (see [`families::multi`]).
+    pub watches: families::multi::AbsentWatches,
     /// The clients in MONITOR mode (see [`monitor`]).
     pub monitors: monitor::Monitors,
 }
@@ -341,6 +343,7 @@ impl Server {
             exec_lock: Mutex::new(()),
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
+            watches: Default::default(),
             monitors: Default::default(),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any

@@ -472,6 +472,7 @@ impl Worker {
             }
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
+            crate::families::multi::unwatch_all(&self.shared, &mut c.state);
             self.shared.monitors.leave(&c.state.info);
             self.forget(&c.state.info);
             self.free.push(i);

@@ -147,6 +147,70 @@ fn watch_aborts_on_a_write_from_another_worker() {
 }
 
 #[test]
+fn watch_of_an_absent_key_sees_it_created_even_if_it_is_gone_again() {
+    let t = start();
+    let (mut a, mut b) = one_per_worker(&t);
+    let exec_after = |a: &mut Raw| {
+        a.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
+        a.check(&cmd(&[b"PING"]), b"+QUEUED\r\n");
+        ask(a, &[b"EXEC"])
+    };
+    const ABORTED: &str = "*-1\r\n";
+    const RAN: &str = "*1\r\n+PONG\r\n";
+    // (what the other client does, whether EXEC then runs), as redis-server 7.0.15 answers.
+    let cases: &[(&[&[&[u8]]], &str)] = &[
+        (&[&[b"SET", b"k", b"1"], &[b"DEL", b"k"]], ABORTED),
+        (&[&[b"DEL", b"k"]], RAN),
+        (&[&[b"SET", b"other", b"1"]], RAN),
+        (&[&[b"LPUSH", b"k", b"1"], &[b"LPOP", b"k"]], ABORTED),
+        (&[&[b"SET", b"src", b"1"], &[b"RENAME", b"src", b"k"], &[b"DEL", b"k"]], ABORTED),
+        (&[&[b"MULTI"], &[b"SET", b"k", b"1"], &[b"DEL", b"k"], &[b"EXEC"]], ABORTED),
+        // MOVE writes another database: every absent watched key is looked at.
+        (
+            &[&[b"SELECT", b"3"], &[b"SET", b"k", b"1"], &[b"MOVE", b"k", b"0"], &[b"SELECT", b"0"], &[b"DEL", b"k"]],
+            ABORTED,
+        ),
+    ];
+    for (writes, want) in cases {
+        ask(&mut a, &[b"WATCH", b"k"]);
+        for w in *writes {
+            ask(&mut b, w);
+        }
+        assert_eq!(exec_after(&mut a), *want, "after {writes:?}");
+    }
+    // A key set with a short expiry and gone by EXEC (active expiry off: still in place).
+    ask(&mut a, &[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"0"]);
+    ask(&mut a, &[b"WATCH", b"k"]);
+    ask(&mut b, &[b"SET", b"k", b"1", b"PX", b"1"]);
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(exec_after(&mut a), ABORTED);
+    ask(&mut a, &[b"DEBUG", b"SET-ACTIVE-EXPIRE", b"1"]);
+    // The watcher's own writes count; UNWATCH and DISCARD forget the key.
+    ask(&mut a, &[b"WATCH", b"k"]);
+    ask(&mut a, &[b"SET", b"k", b"1"]);
+    ask(&mut a, &[b"DEL", b"k"]);
+    assert_eq!(exec_after(&mut a), ABORTED);
+    ask(&mut a, &[b"WATCH", b"k"]);
+    ask(&mut b, &[b"SET", b"k", b"1"]);
+    ask(&mut b, &[b"DEL", b"k"]);
+    ask(&mut a, &[b"UNWATCH"]);
+    assert_eq!(exec_after(&mut a), RAN);
+    // Nothing stays registered: not after EXEC, UNWATCH, or a client that disconnects
+    // while it watches.
+    let watches = &t.server.as_ref().unwrap().shared.watches;
+    assert!(!watches.any());
+    let mut c = Raw::connect(t.resp);
+    ask(&mut c, &[b"WATCH", b"k", b"k2"]);
+    assert!(watches.any());
+    drop(c);
+    let since = std::time::Instant::now();
+    while watches.any() {
+        assert!(since.elapsed() < Duration::from_secs(10), "a closed client's watches stay registered");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn watch_remembers_the_database_and_sees_flush_and_swapdb() {
     let t = start();
     let (mut a, mut b) = one_per_worker(&t);

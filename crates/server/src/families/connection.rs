@@ -244,7 +244,7 @@ fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// mode, database 0, RESP2, replies on, no name, no-evict off, as a new connection (the library name and version
 /// stay, as in Redis).
 fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    crate::families::multi::discard(ctx.conn);
+    crate::families::multi::discard(ctx.shared, ctx.conn);
     crate::families::pubsub::forget(ctx.shared, ctx.conn);
     ctx.conn.db = 0;
     ctx.conn.info.db.store(0, Ordering::Relaxed);

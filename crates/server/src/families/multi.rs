@@ -10,12 +10,20 @@
 //!   worker threads with no bookkeeping in the write path, and they give FLUSHDB, FLUSHALL
 //!   and SWAPDB Redis's results: a watched key that existed is gone (or replaced by another
 //!   item) afterwards, while a key absent or stale before and after counts as untouched.
+//! - A key absent at WATCH and absent again at EXEC has no version to compare, though it
+//!   may have existed in between (SET then DEL, or SET with a short expiry), which makes
+//!   Redis's EXEC fail. So such keys are also listed in [`AbsentWatches`], and a write
+//!   command that leaves one of them existing marks its watchers (one relaxed load per
+//!   write command while nobody watches an absent key). Local processes' writes are not
+//!   seen there (EXEC is not atomic against them anyway: see the README).
 //! - EXEC runs the queued commands while holding every worker's exec gate
 //!   ([`crate::gate`]), so no command of another client, on any worker, runs in between.
 //!   Each queued command is counted in commandstats and may enter the slow log on its own,
 //!   as in Redis; EXEC itself is `skip_slowlog`.
 
-use std::sync::atomic::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use larder_resp::{Args, Limits, Writer};
@@ -70,6 +78,88 @@ pub struct Watched {
     version: Option<u64>,
 }
 
+/// The keys clients watch while they are absent, and the clients whose EXEC must fail
+/// because one of them came to exist (see the module notes).
+#[derive(Default)]
+pub struct AbsentWatches {
+    /// Registrations (client, key) in `inner`: zero lets writes skip the lock.
+    n: AtomicU64,
+    inner: Mutex<AbsentInner>,
+}
+
+#[derive(Default)]
+struct AbsentInner {
+    /// (db, key) → the clients watching it.
+    keys: HashMap<(u32, Vec<u8>), Vec<u64>>,
+    /// Clients one of whose absent watched keys was created.
+    dirty: HashSet<u64>,
+}
+
+impl AbsentWatches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AbsentInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether any client watches an absent key (one relaxed load).
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.n.load(Ordering::Relaxed) > 0
+    }
+
+    fn add(&self, id: u64, db: u32, key: &[u8]) {
+        let mut g = self.lock();
+        g.keys.entry((db, key.to_vec())).or_default().push(id);
+        self.n.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops client `id`'s registrations for its watched keys `watched`; returns whether
+    /// one of them was created meanwhile.
+    fn forget(&self, id: u64, watched: &[Watched]) -> bool {
+        if !watched.iter().any(|w| w.version.is_none()) {
+            return false;
+        }
+        let mut g = self.lock();
+        for w in watched.iter().filter(|w| w.version.is_none()) {
+            let k = (w.db, w.key.clone());
+            if let Some(ids) = g.keys.get_mut(&k) {
+                if let Some(i) = ids.iter().position(|&x| x == id) {
+                    ids.swap_remove(i);
+                    self.n.fetch_sub(1, Ordering::Relaxed);
+                }
+                if ids.is_empty() {
+                    g.keys.remove(&k);
+                }
+            }
+        }
+        g.dirty.remove(&id)
+    }
+}
+
+/// After write command `spec` ran, while some client watches an absent key: marks the
+/// watchers of each such key the command may have written that exists now. A command
+/// with no key positions, or one that writes another database (MOVE, COPY, SWAPDB),
+/// checks every absent watched key.
+pub(crate) fn touch_created(ctx: &mut Ctx<'_>, spec: &Spec) {
+    let watches = &ctx.shared.watches;
+    let candidates: Vec<(u32, Vec<u8>)> = match crate::blocking::written_keys(ctx, spec) {
+        Some(keys) => {
+            let g = watches.lock();
+            keys.into_iter().filter(|k| g.keys.contains_key(k)).collect()
+        }
+        None => watches.lock().keys.keys().cloned().collect(),
+    };
+    for (db, key) in candidates {
+        if !matches!(ctx.h.meta(db, &key), Ok(Some(_))) {
+            continue;
+        }
+        let mut g = watches.lock();
+        if let Some(ids) = g.keys.remove(&(db, key)) {
+            watches.n.fetch_sub(ids.len() as u64, Ordering::Relaxed);
+            g.dirty.extend(ids);
+        }
+    }
+}
+
 /// Whether command `name` runs at once inside MULTI instead of being queued.
 pub fn runs_in_multi(name: &str) -> bool {
     matches!(name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset")
@@ -105,10 +195,16 @@ pub fn flag(conn: &mut crate::command::ConnState) {
 }
 
 /// Leaves MULTI (if in it) and forgets the watched keys (DISCARD, RESET, aborted EXEC).
-pub fn discard(conn: &mut crate::command::ConnState) {
+pub fn discard(shared: &crate::Shared, conn: &mut crate::command::ConnState) {
     conn.multi = None;
-    conn.watched.clear();
+    unwatch_all(shared, conn);
     conn.info.multi.store(-1, Ordering::Relaxed);
+}
+
+/// Forgets the client's watched keys (UNWATCH, and a closing connection).
+pub fn unwatch_all(shared: &crate::Shared, conn: &mut crate::command::ConnState) {
+    shared.watches.forget(conn.id, &conn.watched);
+    conn.watched.clear();
 }
 
 /// # Format
@@ -129,7 +225,7 @@ fn cmd_discard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if ctx.conn.multi.is_none() {
         return Err(CmdError::new("ERR DISCARD without MULTI"));
     }
-    discard(ctx.conn);
+    discard(ctx.shared, ctx.conn);
     ctx.out.ok();
     Ok(())
 }
@@ -148,6 +244,9 @@ fn cmd_watch(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             continue;
         }
         let version = ctx.h.meta(db, key)?.map(|m| m.version);
+        if version.is_none() {
+            ctx.shared.watches.add(ctx.conn.id, db, key);
+        }
         ctx.conn.watched.push(Watched { db, key: key.to_vec(), version });
     }
     ctx.out.ok();
@@ -157,7 +256,7 @@ fn cmd_watch(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `UNWATCH` → `+OK`.
 fn cmd_unwatch(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    ctx.conn.watched.clear();
+    unwatch_all(ctx.shared, ctx.conn);
     ctx.out.ok();
     Ok(())
 }
@@ -179,7 +278,7 @@ fn cmd_exec(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::new("ERR EXEC without MULTI"));
     };
     let watched = std::mem::take(&mut ctx.conn.watched);
-    discard(ctx.conn);
+    discard(ctx.shared, ctx.conn);
     // CLIENT LIST shows the client in MULTI (flag `x`) while its EXEC runs, as Redis does.
     ctx.conn.info.multi.store(q.cmds.len() as i64, Ordering::Relaxed);
     if q.dirty {
@@ -191,7 +290,8 @@ fn cmd_exec(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     {
         // From here to the end of the block no other worker runs a command.
         let _all = Exclusive::enter(&shared.gates, &shared.exec_lock, ctx.worker);
-        if touched(ctx, &watched) {
+        let created = shared.watches.forget(ctx.conn.id, &watched);
+        if created || touched(ctx, &watched) {
             ctx.out.null_array();
         } else {
             run(ctx, &q);

@@ -59,7 +59,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"
@@ -98,6 +98,8 @@ Test read-only scripts in mutli-exec are not blocked by pause RO
 Test write scripts in mutli-exec are blocked by pause RO
 Test may-replicate commands are rejected in RO scripts
 command stats for scripts
+MONITOR can log commands issued by the scripting engine
+MONITOR can log commands issued by functions
 COMMAND GETKEYS EVAL with keys
 COMMAND GETKEYS EVAL without keys
 COMMAND LIST FILTERBY ACLCAT - list all commands/subcommands
@@ -114,7 +116,8 @@ TOUCH alters the last access time of a key}"
 # 6 payloads), and Lua scripting (EVAL, SCRIPT KILL: the script-timeout tests and SORT from a
 # script; in unit/pause the five tests of scripts and functions under CLIENT PAUSE; in
 # unit/introspection-2 the command stats of a script, COMMAND GETKEYS of EVAL, COMMAND LIST
-# FILTERBY ACLCAT scripting, which looks for `eval`, and EVAL's movablekeys flag). Then
+# FILTERBY ACLCAT scripting, which looks for `eval`, and EVAL's movablekeys flag; in
+# unit/introspection MONITOR of the commands an EVAL or an FCALL runs). Then
 # commands Larder does not have at all: streams (COMMAND GETKEYS XGROUP, XREAD's movablekeys)
 # and MIGRATE (its movablekeys). And the two OBJECT IDLETIME tests:
 # Larder does not track a key's last access time yet (OBJECT IDLETIME answers 0; it needs a

@@ -4,10 +4,12 @@ memcached), the replies compared byte for byte.
 Runs only when LARDER_REF_RESP_PORT / LARDER_REF_MC_PORT name a real redis-server 7 /
 memcached 1.6 (scripts/test.sh starts them when they are installed). Every case uses replies
 that do not depend on the server's identity, clock or memory: error texts, reply types,
-option parsing, number formatting, protocol errors.
+option parsing, number formatting, protocol errors; and MONITOR's lines, time and client
+address taken out.
 """
 
 import os
+import re
 import socket
 import time
 import uuid
@@ -394,6 +396,79 @@ def test_resp_same_raw_replies(name, proto):
     ns = f"ref:{uuid.uuid4().hex[:8]}:"
     ours = run_resp_raw(_port("LARDER_RESP_PORT"), proto, RESP_RAW[name], ns)
     theirs = run_resp_raw(int(REF_RESP), proto, RESP_RAW[name], ns)
+    assert ours == theirs
+
+
+# MONITOR: what one connection runs, as another connection in MONITOR mode sees it. The
+# lines are compared with the time and the client's address taken out.
+MONITOR_STEPS = [
+    ["SET", "{k}a", b'v "q" \\ \r\n\t\x07\x08\x00\x7f\xff \xc3\xa9'],
+    ["GET", "{k}a"],
+    ["LPUSH", "{k}a", "x"],
+    ["NOSUCH", "x"],
+    ["GET"],
+    ["SELECT", "1"],
+    ["EXISTS", "{k}a"],
+    ["SELECT", "0"],
+    ["CONFIG", "GET", "maxclients"],
+    ["CLIENT", "LIST"],
+    ["SLOWLOG", "LEN"],
+    ["CLIENT", "ID"],
+    ["CLIENT", "SETNAME", "{k}n"],
+    ["MULTI"],
+    ["SET", "{k}b", "1"],
+    ["INCR", "{k}b"],
+    ["EXEC"],
+    ["MULTI"],
+    ["NOSUCH"],
+    ["EXEC"],
+    ["MULTI"],
+    ["EXEC", "x"],
+    ["MULTI"],
+    ["MONITOR"],
+    ["EXEC"],
+    ["AUTH", "p"],
+    ["AUTH", "u", "p"],
+    ["AUTH", "a", "b", "c"],
+    ["HELLO", "2", "AUTH", "default", "p", "SETNAME", "nn", "AUTH", "bad", "p", "AUTH", "x", "y"],
+    ["HELLO", "2", "SETNAME", "bad name", "AUTH", "x", "y"],
+    ["HELLO", "9", "AUTH", "a", "b"],
+    ["PING"],
+    ["ECHO", ""],
+    ["ECHO", "{k}end"],
+]
+
+
+def monitor_lines(port, proto, ns):
+    """Runs MONITOR_STEPS on one connection while another monitors; returns the lines about
+    the first connection, up to its last ECHO, time and address replaced."""
+    mon, c = Conn(port), Conn(port)
+    try:
+        if proto == 3:
+            c.resp(resp_command("HELLO", "3"))
+        info = c.resp(resp_command("CLIENT", "INFO"))[0]
+        addr = re.search(rb"addr=(\S+)", info).group(1)
+        assert mon.resp(resp_command("MONITOR")) == [b"+OK\r\n"]
+        for step in MONITOR_STEPS:
+            args = [a.replace("{k}", ns) if isinstance(a, str) else a for a in step]
+            c.resp(resp_command(*args))
+        lines = []
+        while not lines or ns.encode() + b"end" not in lines[-1]:
+            line = mon.read_replies(1)[0]
+            assert line != b"<closed>"
+            if b" " + addr + b"] " in line:
+                lines.append(re.sub(rb"^\+\d+\.\d{6} \[(\d+) [^\]]+\]", rb"+T [\1 ADDR]", line))
+        return lines
+    finally:
+        mon.close()
+        c.close()
+
+
+@need_ref_resp
+def test_monitor_same_lines(proto):
+    ns = f"ref:{uuid.uuid4().hex[:8]}:"
+    ours = monitor_lines(_port("LARDER_RESP_PORT"), proto, ns)
+    theirs = monitor_lines(int(REF_RESP), proto, ns)
     assert ours == theirs
 
 

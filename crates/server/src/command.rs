@@ -778,6 +778,10 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
         reject(ctx, Some(i), msg);
         return false;
     }
+    if refused_to_monitor(ctx, spec) {
+        reject(ctx, Some(i), MONITOR_REFUSED);
+        return false;
+    }
     if ctx.shared.pause.mode() != crate::pause::OFF && crate::pause::postpones(ctx, i) {
         return false;
     }
@@ -789,14 +793,26 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     true
 }
 
+/// What a client in MONITOR mode gets for a command that reads or writes the keyspace
+/// (Redis treats it as a replica).
+const MONITOR_REFUSED: &str = "ERR Replica can't interact with the keyspace";
+
+/// Whether the client is in MONITOR mode and the command reads or writes the keyspace.
+fn refused_to_monitor(ctx: &Ctx<'_>, spec: &Spec) -> bool {
+    spec.flags & (WRITE | READONLY | MAY_REPLICATE) != 0 && ctx.conn.info.monitor.load(Ordering::Relaxed)
+}
+
 /// Refuses a request before it runs (Redis's `rejectCommand`): marks an open transaction so
 /// EXEC aborts, counts the rejection, and answers the error; a rejected EXEC aborts the
-/// transaction with `-EXECABORT`.
+/// transaction with `-EXECABORT` (and is shown to monitors, which saw the MULTI).
 fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: impl Into<Vec<u8>>) {
     let msg = msg.into();
     crate::families::multi::flag(ctx.conn);
     if let Some(i) = i {
         if table().specs[i].name == "exec" {
+            if ctx.shared.monitors.active() {
+                crate::monitor::feed(ctx, table().specs[i]);
+            }
             crate::families::multi::discard(ctx.shared, ctx.conn);
             let reason = msg.strip_prefix(b"ERR ").unwrap_or(&msg);
             let mut e = b"EXECABORT Transaction discarded because of: ".to_vec();
@@ -811,6 +827,33 @@ fn reject(ctx: &mut Ctx<'_>, i: Option<usize>, msg: impl Into<Vec<u8>>) {
 /// Runs command `i` (arity already checked): the handler, then commandstats, the dirty
 /// counter, error accounting and the slow log. EXEC calls this for each queued command.
 pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
+    // Whether any client is in MONITOR mode: one relaxed load, and all MONITOR costs a
+    // command while there is none (no client is a monitor then either). A monitor that
+    // attaches while the command runs sees the next one.
+    if ctx.shared.monitors.active() {
+        call_monitored(ctx, i);
+    } else {
+        run(ctx, i);
+    }
+}
+
+/// [`call`] while clients monitor: a monitor's own keyspace commands are refused, and the
+/// command is fed to the monitors once it ran.
+#[cold]
+#[inline(never)]
+fn call_monitored(ctx: &mut Ctx<'_>, i: usize) {
+    let spec = table().specs[i];
+    if refused_to_monitor(ctx, spec) {
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+        reject(ctx, Some(i), MONITOR_REFUSED);
+        return;
+    }
+    run(ctx, i);
+    crate::monitor::feed(ctx, spec);
+}
+
+#[inline(always)]
+fn run(ctx: &mut Ctx<'_>, i: usize) {
     let spec = table().specs[i];
     // Inside EXEC, CLIENT LIST goes on showing `cmd=exec`, as Redis's `lastcmd`.
     if !ctx.conn.in_exec {
@@ -846,7 +889,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
     if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {
-        slowlog_add(ctx, usec);
+        slowlog_add(ctx, spec, usec);
     }
 }
 
@@ -869,8 +912,10 @@ pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) 
     ctx.out.error(&line);
 }
 
-fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
+fn slowlog_add(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
     let max = ctx.shared.config.slowlog_max_len.load(Ordering::Relaxed);
+    // Credentials are logged as Redis logs them: "(redacted)".
+    let redacted = crate::families::connection::redacted_args(spec.name, ctx.argv);
     let mut log = ctx.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
     let id = log.next_id;
     log.next_id += 1;
@@ -880,8 +925,11 @@ fn slowlog_add(ctx: &mut Ctx<'_>, usec: u64) {
         .argv
         .iter()
         .take(if argc > 32 { 31 } else { 32 })
-        .map(|a| {
-            if a.len() > 128 {
+        .enumerate()
+        .map(|(j, a)| {
+            if redacted.contains(&j) {
+                b"(redacted)".to_vec()
+            } else if a.len() > 128 {
                 let mut v = a[..128].to_vec();
                 v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
                 v

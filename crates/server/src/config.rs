@@ -8,7 +8,7 @@
 //! set them (test suites, client libraries) keep working until the feature behind them lands.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use larder_engine::Limits;
@@ -109,7 +109,9 @@ pub struct OutputLimit {
 #[derive(Debug)]
 pub struct Config {
     pub bind: String,
-    pub port: u16,
+    /// The RESP port listened on (0: none); CONFIG SET changes it once the workers' new
+    /// listeners are bound (see `worker::change_resp_port`).
+    pub port: AtomicU16,
     pub memcache_port: u16,
     pub threads: usize,
     pub shm: Option<String>,
@@ -172,6 +174,9 @@ pub struct Param {
     /// The default as CONFIG GET prints it (for live parameters, only used by REWRITE).
     pub default: &'static str,
     pub mode: Mode,
+    /// Found by its exact name only, not by CONFIG GET patterns (Redis's HIDDEN_CONFIG:
+    /// knobs for tests).
+    pub hidden: bool,
 }
 
 /// Whether CONFIG SET may change a parameter.
@@ -180,9 +185,9 @@ pub enum Mode {
     Mutable,
     /// Immutable in Redis too: `can't set immutable config`, whatever the value.
     Immutable,
-    /// Changeable in Redis, fixed once Larder runs (its listeners are bound per worker at
-    /// startup): setting the current value again is accepted as a no-op, as Redis accepts
-    /// it; another value is refused as immutable.
+    /// Changeable in Redis (or a Larder flag), fixed once Larder runs: setting the current
+    /// value again is accepted as a no-op, as Redis accepts it; another value is refused as
+    /// immutable.
     Fixed,
 }
 
@@ -191,13 +196,16 @@ const INTMAX: i64 = i32::MAX as i64;
 const LONGMAX: u64 = i64::MAX as u64;
 
 const fn p(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Mutable }
+    Param { name, kind, default, mode: Mode::Mutable, hidden: false }
 }
 const fn immutable(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Immutable }
+    Param { name, kind, default, mode: Mode::Immutable, hidden: false }
 }
 const fn fixed(name: &'static str, kind: Kind, default: &'static str) -> Param {
-    Param { name, kind, default, mode: Mode::Fixed }
+    Param { name, kind, default, mode: Mode::Fixed, hidden: false }
+}
+const fn hidden(name: &'static str, kind: Kind, default: &'static str) -> Param {
+    Param { name, kind, default, mode: Mode::Mutable, hidden: true }
 }
 
 const POLICIES: &[&str] = &[
@@ -214,7 +222,7 @@ const POLICIES: &[&str] = &[
 /// Every parameter, in the order `CONFIG GET *` lists them.
 pub const PARAMS: &[Param] = &[
     fixed("bind", Kind::Str, "127.0.0.1"),
-    fixed("port", Kind::Int(0, 65535), "6379"),
+    p("port", Kind::Int(0, 65535), "6379"),
     fixed("memcache-port", Kind::Int(0, 65535), "11211"),
     // No replication: a master, and only that.
     fixed("replicaof", Kind::Str, ""),
@@ -278,6 +286,11 @@ pub const PARAMS: &[Param] = &[
     p("lfu-decay-time", Kind::Int(0, INTMAX), "1"),
     p("tcp-keepalive", Kind::Int(0, INTMAX), "300"),
     p("close-on-oom", Kind::Bool, "no"),
+    // Redis's hidden knobs that its tests set (delays while saving and loading, which
+    // Larder does not do yet): CONFIG GET finds them by exact name only.
+    hidden("key-load-delay", Kind::Int(i32::MIN as i64, INTMAX), "0"),
+    hidden("rdb-key-save-delay", Kind::Int(i32::MIN as i64, INTMAX), "0"),
+    hidden("loading-process-events-interval-bytes", Kind::Int(1024, INTMAX), "2097152"),
 ];
 
 /// Where a threshold parameter goes in the engine's [`Limits`].
@@ -527,7 +540,7 @@ impl Config {
         let dir = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| ".".into());
         Config {
             bind: "127.0.0.1".into(),
-            port: 6379,
+            port: AtomicU16::new(6379),
             memcache_port: 11211,
             threads: cores,
             shm: None,
@@ -573,7 +586,7 @@ impl Config {
             c.bind = v.clone();
         }
         if let Some(v) = args.port {
-            c.port = v;
+            *c.port.get_mut() = v;
         }
         if let Some(v) = args.memcache_port {
             c.memcache_port = v;
@@ -621,8 +634,9 @@ impl Config {
         }
         // The listeners use SO_REUSEPORT (one per worker), so the kernel would let both
         // protocols bind one port and split its connections between them.
-        if c.port != 0 && c.port == c.memcache_port {
-            return Err(format!("port and memcache-port are both {}: each protocol needs its own port", c.port));
+        let port = *c.port.get_mut();
+        if port != 0 && port == c.memcache_port {
+            return Err(format!("port and memcache-port are both {port}: each protocol needs its own port"));
         }
         Ok(c)
     }
@@ -632,7 +646,7 @@ impl Config {
         let num = |v: &str| v.parse::<u64>().map_err(|_| "argument couldn't be parsed into an integer".to_string());
         match name.to_ascii_lowercase().as_str() {
             "bind" => self.bind = value.split_whitespace().next().unwrap_or("127.0.0.1").to_string(),
-            "port" => self.port = num(value)? as u16,
+            "port" => *self.port.get_mut() = num(value)? as u16,
             "memcache-port" => self.memcache_port = num(value)? as u16,
             "threads" | "io-threads" => self.threads = num(value)?.max(1) as usize,
             "shm" => self.shm = Some(value.to_string()),
@@ -670,6 +684,8 @@ impl Config {
         }
         let num = || v.parse::<i64>().unwrap_or(0);
         match p.name {
+            // Stored with the listeners' change, which may fail (worker::change_resp_port).
+            "port" => {}
             "maxclients" => self.maxclients.store(num() as u64, Ordering::Relaxed),
             "proto-max-bulk-len" => self.proto_max_bulk_len.store(num() as u64, Ordering::Relaxed),
             "client-query-buffer-limit" => self.client_query_buffer_limit.store(num() as u64, Ordering::Relaxed),
@@ -745,7 +761,7 @@ impl Config {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
         Some(match p.name {
             "bind" => self.bind.clone(),
-            "port" => self.port.to_string(),
+            "port" => self.port.load(Ordering::Relaxed).to_string(),
             "memcache-port" => self.memcache_port.to_string(),
             "io-threads" => self.threads.to_string(),
             "databases" => self.databases.to_string(),
@@ -785,9 +801,14 @@ impl Config {
         pv.iter().find(|(n, _)| n == p.name).map_or_else(|| p.default.to_string(), |(_, v)| v.clone())
     }
 
-    /// Every parameter with its current value, in [`PARAMS`] order, for CONFIG GET.
+    /// Every parameter CONFIG GET * lists (not the hidden ones) with its current value, in
+    /// [`PARAMS`] order.
     pub fn all(&self) -> Vec<(String, String)> {
-        PARAMS.iter().map(|p| (p.name.to_string(), self.get(p.name).unwrap_or_default())).collect()
+        PARAMS
+            .iter()
+            .filter(|p| !p.hidden)
+            .map(|p| (p.name.to_string(), self.get(p.name).unwrap_or_default()))
+            .collect()
     }
 
     /// CONFIG REWRITE: rewrites the `--config` file with the current values, as Redis does:
@@ -921,8 +942,9 @@ mod tests {
             c.check("maxclients", "0").unwrap_err(),
             SetError::Invalid("argument must be between 1 and 4294967295 inclusive".into())
         );
-        assert_eq!(c.check("port", "1").unwrap_err(), SetError::Immutable);
-        assert!(c.check("port", "6379").is_ok());
+        assert_eq!(c.check("port", "1").unwrap().1, "1");
+        assert_eq!(c.check("memcache-port", "1").unwrap_err(), SetError::Immutable);
+        assert!(c.check("memcache-port", "11211").is_ok());
         assert_eq!(c.check("daemonize", "no").unwrap_err(), SetError::Immutable);
         assert_eq!(c.check("maxmemory-clients", "5%").unwrap().1, "5%");
         assert_eq!(c.check("maxmemory", "").unwrap().1, "0");

@@ -10,7 +10,8 @@
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
 //!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
 //!                            pub/sub registry, one mailbox and one exec gate per worker,
-//!                            the CLIENT PAUSE state (one relaxed load per command)
+//!                            the CLIENT PAUSE state and the MONITOR count (one relaxed
+//!                            load each per command)
 //! ```
 //!
 //! A command runs inline on the thread that read it, against the shared engine: no global
@@ -19,7 +20,7 @@
 //!
 //! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
 //! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
-//! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
+//! connection's output buffer; MONITOR lines travel the same way (see [`monitor`]). EXEC makes a transaction atomic across workers with the exec
 //! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
 //! [`pause`]).
 
@@ -29,6 +30,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod monitor;
 pub mod pause;
 pub mod stats;
 mod worker;
@@ -78,7 +80,11 @@ pub struct ClientInfo {
     /// Bytes of pub/sub messages in its worker's mailbox, not yet in its output buffer.
     pub pending: AtomicU64,
     pub killed: AtomicBool,
+    /// Out of the registry and of `connected` (see [`Shared::forget_client`]).
+    pub forgotten: AtomicBool,
     pub no_evict: AtomicBool,
+    /// In MONITOR mode (CLIENT LIST flag `O`); set and cleared by [`monitor::Monitors`].
+    pub monitor: AtomicBool,
     /// The socket's file descriptor (CLIENT LIST `fd`).
     pub fd: i32,
     /// Subscriptions (channels, patterns, shard channels), kept by the pub/sub family for
@@ -118,7 +124,9 @@ impl ClientInfo {
             obuf: Default::default(),
             pending: Default::default(),
             killed: Default::default(),
+            forgotten: Default::default(),
             no_evict: Default::default(),
+            monitor: Default::default(),
             fd,
             sub: Default::default(),
             psub: Default::default(),
@@ -138,13 +146,19 @@ impl ClientInfo {
 }
 
 /// A message for a worker, about one of its connections (by slot, checked against the
-/// client id since slots are reused).
+/// client id since slots are reused), or its listener.
 #[derive(Debug)]
 pub enum Msg {
     /// Append a pub/sub message to the connection's output. `data` is the RESP2 encoding
     /// (an array); a RESP3 connection gets it with `>` (push) in place of the leading `*`,
     /// so one encoding serves both protocols.
     Push { client: u64, slot: u32, data: Arc<Vec<u8>> },
+    /// Append a MONITOR line to the connection's output, as it is (a simple string in
+    /// both protocols).
+    Monitor { client: u64, slot: u32, data: Arc<Vec<u8>> },
+    /// Listen for RESP clients on this listener (None: on none) instead of the one in use
+    /// (CONFIG SET port).
+    Listen { resp: Option<std::net::TcpListener> },
     /// Run the connection's pending input again (the hook for unblocking a client blocked
     /// in BLPOP & co. once those exist).
     Wake { client: u64, slot: u32 },
@@ -172,6 +186,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     /// Wakers of the worker event loops (to act on CLIENT KILL and SHUTDOWN at once).
     pub wakers: OnceLock<Vec<Arc<mio::Waker>>>,
+    /// The RESP and memcached ports bound at startup (CONFIG SET port may move RESP since:
+    /// `config.port` says where it is).
     pub tcp_ports: OnceLock<(u16, u16)>,
     /// Active expiry runs (DEBUG SET-ACTIVE-EXPIRE 0 pauses it, as tests of lazy expiry need).
     pub active_expire: AtomicBool,
@@ -199,6 +215,8 @@ pub struct Shared {
     pub pause: pause::Pause,
     /// Keys watched while absent (see [`families::multi`]).
     pub watches: families::multi::AbsentWatches,
+    /// The clients in MONITOR mode (see [`monitor`]).
+    pub monitors: monitor::Monitors,
 }
 
 impl Shared {
@@ -225,6 +243,23 @@ impl Shared {
             for w in w {
                 let _ = w.wake();
             }
+        }
+    }
+
+    /// CLIENT KILL: the client is gone at once for everyone else, as Redis frees it at once
+    /// (out of CLIENT LIST and `connected_clients`); its worker closes the socket when it
+    /// sweeps, which the caller asks for.
+    pub fn kill_client(&self, c: &ClientInfo) {
+        c.kill();
+        self.forget_client(c);
+    }
+
+    /// Takes a client out of the registry and the connected count, once: at CLIENT KILL or
+    /// when its connection closes, whichever comes first.
+    pub fn forget_client(&self, c: &ClientInfo) {
+        if !c.forgotten.swap(true, Ordering::AcqRel) {
+            self.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.id);
+            self.connected.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -309,6 +344,7 @@ impl Server {
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
             watches: Default::default(),
+            monitors: Default::default(),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a
@@ -336,8 +372,8 @@ impl Server {
         Ok(Server { shared, threads: handles })
     }
 
-    /// The RESP and memcached ports actually bound (useful with port 0... which turns a
-    /// protocol off, so tests pick free ports themselves).
+    /// The RESP and memcached ports bound at startup (port 0 turns a protocol off, so tests
+    /// pick free ports themselves).
     pub fn ports(&self) -> (u16, u16) {
         *self.shared.tcp_ports.get().unwrap_or(&(0, 0))
     }

@@ -185,6 +185,10 @@ fn holds_command(ctx: &Ctx<'_>, i: usize, kind: u8) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn postpones(ctx: &mut Ctx<'_>, i: usize) -> bool {
+    // A client in MONITOR mode is never held, as Redis never pauses its replicas.
+    if ctx.conn.info.monitor.load(Ordering::Relaxed) {
+        return false;
+    }
     let shared = ctx.shared;
     let now = larder_engine::now_ms() as i64;
     let (held, looser) = shared.pause.hold(&shared.store, now, |kind| holds_command(ctx, i, kind));

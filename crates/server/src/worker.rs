@@ -11,8 +11,8 @@
 //! a lookup is two dependent cache misses, and this way a batch's misses overlap.
 //!
 //! The worker holds its exec gate ([`crate::gate`]) while it executes the requests of one
-//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages for its
-//! connections, and CLIENT KILL sweeps; and when a CLIENT PAUSE ends, to run again the
+//! read; it wakes for its mailbox ([`crate::Mailbox`]): pub/sub messages and MONITOR lines
+//! for its connections, and CLIENT KILL sweeps; and when a CLIENT PAUSE ends, to run again the
 //! requests it held ([`crate::pause`]).
 
 use std::io::{ErrorKind, Read, Write};
@@ -117,13 +117,13 @@ pub(crate) fn spawn_all(
     let c = &shared.config;
     let mut handles = Vec::new();
     let mut wakers = Vec::new();
-    let mut ports = (c.port, c.memcache_port);
+    let mut ports = (c.port.load(Ordering::Relaxed), c.memcache_port);
     for i in 0..c.threads {
         let poll = Poll::new().map_err(|e| e.to_string())?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?);
         let mut resp = None;
         let mut mc = None;
-        if c.port != 0 {
+        if ports.0 != 0 {
             let l = listener(resolve(&c.bind, ports.0)?).map_err(|e| format!("RESP port {}: {e}", ports.0))?;
             let mut l = TcpListener::from_std(l);
             poll.registry().register(&mut l, RESP_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
@@ -169,6 +169,31 @@ pub(crate) fn spawn_all(
         wakers.push(waker);
     }
     Ok((handles, wakers, ports))
+}
+
+/// CONFIG SET port: listens on `port` (0: not at all) in place of the RESP port in use.
+/// Every worker's new listener is bound first, so a port that cannot be had changes
+/// nothing; then the config says the new port and each worker gets its listener through
+/// its mailbox ([`Msg::Listen`]), dropping the old one (connections still in the old
+/// port's accept queue are refused, as Redis's `changeListenPort` leaves them).
+pub(crate) fn change_resp_port(shared: &Shared, port: u16) -> Result<(), String> {
+    // Two changes at once on two workers must not leave listeners and config apart.
+    static CHANGING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = CHANGING.lock().unwrap_or_else(|e| e.into_inner());
+    let c = &shared.config;
+    // SO_REUSEPORT would let the RESP listeners share the memcached port.
+    if port != 0 && port == c.memcache_port {
+        return Err(format!("port {port} is the memcached port"));
+    }
+    let mut new = Vec::with_capacity(c.threads);
+    for _ in 0..c.threads {
+        new.push(if port == 0 { None } else { Some(listener(resolve(&c.bind, port)?).map_err(|e| e.to_string())?) });
+    }
+    c.port.store(port, Ordering::Relaxed);
+    for (w, resp) in new.into_iter().enumerate() {
+        shared.send(w, [Msg::Listen { resp }]);
+    }
+    Ok(())
 }
 
 struct Worker {
@@ -432,8 +457,7 @@ impl Worker {
     }
 
     fn forget(&self, info: &ClientInfo) {
-        self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&info.id);
-        self.shared.connected.fetch_sub(1, Ordering::Relaxed);
+        self.shared.forget_client(info);
     }
 
     fn close(&mut self, i: usize) {
@@ -449,6 +473,7 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
             crate::families::multi::unwatch_all(&self.shared, &mut c.state);
+            self.shared.monitors.leave(&c.state.info);
             self.forget(&c.state.info);
             self.free.push(i);
         }
@@ -786,6 +811,38 @@ impl Worker {
                     }
                     if touched.last() != Some(&i) {
                         touched.push(i);
+                    }
+                }
+                Msg::Monitor { client, slot, data } => {
+                    let i = slot as usize;
+                    let Some(Some(c)) = self.conns.get_mut(i) else { continue };
+                    if c.state.id != client {
+                        continue;
+                    }
+                    c.state.info.pending.fetch_sub(data.len() as u64, Ordering::Relaxed);
+                    // Under CLIENT REPLY OFF, or after QUIT, the lines are dropped, as Redis
+                    // drops any reply then.
+                    if c.state.reply == ReplyMode::Off || c.state.close {
+                        continue;
+                    }
+                    // (What waits in mailboxes is bounded when it is queued, and the output
+                    // limit is checked once written out, below.)
+                    c.wbuf.extend_from_slice(&data);
+                    c.state.info.obuf.store((c.wbuf.len() - c.wsent) as u64, Ordering::Relaxed);
+                    if touched.last() != Some(&i) {
+                        touched.push(i);
+                    }
+                }
+                Msg::Listen { resp } => {
+                    if let Some(mut old) = self.resp.take() {
+                        let _ = self.poll.registry().deregister(&mut old);
+                    }
+                    if let Some(l) = resp {
+                        let mut l = TcpListener::from_std(l);
+                        match self.poll.registry().register(&mut l, RESP_LISTENER, Interest::READABLE) {
+                            Ok(()) => self.resp = Some(l),
+                            Err(e) => tracing::error!("RESP listener of worker {}: {e}", self.id),
+                        }
                     }
                 }
                 Msg::Wake { client, slot } => {

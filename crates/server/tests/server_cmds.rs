@@ -292,6 +292,11 @@ fn client_kill_closes_other_connections() {
     a.check(&cmd(&[b"CLIENT", b"KILL", b"ADDR", addr.as_bytes()]), b":0\r\n");
     // TYPE normal spares the caller (SKIPME yes by default) and kills the rest.
     a.check(&cmd(&[b"CLIENT", b"KILL", b"TYPE", b"normal", b"USER", b"default"]), b":2\r\n");
+    // Gone at once, as Redis frees them at once, whether or not their workers have closed
+    // them yet.
+    let info = ask(&mut a, &[b"INFO", b"clients"]);
+    assert!(bulk(&info).contains("\r\nconnected_clients:1\r\n"), "{info}");
+    assert_eq!(bulk(&ask(&mut a, &[b"CLIENT", b"LIST"])).lines().count(), 1);
     assert!(victims[2].closed() && victims[3].closed());
     a.check(&cmd(&[b"PING"]), b"+PONG\r\n");
     let list = ask(&mut a, &[b"CLIENT", b"LIST"]);
@@ -300,6 +305,40 @@ fn client_kill_closes_other_connections() {
     let me = client_id(&mut a);
     a.check(&cmd(&[b"CLIENT", b"KILL", b"ID", me.to_string().as_bytes(), b"SKIPME", b"no"]), b":1\r\n");
     assert!(a.closed());
+}
+
+#[test]
+fn config_set_port_moves_the_resp_listeners() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    ck(&mut c, &format!("CONFIG SET port {free}"), "+OK\r\n");
+    // Clients on the old port stay; new ones come to the new port, on every worker's
+    // listener (the kernel spreads them over the workers).
+    ck(&mut c, "PING", "+PONG\r\n");
+    for _ in 0..8 {
+        let mut n = Raw::connect(free);
+        ck(&mut n, "PING", "+PONG\r\n");
+    }
+    let info = ask(&mut c, &[b"INFO", b"server"]);
+    assert!(info.contains(&format!("\r\ntcp_port:{free}\r\n")), "{info}");
+    let refused = |port: u16| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            assert!(Instant::now() < deadline, "port {port} still listened on");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    refused(t.resp);
+    // The memcached port is not for RESP; port 0 listens on none.
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"port", t.mc.to_string().as_bytes()]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n",
+    );
+    ck(&mut c, "CONFIG SET port 0", "+OK\r\n");
+    refused(free);
+    ck(&mut c, "CONFIG GET port", "*2\r\n$4\r\nport\r\n$1\r\n0\r\n");
+    ck(&mut c, "PING", "+PONG\r\n");
 }
 
 #[test]
@@ -446,6 +485,10 @@ fn config_get_set() {
             && all.contains("$4\r\nsave\r\n$0\r\n\r\n")
             && all.contains("$10\r\nappendonly\r\n$2\r\nno\r\n")
     );
+    // Hidden parameters (Redis's test knobs): by their exact name only.
+    assert!(!all.contains("key-load-delay"));
+    c.check(&cmd(&[b"CONFIG", b"GET", b"key-load-*"]), b"*0\r\n");
+    c.check(&cmd(&[b"CONFIG", b"GET", b"KEY-LOAD-DELAY"]), b"*2\r\n$14\r\nKEY-LOAD-DELAY\r\n$1\r\n0\r\n");
 
     c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients"]), b"-ERR wrong number of arguments for 'config|set' command\r\n");
     c.check(&cmd(&[b"CONFIG", b"SET", b"maxclients", b"1", b"x"]), b"-ERR syntax error\r\n");
@@ -465,13 +508,30 @@ fn config_get_set() {
         &cmd(&[b"CONFIG", b"SET", b"maxclients", b"10", b"maxclients", b"20"]),
         b"-ERR CONFIG SET failed (possibly related to argument 'maxclients') - duplicate parameter\r\n",
     );
+    // A port that cannot be listened on changes nothing, the other pairs included.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().port().to_string();
     c.check(
-        &cmd(&[b"CONFIG", b"SET", b"port", b"1"]),
-        b"-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n",
+        &cmd(&[b"CONFIG", b"SET", b"maxclients", b"7", b"port", taken.as_bytes()]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n",
     );
-    // Larder binds its ports at startup: the same value again is accepted, as Redis would.
+    c.check(&cmd(&[b"CONFIG", b"GET", b"maxclients"]), b"*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n");
     let port = t.resp.to_string();
-    c.check(&cmd(&[b"CONFIG", b"SET", b"port", port.as_bytes(), b"bind", b"127.0.0.1"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"port"]),
+        format!("*2\r\n$4\r\nport\r\n${}\r\n{port}\r\n", port.len()).as_bytes(),
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"memcache-port", b"1"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'memcache-port') - can't set immutable config\r\n",
+    );
+    // The address and the memcached port are bound at startup: the same value again is
+    // accepted, as Redis would; the same port is not listened on again.
+    let mc = t.mc.to_string();
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"port", port.as_bytes(), b"bind", b"127.0.0.1", b"memcache-port", mc.as_bytes()]),
+        b"+OK\r\n",
+    );
     c.check(
         &cmd(&[b"CONFIG", b"SET", b"daemonize", b"no"]),
         b"-ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config\r\n",

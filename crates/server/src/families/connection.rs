@@ -4,8 +4,8 @@
 //! Per-connection state lives in [`ConnState`](crate::command::ConnState) (what only the
 //! owning worker touches: protocol, db, reply mode) and in the shared
 //! [`ClientInfo`](crate::ClientInfo) (what CLIENT LIST / KILL on any worker must see).
-//! CLIENT KILL of a client on another worker marks it and wakes the workers; its owner
-//! closes it.
+//! CLIENT KILL takes the client out of CLIENT LIST and `connected_clients` at once (Redis
+//! frees it at once), marks it and wakes the workers; its owner closes the socket.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use larder_resp::Protocol;
 
 use crate::command::{
-    table, CmdError, Ctx, Handler, ReplyMode, Spec, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_AUTH, STALE,
+    table, Argv, CmdError, Ctx, Handler, ReplyMode, Spec, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_AUTH, STALE,
 };
 use crate::families::server::reply_help;
 use crate::{ClientInfo, Shared};
@@ -188,6 +188,41 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// The arguments of an AUTH or HELLO that MONITOR and the slow log show as `(redacted)`:
+/// those Redis's handlers redact, up to where they stop. AUTH: the password and the user
+/// name, unless it has too many arguments. HELLO: each AUTH option's user and password,
+/// in the options read before one fails (a bad protocol version stops before any).
+pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
+    let argc = argv.len();
+    match name {
+        "auth" if argc <= 3 => (1..argc).collect(),
+        "hello" => {
+            let mut out = Vec::new();
+            if argc >= 2 && crate::command::parse_i64(argv.get(1)).and_then(Protocol::from_version).is_none() {
+                return out;
+            }
+            // The walk of `cmd_hello`, which stops at the first option that fails.
+            let mut j = 2;
+            while j < argc {
+                let (opt, more) = (argv.get(j), argc - 1 - j);
+                if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+                    out.extend([j + 1, j + 2]);
+                    if authenticate(argv.get(j + 1)).is_err() {
+                        break;
+                    }
+                    j += 3;
+                } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 && valid_attr(argv.get(j + 1)) {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// # Format
 /// `AUTH [username] password` → `+OK`, or the error Redis gives with no password set.
 fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
@@ -205,8 +240,8 @@ fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 }
 
 /// # Format
-/// `RESET` → `+RESET`: no transaction, no watched keys, no subscriptions, database 0, RESP2,
-/// replies on, no name, no-evict off, as a new connection (the library name and version
+/// `RESET` → `+RESET`: no transaction, no watched keys, no subscriptions, not in MONITOR
+/// mode, database 0, RESP2, replies on, no name, no-evict off, as a new connection (the library name and version
 /// stay, as in Redis).
 fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     crate::families::multi::discard(ctx.shared, ctx.conn);
@@ -222,6 +257,7 @@ fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
+    ctx.shared.monitors.leave(&ctx.conn.info);
     ctx.out.simple(b"RESET");
     Ok(())
 }
@@ -374,6 +410,9 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
 pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let now = shared.uptime_ms();
     let mut flags = String::new();
+    if c.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if subscriptions(c) > 0 {
         flags.push('P');
     }
@@ -552,7 +591,7 @@ fn cmd_client_kill(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let mut killed = 0i64;
     for c in all_clients(ctx.shared) {
         if filter.matches(&c, me) {
-            c.kill();
+            ctx.shared.kill_client(&c);
             if c.id == me {
                 ctx.conn.close = true;
             }

@@ -1,5 +1,5 @@
 //! Server commands: INFO, CONFIG, COMMAND, SLOWLOG, DEBUG, SHUTDOWN, TIME, LASTSAVE, SAVE,
-//! BGSAVE, the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call between
+//! BGSAVE, MONITOR, the FLUSH subcommands of FUNCTION and SCRIPT that test harnesses call between
 //! tests, and CLUSTER as a server without cluster mode answers it.
 //!
 //! Replies follow Redis 7: INFO is one text of `# Section` blocks with `field:value` lines
@@ -73,6 +73,7 @@ pub const COMMANDS: &[Spec] = &[
         "Asynchronously saves the database(s) to disk.",
         cmd_save,
     ),
+    spec("monitor", 1, AS, "server", "Listens for all requests received by the server in real-time.", cmd_monitor),
     spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
     spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
     spec("script", -2, 0, "scripting", "A container for Lua scripts management commands.", cmd_container),
@@ -447,7 +448,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("process_id:{}", std::process::id());
             line!("process_supervised:no");
             line!("run_id:{}", shared.run_id);
-            line!("tcp_port:{}", shared.tcp_ports.get().map_or(cfg.port, |p| p.0));
+            let port = cfg.port.load(Ordering::Relaxed);
+            line!("tcp_port:{port}");
             line!("server_time_usec:{}", now_ms * 1000);
             line!("uptime_in_seconds:{uptime}");
             line!("uptime_in_days:{}", uptime / 86400);
@@ -460,7 +462,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 cfg.file.as_ref().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()).display().to_string());
             line!("config_file:{}", file.unwrap_or_default());
             line!("io_threads_active:0");
-            line!("listener0:name=tcp,bind={},port={}", cfg.bind, shared.tcp_ports.get().map_or(cfg.port, |p| p.0));
+            line!("listener0:name=tcp,bind={},port={port}", cfg.bind);
             line!("larder_version:{}", env!("CARGO_PKG_VERSION"));
             line!("larder_threads:{}", cfg.threads);
             line!("larder_memcache_port:{}", shared.tcp_ports.get().map_or(cfg.memcache_port, |p| p.1));
@@ -673,8 +675,13 @@ fn cmd_config_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
             continue;
         }
-        // Aliases match too (`*of` finds both replicaof and slaveof), as in Redis 7.0.
-        let names = crate::config::PARAMS.iter().map(|p| p.name).chain(crate::config::ALIASES.iter().map(|(a, _)| *a));
+        // Aliases match too (`*of` finds both replicaof and slaveof), as in Redis 7.0; hidden
+        // parameters only by their exact name.
+        let names = crate::config::PARAMS
+            .iter()
+            .filter(|p| !p.hidden)
+            .map(|p| p.name)
+            .chain(crate::config::ALIASES.iter().map(|(a, _)| *a));
         for name in names {
             if found.iter().any(|(n, _, _)| n == name) {
                 continue;
@@ -736,6 +743,18 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 return Err(CmdError::new(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
                 )))
+            }
+        }
+    }
+    // The one change that can fail once checked: listening on a new port. It comes first,
+    // so that a failure leaves everything as it was (Redis applies, then restores).
+    for (p, v) in &checked {
+        if p.name == "port" && cfg.get("port").as_deref() != Some(v.as_str()) {
+            if let Err(e) = crate::worker::change_resp_port(ctx.shared, v.parse().unwrap_or(0)) {
+                tracing::warn!("CONFIG SET port {v}: {e}");
+                return Err(CmdError::new(
+                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.",
+                ));
             }
         }
     }
@@ -1455,6 +1474,20 @@ fn cmd_shutdown(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// subcommand (HELP included), as Redis without `cluster-enabled`.
 fn cmd_cluster(_ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Err(CmdError::new("ERR This instance has cluster support disabled"))
+}
+
+/// # Format
+/// `MONITOR` → `+OK`, then a line for each command any client runs (see
+/// [`crate::monitor`]); nothing at all if the client is in MONITOR mode already, as Redis.
+/// Inside EXEC: `-ERR MONITOR isn't allowed for DENY BLOCKING client`.
+fn cmd_monitor(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    if ctx.conn.in_exec {
+        return Err(CmdError::new("ERR MONITOR isn't allowed for DENY BLOCKING client"));
+    }
+    if ctx.shared.monitors.attach(&ctx.conn.info, ctx.worker, ctx.conn.slot) {
+        ctx.out.ok();
+    }
+    Ok(())
 }
 
 /// # Format

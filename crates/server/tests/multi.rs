@@ -146,17 +146,19 @@ fn watch_aborts_on_a_write_from_another_worker() {
     a.check(&cmd(&[b"EXEC"]), b"*1\r\n:5\r\n");
 }
 
+/// MULTI, PING, EXEC on `a`: EXEC's reply, [`ABORTED`] or [`RAN`].
+fn exec_after(a: &mut Raw) -> String {
+    a.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    a.check(&cmd(&[b"PING"]), b"+QUEUED\r\n");
+    ask(a, &[b"EXEC"])
+}
+const ABORTED: &str = "*-1\r\n";
+const RAN: &str = "*1\r\n+PONG\r\n";
+
 #[test]
 fn watch_of_an_absent_key_sees_it_created_even_if_it_is_gone_again() {
     let t = start();
     let (mut a, mut b) = one_per_worker(&t);
-    let exec_after = |a: &mut Raw| {
-        a.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
-        a.check(&cmd(&[b"PING"]), b"+QUEUED\r\n");
-        ask(a, &[b"EXEC"])
-    };
-    const ABORTED: &str = "*-1\r\n";
-    const RAN: &str = "*1\r\n+PONG\r\n";
     // (what the other client does, whether EXEC then runs), as redis-server 7.0.15 answers.
     let cases: &[(&[&[&[u8]]], &str)] = &[
         (&[&[b"SET", b"k", b"1"], &[b"DEL", b"k"]], ABORTED),
@@ -214,13 +216,6 @@ fn watch_of_an_absent_key_sees_it_created_even_if_it_is_gone_again() {
 fn watch_remembers_the_database_and_sees_flush_and_swapdb() {
     let t = start();
     let (mut a, mut b) = one_per_worker(&t);
-    let exec_after = |a: &mut Raw| {
-        a.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
-        a.check(&cmd(&[b"PING"]), b"+QUEUED\r\n");
-        ask(a, &[b"EXEC"])
-    };
-    const ABORTED: &str = "*-1\r\n";
-    const RAN: &str = "*1\r\n+PONG\r\n";
     // The key watched in db 5; the same name written in db 1.
     ask(&mut a, &[b"SELECT", b"5"]);
     ask(&mut a, &[b"SET", b"x", b"30"]);

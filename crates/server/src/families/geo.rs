@@ -32,7 +32,6 @@
 use std::cmp::Ordering;
 
 use larder_engine::{Coll, Kind};
-use larder_resp::Protocol;
 
 use crate::command::{Argv, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
 use crate::families::string::count_lookup;
@@ -670,18 +669,7 @@ pub fn fmt_human(d: f64) -> Vec<u8> {
 
 /// `addReplyHumanLongDouble`: a bulk string in RESP2, a double in RESP3.
 fn reply_human(ctx: &mut Ctx<'_>, d: f64) {
-    let s = fmt_human(d);
-    match ctx.out.protocol() {
-        Protocol::Resp2 => {
-            ctx.out.bulk(&s);
-        }
-        Protocol::Resp3 => {
-            let buf = ctx.out.buf();
-            buf.push(b',');
-            buf.extend_from_slice(&s);
-            buf.extend_from_slice(b"\r\n");
-        }
-    }
+    crate::families::zset::reply_double_text(ctx, &fmt_human(d));
 }
 
 /// The standard 11-character geohash of a score's point (Redis re-encodes it over latitudes

@@ -310,14 +310,19 @@ fn read_span(c: &Coll<'_>, from: u64, to: u64, rev: bool) -> Result<Vec<Scored>,
 fn reply_score(ctx: &mut Ctx<'_>, d: f64) {
     let mut s = Vec::with_capacity(24);
     fmt_score(&mut s, d);
+    reply_double_text(ctx, &s);
+}
+
+/// A double already formatted as `s`: a bulk string in RESP2, a RESP3 double (`,s`).
+pub(crate) fn reply_double_text(ctx: &mut Ctx<'_>, s: &[u8]) {
     match ctx.out.protocol() {
         Protocol::Resp2 => {
-            ctx.out.bulk(&s);
+            ctx.out.bulk(s);
         }
         Protocol::Resp3 => {
             let buf = ctx.out.buf();
             buf.push(b',');
-            buf.extend_from_slice(&s);
+            buf.extend_from_slice(s);
             buf.extend_from_slice(b"\r\n");
         }
     }

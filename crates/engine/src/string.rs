@@ -865,9 +865,24 @@ impl Handle {
                 if let Some(k) = index::reserve_many(p, &mut places, &locked)? {
                     return Ok(Err(k));
                 }
-                index::publish_many(p, db, &places)?;
+                // Expired items are replaced like live ones, but count (and are reported)
+                // as expired, and their keys as created.
+                let mut expired = Vec::with_capacity(places.len());
                 for pl in &places {
+                    expired.push(match &pl.found {
+                        Some(f) => f.item.expired(a, now)?,
+                        None => false,
+                    });
+                }
+                index::publish_many(p, db, &places)?;
+                for ((pl, &(k, _, _)), expired) in places.iter().zip(&uniq).zip(expired) {
                     self.journal_item(db, pl.item);
+                    if expired {
+                        self.count_expired(db, k);
+                    }
+                    if pl.found.is_none() || expired {
+                        self.count_created(db, k);
+                    }
                     if let Some(f) = &pl.found {
                         item::retire_view(p, &f.item)?;
                     }

@@ -818,6 +818,11 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     }
     ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
+    // Keys the engine found expired or created and no keyspace event has published yet
+    // (a plain load; set only while notify-keyspace-events asks for them).
+    if ctx.h.has_changes() {
+        crate::notify::flush(ctx);
+    }
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
     ctx.conn.clock = end;

@@ -29,6 +29,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod notify;
 pub mod pause;
 pub mod stats;
 mod worker;
@@ -377,6 +378,8 @@ fn background(shared: Arc<Shared>) {
             shared.wake_workers();
         }
         let start = Instant::now();
+        // Keys this round expires are notified ("expired") when the flags ask for it.
+        notify::sync(&h, &shared);
         // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only; a pause keeps
         // them all (the engine's expiry cycle deletes nothing then).
         let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
@@ -398,6 +401,7 @@ fn background(shared: Arc<Shared>) {
                 }
             }
         }
+        notify::flush_detached(&shared, &h);
         shared.stats.worker(shared.config.threads).expired_keys.add(h.take_expired());
         let _ = h.collect();
     }

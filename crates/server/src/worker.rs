@@ -298,6 +298,9 @@ impl Worker {
             }
             let commands = self.shared.stats.worker(self.id).commands.total();
             self.round_reads = 0;
+            // What the engine records for keyspace notifications follows CONFIG SET from the
+            // next round on: one relaxed load a round.
+            crate::notify::sync(&self.h, &self.shared);
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -334,6 +337,8 @@ impl Worker {
             if !self.paused.is_empty() {
                 self.resume_paused();
             }
+            // Keyspace notifications of what memcached requests expired or created.
+            crate::notify::flush_detached(&self.shared, &self.h);
             // Expired keys this worker's reads and writes deleted, into INFO's count.
             let expired = self.h.take_expired();
             if expired > 0 {

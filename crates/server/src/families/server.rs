@@ -743,6 +743,9 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         cfg.apply(p, v);
     }
     cfg.sync_limits(ctx.shared.store.limits());
+    // This worker's engine handle records what the new notify-keyspace-events asks for from
+    // the next command on (the other workers' from their next round).
+    crate::notify::sync(ctx.h, ctx.shared);
     ctx.out.ok();
     Ok(())
 }

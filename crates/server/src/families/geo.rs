@@ -36,7 +36,8 @@ use larder_resp::Protocol;
 
 use crate::command::{Argv, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
 use crate::families::string::count_lookup;
-use crate::families::zset::{op_store, op_zadd, parse_score, ZAddFlags};
+use crate::families::zset::{notify_zadd, op_store, op_zadd, parse_score, ZAddFlags};
+use crate::notify::{self, GENERIC, ZSET};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -1016,6 +1017,9 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
             Some(d) => {
                 let n = ctx.h.del(db, &[argv.get(d)])?;
                 ctx.conn.unchanged = n == 0;
+                if n > 0 {
+                    notify::notify(ctx, GENERIC, "del", argv.get(d));
+                }
                 ctx.out.integer(0);
             }
             None => {
@@ -1034,8 +1038,10 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
     let order = &result_order(&dists, q.sort, returned)[..returned];
     if let Some(d) = q.store {
         let dst = argv.get(d);
-        if returned == 0 {
-            ctx.conn.unchanged = ctx.h.del(db, &[dst])? == 0;
+        let (stored, existed) = if returned == 0 {
+            let existed = ctx.h.del(db, &[dst])? > 0;
+            ctx.conn.unchanged = !existed;
+            (false, existed)
         } else {
             let items: Vec<(Vec<u8>, f64)> = order
                 .iter()
@@ -1044,9 +1050,12 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
                     (p.member.clone(), if q.storedist { p.dist / q.shape.conversion } else { p.score })
                 })
                 .collect();
-            op_store(ctx.h, db, dst, &items)?;
+            let (_, existed) = op_store(ctx.h, db, dst, &items)?;
             ctx.conn.unchanged = false;
-        }
+            (true, existed)
+        };
+        let event = if flags & GEOSEARCH != 0 { "geosearchstore" } else { "georadiusstore" };
+        notify::notify_store(ctx, ZSET, event, dst, stored, existed);
         ctx.out.integer(returned as i64);
         return Ok(());
     }
@@ -1123,6 +1132,7 @@ fn cmd_geoadd(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let f = ZAddFlags { nx, xx, ..Default::default() };
     let out = op_zadd(ctx.h, ctx.conn.db, ctx.arg(1), f, &pairs)?;
     ctx.out.integer((if ch { out.added + out.updated } else { out.added }) as i64);
+    notify_zadd(ctx, ctx.arg(1), f, &out);
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use larder_resp::{Protocol, Writer};
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
 use crate::families::collection::{rand_below, rand_count, random_entries, reply_cap, scan_command};
 use crate::families::string::{count_lookup, ld};
+use crate::notify::{notify, GENERIC, HASH};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -66,6 +67,7 @@ fn cmd_hset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let p = pairs(ctx, "hset")?;
     let n = op_hset(ctx.h, ctx.conn.db, ctx.arg(1), &p)?;
     ctx.out.integer(n as i64);
+    notify(ctx, HASH, "hset", ctx.arg(1));
     Ok(())
 }
 
@@ -75,6 +77,7 @@ fn cmd_hmset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let p = pairs(ctx, "hmset")?;
     op_hset(ctx.h, ctx.conn.db, ctx.arg(1), &p)?;
     ctx.out.ok();
+    notify(ctx, HASH, "hset", ctx.arg(1));
     Ok(())
 }
 
@@ -95,6 +98,9 @@ pub fn op_hsetnx(h: &mut Handle, db: u32, key: &[u8], field: &[u8], value: &[u8]
 fn cmd_hsetnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let set = op_hsetnx(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), ctx.arg(3))?;
     ctx.out.integer(set as i64);
+    if set {
+        notify(ctx, HASH, "hset", ctx.arg(1));
+    }
     Ok(())
 }
 
@@ -188,23 +194,30 @@ fn cmd_hvals(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     hgetall_generic(ctx, Parts::Values)
 }
 
-/// Op: removes the fields; returns how many existed.
-pub fn op_hdel(h: &mut Handle, db: u32, key: &[u8], fields: &[&[u8]]) -> Result<u64, Error> {
+/// Op: removes the fields; returns how many existed, and whether the hash is now empty (so
+/// deleted).
+pub fn op_hdel(h: &mut Handle, db: u32, key: &[u8], fields: &[&[u8]]) -> Result<(u64, bool), Error> {
     let n = h.coll_write(db, key, Kind::Hash, false, |c| {
         let mut n = 0;
         for f in fields {
             n += c.del(f)?.is_some() as u64;
         }
-        Ok(n)
+        Ok((n, c.is_empty()))
     })?;
-    Ok(n.unwrap_or(0))
+    Ok(n.unwrap_or((0, false)))
 }
 
 /// # Format
 /// `HDEL key field [field ...]` → how many fields were removed.
 fn cmd_hdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let fields: Vec<&[u8]> = (2..ctx.argc()).map(|i| ctx.arg(i)).collect();
-    let n = op_hdel(ctx.h, ctx.conn.db, ctx.arg(1), &fields)?;
+    let (n, emptied) = op_hdel(ctx.h, ctx.conn.db, ctx.arg(1), &fields)?;
+    if n > 0 {
+        notify(ctx, HASH, "hdel", ctx.arg(1));
+        if emptied {
+            notify(ctx, GENERIC, "del", ctx.arg(1));
+        }
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -265,6 +278,7 @@ fn cmd_hincrby(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let incr = ctx.int(3)?;
     let n = op_hincrby(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), incr)?;
     ctx.out.integer(n);
+    notify(ctx, HASH, "hincrby", ctx.arg(1));
     Ok(())
 }
 
@@ -300,6 +314,7 @@ fn cmd_hincrbyfloat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     let text = op_hincrbyfloat(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), incr)?;
     ctx.out.bulk(&text);
+    notify(ctx, HASH, "hincrbyfloat", ctx.arg(1));
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use larder_engine::{now_ms, Cond, Error, Expiry, Handle, Outcome, SetOptions, Type, PREFETCH_GROUP};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
+use crate::notify::{self, notify, EXPIRED, GENERIC, STRING};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -222,6 +223,25 @@ fn expire_at(ctx: &Ctx<'_>, i: usize, unit: Unit, cmd: &str) -> Result<u64, CmdE
 
 // ---- GET and SET families ----
 
+/// Whether the engine deletes the key a SET with this expiry writes at once (an EXAT or
+/// PXAT already past). Asked before the write: the engine's clock is then the later one.
+fn expires_at_once(expiry: Expiry) -> bool {
+    matches!(expiry, Expiry::At(at) if at <= now_ms())
+}
+
+/// The events of a SET that stored: "set", and "expire" with a time. Redis keeps a key set
+/// with a time already past until a lookup or active expiry finds it ("expired" then);
+/// Larder deletes it at once, so its "expired" comes at once too.
+fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
+    notify(ctx, STRING, "set", key);
+    if matches!(expiry, Expiry::At(_)) {
+        notify(ctx, GENERIC, "expire", key);
+        if past {
+            notify(ctx, EXPIRED, "expired", key);
+        }
+    }
+}
+
 /// # Format
 /// `GET key` → bulk string or null.
 fn cmd_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
@@ -252,14 +272,23 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if o.get {
         check_string_read(ctx, key)?;
     }
+    let past = expires_at_once(expiry);
     let r = ctx.h.set(db, key, value, &SetOptions { cond, expiry, get: o.get, ..Default::default() })?;
+    // Redis's order: GET's reply, the events, then OK (a RESP3 client subscribed to its own
+    // keys sees its pushes there).
     if o.get {
         count_lookup(ctx, r.old.is_some());
         reply_opt(ctx, r.old.as_deref());
-    } else if r.outcome == Outcome::Stored {
-        ctx.out.ok();
-    } else {
-        ctx.out.null();
+    }
+    if r.outcome == Outcome::Stored {
+        notify_set(ctx, key, expiry, past);
+    }
+    if !o.get {
+        if r.outcome == Outcome::Stored {
+            ctx.out.ok();
+        } else {
+            ctx.out.null();
+        }
     }
     Ok(())
 }
@@ -269,6 +298,9 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_setnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, value, db) = (ctx.arg(1), ctx.arg(2), ctx.conn.db);
     let r = ctx.h.set(db, key, value, &SetOptions { cond: Cond::Nx, ..Default::default() })?;
+    if r.outcome == Outcome::Stored {
+        notify(ctx, STRING, "set", key);
+    }
     ctx.out.integer((r.outcome == Outcome::Stored) as i64);
     Ok(())
 }
@@ -278,6 +310,7 @@ fn set_with_expiry(ctx: &mut Ctx<'_>, unit: Unit, cmd: &str) -> Result<(), CmdEr
     let at = expire_at(ctx, 2, unit, cmd)?;
     let (key, value, db) = (ctx.arg(1), ctx.arg(3), ctx.conn.db);
     ctx.h.set(db, key, value, &SetOptions { expiry: Expiry::At(at), ..Default::default() })?;
+    notify_set(ctx, key, Expiry::At(at), false);
     ctx.out.ok();
     Ok(())
 }
@@ -302,6 +335,7 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.set(db, key, value, &SetOptions { get: true, ..Default::default() })?;
     count_lookup(ctx, r.old.is_some());
     reply_opt(ctx, r.old.as_deref());
+    notify(ctx, STRING, "set", key);
     Ok(())
 }
 
@@ -312,6 +346,9 @@ fn cmd_getdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let old = ctx.h.getdel(db, key)?;
     count_lookup(ctx, old.is_some());
     reply_opt(ctx, old.as_deref());
+    if old.is_some() {
+        notify(ctx, GENERIC, "del", key);
+    }
     Ok(())
 }
 
@@ -342,9 +379,21 @@ fn cmd_getex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
         }
     };
+    let past = matches!(o.expire, Some((Unit::ExAt | Unit::PxAt, _))) && expires_at_once(expiry);
     let v = ctx.h.getex(db, key, expiry)?;
     count_lookup(ctx, v.is_some());
-    reply_opt(ctx, v.as_deref());
+    let Some((v, ttl_before)) = v else {
+        ctx.out.null();
+        return Ok(());
+    };
+    ctx.out.bulk(&v);
+    if past {
+        notify(ctx, GENERIC, "del", key);
+    } else if o.expire.is_some() {
+        notify(ctx, GENERIC, "expire", key);
+    } else if o.persist && ttl_before != 0 {
+        notify(ctx, GENERIC, "persist", key);
+    }
     Ok(())
 }
 
@@ -382,7 +431,33 @@ fn mset(ctx: &mut Ctx<'_>, nx: bool, cmd: &str) -> Result<bool, CmdError> {
         return Err(CmdError::new(format!("ERR wrong number of arguments for '{cmd}' command")));
     }
     let pairs: Vec<(&[u8], &[u8])> = (1..ctx.argc()).step_by(2).map(|i| (ctx.arg(i), ctx.arg(i + 1))).collect();
-    Ok(ctx.h.mset(ctx.conn.db, &pairs, nx)?)
+    let done = ctx.h.mset(ctx.conn.db, &pairs, nx)?;
+    let flags = notify::flags(ctx.shared);
+    if done && flags != 0 {
+        notify_mset(ctx, flags, &pairs);
+    }
+    Ok(done)
+}
+
+/// MSET's events, as Redis's `setKey` then "set" for each pair in turn: a key's "expired"
+/// and "new" (which the engine recorded for all the keys at once) go right before its
+/// "set". A key named twice is new only the first time.
+#[cold]
+fn notify_mset(ctx: &mut Ctx<'_>, flags: u32, pairs: &[(&[u8], &[u8])]) {
+    let mut changes: Vec<Option<larder_engine::KeyChange>> = notify::take_changes(ctx).into_iter().map(Some).collect();
+    for &(key, _) in pairs {
+        for slot in changes.iter_mut() {
+            if slot.as_ref().is_some_and(|c| c.key == key) {
+                if let Some(c) = slot.take() {
+                    notify::publish_change(ctx, flags, &c);
+                }
+            }
+        }
+        notify::notify_with(ctx, flags, STRING, "set", key);
+    }
+    for c in changes.into_iter().flatten() {
+        notify::publish_change(ctx, flags, &c);
+    }
 }
 
 /// # Format
@@ -406,6 +481,7 @@ fn cmd_msetnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 fn incr_by(ctx: &mut Ctx<'_>, delta: i64) -> Result<(), CmdError> {
     let v = ctx.h.incr_by(ctx.conn.db, ctx.arg(1), delta)?;
+    notify(ctx, STRING, "incrby", ctx.arg(1));
     ctx.out.integer(v);
     Ok(())
 }
@@ -491,6 +567,7 @@ fn op_incrbyfloat(h: &mut Handle, db: u32, key: &[u8], incr: &[u8]) -> Result<Ve
 /// `INCRBYFLOAT key increment` → the new value as a bulk string.
 fn cmd_incrbyfloat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let text = op_incrbyfloat(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
+    notify(ctx, STRING, "incrbyfloat", ctx.arg(1));
     ctx.out.bulk(&text);
     Ok(())
 }
@@ -513,6 +590,7 @@ fn cmd_append(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let n = ctx.h.append(db, key, data)?;
+    notify(ctx, STRING, "append", key);
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -560,6 +638,9 @@ fn cmd_setrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let n = ctx.h.setrange(db, key, offset as u64, data)?;
+    if !data.is_empty() {
+        notify(ctx, STRING, "setrange", key);
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }

@@ -30,6 +30,7 @@ use crate::command::{
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::list::parse_timeout;
 use crate::families::string::count_lookup;
+use crate::notify::{self, notify, Replace, GENERIC, ZSET};
 
 const RO: u32 = READONLY;
 const ROF: u32 = READONLY | FAST;
@@ -430,14 +431,23 @@ pub fn op_zadd(h: &mut Handle, db: u32, key: &[u8], f: ZAddFlags, pairs: &[(f64,
     Ok(r.unwrap_or_default())
 }
 
-/// Pops up to `count` members from the low (or, `max`, high) end of `key`. None if the key
-/// is missing. ZPOPMIN, ZPOPMAX and ZMPOP use it; so can their blocking forms.
-pub fn pop(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, CmdError> {
+/// Pops up to `count` members from the low (or, `max`, high) end of `key`; returns them and
+/// whether the sorted set is now empty (so deleted). None if the key is missing. ZPOPMIN,
+/// ZPOPMAX and ZMPOP use it; so can their blocking forms.
+#[allow(clippy::type_complexity)]
+pub fn pop(
+    h: &mut Handle,
+    db: u32,
+    key: &[u8],
+    max: bool,
+    count: u64,
+) -> Result<Option<(Vec<Scored>, bool)>, CmdError> {
     Ok(pop_raw(h, db, key, max, count)?)
 }
 
 /// [`pop`] with the engine's error, so the blocking forms can tell WRONGTYPE apart.
-fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, Error> {
+#[allow(clippy::type_complexity)]
+fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<(Vec<Scored>, bool)>, Error> {
     h.coll_write(db, key, Kind::ZSet, false, |c| {
         let n = count.min(c.len());
         let mut out = Vec::with_capacity(n as usize);
@@ -446,8 +456,19 @@ fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result
             let (m, s) = c.remove_at(i)?;
             out.push((m, score_of(&s)));
         }
-        Ok(out)
+        Ok((out, c.is_empty()))
     })
+}
+
+/// The events of members popped from `key` ("zpopmin" / "zpopmax"), and "del" if it went.
+fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, items: &[Scored], emptied: bool) {
+    if items.is_empty() {
+        return;
+    }
+    notify(ctx, ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
+    if emptied {
+        notify(ctx, GENERIC, "del", key);
+    }
 }
 
 /// How a range is given.
@@ -489,20 +510,29 @@ pub fn op_range(
 }
 
 /// Replaces `dst` (whatever its type) with `items`, or deletes it when `items` is empty.
-/// Returns the new size. Not atomic: the old value is deleted, then the new one written.
-pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result<u64, CmdError> {
-    h.del(db, &[dst])?;
+/// Returns the new size and whether `dst` existed. Not atomic: the old value is deleted,
+/// then the new one written.
+pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result<(u64, bool), CmdError> {
+    let replace = Replace::begin(h, db, dst)?;
     if items.is_empty() {
-        return Ok(0);
+        return Ok((0, replace.existed));
     }
-    h.coll_write(db, dst, Kind::ZSet, true, |c| {
+    let r = h.coll_write(db, dst, Kind::ZSet, true, |c| {
         c.clear()?;
         for (m, s) in items {
             c.zput(m, *s)?;
         }
         Ok(())
-    })?;
-    Ok(items.len() as u64)
+    });
+    let existed = replace.end(h);
+    r?;
+    Ok((items.len() as u64, existed))
+}
+
+/// A STORE command's reply and events.
+fn reply_stored(ctx: &mut Ctx<'_>, event: &str, dst: &[u8], (n, existed): (u64, bool)) {
+    ctx.out.integer(n as i64);
+    notify::notify_store(ctx, ZSET, event, dst, n > 0, existed);
 }
 
 /// A source of ZUNION and friends: a sorted set, or a set whose members score 1.
@@ -761,23 +791,44 @@ fn zadd_generic(ctx: &mut Ctx<'_>, zincrby: bool) -> Result<(), CmdError> {
     } else {
         ctx.out.integer((if ch { out.added + out.updated } else { out.added }) as i64);
     }
+    notify_zadd(ctx, key, f, &out);
     Ok(())
+}
+
+/// ZADD's (and GEOADD's) event: "zadd", or "zincr" with INCR (ZINCRBY too), when a member
+/// was added or its score changed.
+pub fn notify_zadd(ctx: &mut Ctx<'_>, key: &[u8], f: ZAddFlags, out: &ZAddOut) {
+    if out.added + out.updated > 0 {
+        notify(ctx, ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
+}
+
+/// Members removed from `key`: its event, and "del" if it went.
+fn notify_removed(ctx: &mut Ctx<'_>, event: &str, key: &[u8], removed: u64, emptied: bool) {
+    if removed > 0 {
+        notify(ctx, ZSET, event, key);
+        if emptied {
+            notify(ctx, GENERIC, "del", key);
+        }
+    }
 }
 
 /// # Format
 /// `ZREM key member [member ...]` → how many were removed.
 fn cmd_zrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let argv = ctx.argv;
-    let n = ctx.h.coll_write(db(ctx), argv.get(1), Kind::ZSet, false, |c| {
-        let mut n = 0i64;
+    let r = ctx.h.coll_write(db(ctx), argv.get(1), Kind::ZSet, false, |c| {
+        let mut n = 0u64;
         for m in argv.iter().skip(2) {
             if c.del(m)?.is_some() {
                 n += 1;
             }
         }
-        Ok(n)
+        Ok((n, c.is_empty()))
     })?;
-    ctx.out.integer(n.unwrap_or(0));
+    let (n, emptied) = r.unwrap_or((0, false));
+    notify_removed(ctx, "zrem", argv.get(1), n, emptied);
+    ctx.out.integer(n as i64);
     Ok(())
 }
 
@@ -924,8 +975,8 @@ fn zrange_generic(
             if rev {
                 items.reverse();
             }
-            let n = op_store(ctx.h, db(ctx), ctx.arg(d), &items)?;
-            ctx.out.integer(n as i64);
+            let stored = op_store(ctx.h, db(ctx), ctx.arg(d), &items)?;
+            reply_stored(ctx, "zrangestore", ctx.arg(d), stored);
         }
         None => {
             let items = items.unwrap_or_default();
@@ -1012,9 +1063,10 @@ fn zpop_generic(ctx: &mut Ctx<'_>, max: bool) -> Result<(), CmdError> {
     } else {
         None
     };
-    let items = pop(ctx.h, db(ctx), ctx.arg(1), max, count.unwrap_or(1) as u64)?.unwrap_or_default();
+    let (items, emptied) = pop(ctx.h, db(ctx), ctx.arg(1), max, count.unwrap_or(1) as u64)?.unwrap_or_default();
     let nested = resp3(ctx) && count.is_some();
     reply_pairs(ctx, &items, true, nested);
+    notify_pop(ctx, ctx.arg(1), max, &items, emptied);
     Ok(())
 }
 
@@ -1072,8 +1124,9 @@ pub fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], items: &[Scored]) {
 fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (keys, max, count) = parse_mpop(ctx, 1)?;
     for k in keys {
-        if let Some(items) = pop(ctx.h, db(ctx), k, max, count)? {
+        if let Some((items, emptied)) = pop(ctx.h, db(ctx), k, max, count)? {
             reply_mpop(ctx, k, &items);
+            notify_pop(ctx, k, max, &items, emptied);
             return Ok(());
         }
     }
@@ -1089,11 +1142,12 @@ fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// BZPOPMIN / BZPOPMAX from one key: `[key, member, score]`.
 fn serve_bzpop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, retry: bool) -> Result<bool, CmdError> {
     match pop_raw(ctx.h, db(ctx), key, max, 1) {
-        Ok(Some(v)) if !v.is_empty() => {
+        Ok(Some((v, emptied))) if !v.is_empty() => {
             ctx.out.array(3);
             ctx.out.bulk(key);
             ctx.out.bulk(&v[0].0);
             reply_score(ctx, v[0].1);
+            notify_pop(ctx, key, max, &v, emptied);
             Ok(true)
         }
         Ok(_) => Ok(false),
@@ -1114,8 +1168,9 @@ fn serve_bzpopmax(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, Cm
 fn serve_bzmpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
     let (_, max, count) = parse_mpop(ctx, 2)?;
     match pop_raw(ctx.h, db(ctx), key, max, count) {
-        Ok(Some(v)) if !v.is_empty() => {
+        Ok(Some((v, emptied))) if !v.is_empty() => {
             reply_mpop(ctx, key, &v);
+            notify_pop(ctx, key, max, &v, emptied);
             Ok(true)
         }
         Ok(_) => Ok(false),
@@ -1249,18 +1304,25 @@ fn remove_span(c: &mut Coll<'_>, from: u64, to: u64) -> Result<u64, Error> {
 }
 
 fn zremrange(ctx: &mut Ctx<'_>, by: RangeBy<'_>) -> Result<(), CmdError> {
-    let n = ctx.h.coll_write(db(ctx), ctx.argv.get(1), Kind::ZSet, false, |c| {
+    let r = ctx.h.coll_write(db(ctx), ctx.argv.get(1), Kind::ZSet, false, |c| {
         let (f, t) = match by {
             RangeBy::Rank(s, e) => match rank_span(c.len(), s, e, false) {
                 Some(s) => s,
-                None => return Ok(0),
+                None => return Ok((0, false)),
             },
             RangeBy::Score(r) => score_span(c, &r)?,
             RangeBy::Lex(a, b) => lex_span(c, a, b)?,
         };
-        remove_span(c, f, t)
+        Ok((remove_span(c, f, t)?, c.is_empty()))
     })?;
-    ctx.out.integer(n.unwrap_or(0) as i64);
+    let (n, emptied) = r.unwrap_or((0, false));
+    let event = match by {
+        RangeBy::Rank(..) => "zremrangebyrank",
+        RangeBy::Score(_) => "zremrangebyscore",
+        RangeBy::Lex(..) => "zremrangebylex",
+    };
+    notify_removed(ctx, event, ctx.argv.get(1), n, emptied);
+    ctx.out.integer(n as i64);
     Ok(())
 }
 
@@ -1352,8 +1414,13 @@ fn setop_generic(ctx: &mut Ctx<'_>, dst: Option<usize>, nk: usize, op: SetOp, ca
     let items = op_setop(ctx.h, db(ctx), &keys, &weights, op, agg)?;
     match dst {
         Some(d) => {
-            let n = op_store(ctx.h, db(ctx), ctx.argv.get(d), &items)?;
-            ctx.out.integer(n as i64);
+            let stored = op_store(ctx.h, db(ctx), ctx.argv.get(d), &items)?;
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            reply_stored(ctx, event, ctx.argv.get(d), stored);
         }
         None => {
             let nested = withscores && resp3(ctx);

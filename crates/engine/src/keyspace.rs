@@ -74,6 +74,9 @@ pub enum Change {
     /// A write made the key exist. RENAME, COPY and MOVE report their destination so even
     /// when it replaced a key: its value was dropped and another put in its place.
     Created,
+    /// A caller looked the key up and did not find it ([`Handle::report_miss`]): the engine
+    /// does not decide what counts as a miss, but keeps it in order with the rest.
+    Missed,
 }
 
 /// One change a handle recorded (see [`Handle::report`]).
@@ -89,6 +92,7 @@ pub struct KeyChange {
 pub struct Reporting {
     pub expired: bool,
     pub created: bool,
+    pub missed: bool,
 }
 
 /// How many keys [`Handle::prefetch_group`] brings in at once: enough misses in flight to
@@ -163,7 +167,7 @@ impl Handle {
     /// # use larder_engine::*;
     /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
     /// # let mut h = store.handle().unwrap();
-    /// h.report(Reporting { expired: true, created: true });
+    /// h.report(Reporting { expired: true, created: true, missed: false });
     /// h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
     /// h.set(0, b"k", b"w", &SetOptions::default()).unwrap(); // exists: no change to report
     /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 20), ..Default::default() };
@@ -221,6 +225,16 @@ impl Handle {
     pub(crate) fn count_created(&self, db: u32, key: &[u8]) {
         if self.report.get().created {
             self.record(Change::Created, db, key);
+        }
+    }
+
+    /// Records, if misses are reported, that the caller looked `key` up and did not find
+    /// it (the server's keyspace-miss notifications), after the changes that lookup made (a
+    /// key it found expired).
+    #[inline]
+    pub fn report_miss(&self, db: u32, key: &[u8]) {
+        if self.report.get().missed {
+            self.record(Change::Missed, db, key);
         }
     }
 
@@ -1534,7 +1548,7 @@ mod tests {
         use crate::{Change, Expiry, Kind, Reporting, SetOptions, Store, StoreConfig};
 
         fn both() -> Reporting {
-            Reporting { expired: true, created: true }
+            Reporting { expired: true, created: true, missed: false }
         }
 
         /// (change, db, key) of what the handle recorded, taken.
@@ -1564,11 +1578,19 @@ mod tests {
             assert!(h.take_changes().is_empty());
             assert_eq!(h.take_expired(), 1);
             // Only what is asked for.
-            h.report(Reporting { expired: true, created: false });
+            h.report(Reporting { expired: true, ..Reporting::default() });
             brief(&mut h, 0, b"y");
             wait();
             assert_eq!(h.exists(0, &[b"y"]).unwrap(), 0);
+            h.report_miss(0, b"y");
             assert_eq!(taken(&h), [(Change::Expired, 0, "y".into())]);
+            // Misses are the caller's to report, in order with the rest.
+            h.report(Reporting { missed: true, expired: true, created: false });
+            brief(&mut h, 0, b"z");
+            wait();
+            assert_eq!(h.get(0, b"z").unwrap(), None);
+            h.report_miss(0, b"z");
+            assert_eq!(taken(&h), [(Change::Expired, 0, "z".into()), (Change::Missed, 0, "z".into())]);
         }
 
         #[test]

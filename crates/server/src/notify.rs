@@ -121,10 +121,14 @@ pub fn flags(shared: &Shared) -> u32 {
 }
 
 /// What the engine must record for `flags`: expired keys for `x`, created keys for `n`,
-/// and neither without `K` or `E` (nothing would be published).
+/// keyspace misses for `m`, and none without `K` or `E` (nothing would be published).
 fn reporting(flags: u32) -> Reporting {
     let on = flags & (KEYSPACE | KEYEVENT) != 0;
-    Reporting { expired: on && flags & EXPIRED != 0, created: on && flags & NEW != 0 }
+    Reporting {
+        expired: on && flags & EXPIRED != 0,
+        created: on && flags & NEW != 0,
+        missed: on && flags & KEY_MISS != 0,
+    }
 }
 
 /// Tells a handle what to record for the current flags. Each worker calls it once a round,
@@ -235,6 +239,31 @@ pub fn take_changes(ctx: &mut Ctx<'_>) -> Vec<KeyChange> {
     }
 }
 
+/// SET ... GET and GETSET of a missing key: Redis looks the key up ("keymiss", after the
+/// "expired" of a key it found expired) before it creates it ("new"), but the engine saw the
+/// creation before the command reported its miss. Publishes what the engine recorded, with
+/// the miss moved before the creation.
+pub fn miss_before_creation(ctx: &mut Ctx<'_>, key: &[u8]) {
+    if !ctx.h.has_changes() {
+        return;
+    }
+    let db = ctx.conn.db;
+    let is = |c: &KeyChange, what: Change| c.change == what && c.db == db && c.key == key;
+    let mut changes = ctx.h.take_changes();
+    if let (Some(m), Some(n)) =
+        (changes.iter().rposition(|c| is(c, Change::Missed)), changes.iter().position(|c| is(c, Change::Created)))
+    {
+        if n < m {
+            let miss = changes.remove(m);
+            changes.insert(n, miss);
+        }
+    }
+    let f = flags(ctx.shared);
+    for c in &changes {
+        publish_change(ctx, f, c);
+    }
+}
+
 /// Publishes one change the engine recorded, if its class is on.
 pub fn publish_change(ctx: &mut Ctx<'_>, flags: u32, c: &KeyChange) {
     let (class, event) = change_event(c.change);
@@ -247,6 +276,7 @@ fn change_event(c: Change) -> (u32, &'static str) {
     match c {
         Change::Expired => (EXPIRED, "expired"),
         Change::Created => (NEW, "new"),
+        Change::Missed => (KEY_MISS, "keymiss"),
     }
 }
 
@@ -330,9 +360,10 @@ mod tests {
         let r = |s: &str| reporting(parse(s.as_bytes()).unwrap());
         assert_eq!(r(""), Reporting::default());
         assert_eq!(r("xn"), Reporting::default());
-        assert_eq!(r("KA"), Reporting { expired: true, created: false });
-        assert_eq!(r("En"), Reporting { expired: false, created: true });
-        assert_eq!(r("KEAn"), Reporting { expired: true, created: true });
+        assert_eq!(r("KA"), Reporting { expired: true, ..Reporting::default() });
+        assert_eq!(r("En"), Reporting { created: true, ..Reporting::default() });
+        assert_eq!(r("Km"), Reporting { missed: true, ..Reporting::default() });
+        assert_eq!(r("KEAnm"), Reporting { expired: true, created: true, missed: true });
     }
 
     #[test]

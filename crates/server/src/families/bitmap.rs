@@ -157,7 +157,7 @@ fn cmd_getbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let bit = bit_offset(ctx, 2, None)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     let v = ctx.h.getbit(db, key, bit)?;
-    count_lookup(ctx, v == 1 || ctx.h.meta(db, key)?.is_some());
+    count_lookup(ctx, ctx.arg(1), v == 1 || ctx.h.meta(db, key)?.is_some());
     ctx.out.integer(v as i64);
     Ok(())
 }

@@ -1008,7 +1008,7 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
             Ok((q, points))
         }))
     })?;
-    count_lookup(ctx, found.is_some());
+    count_lookup(ctx, argv.get(src), found.is_some());
     // Only a STORE that stored or deleted something is a change.
     ctx.conn.unchanged = true;
     let Some(found) = found else {
@@ -1147,7 +1147,7 @@ fn cmd_geodist(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     let (a, b) = (ctx.arg(2), ctx.arg(3));
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::ZSet, |c| Ok((c.score(a)?, c.score(b)?)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         Some((Some(s1), Some(s2))) => {
             let (p, q) = (decode_score(s1), decode_score(s2));
@@ -1166,7 +1166,7 @@ fn member_scores(ctx: &mut Ctx<'_>) -> Result<Vec<Option<f64>>, CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, argv.get(1), Kind::ZSet, |c| {
         argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     Ok(r.unwrap_or_else(|| vec![None; argv.len() - 2]))
 }
 

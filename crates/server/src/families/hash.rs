@@ -115,7 +115,7 @@ pub fn op_hget(h: &Handle, db: u32, key: &[u8], field: &[u8]) -> Result<Option<O
 /// `HGET key field` → the value, or null.
 fn cmd_hget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_hget(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(v) => ctx.out.bulk(&v),
         None => ctx.out.null(),
@@ -130,7 +130,7 @@ fn cmd_hmget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| {
         fields.iter().map(|f| c.find(f)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let vals = r.unwrap_or_else(|| vec![None; fields.len()]);
     ctx.out.array(vals.len());
     for v in &vals {
@@ -158,7 +158,7 @@ enum Parts {
 
 fn hgetall_generic(ctx: &mut Ctx<'_>, parts: Parts) -> Result<(), CmdError> {
     let r = op_hgetall(ctx.h, ctx.conn.db, ctx.arg(1))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let ents = r.unwrap_or_default();
     if parts == Parts::Both {
         ctx.out.map(ents.len());
@@ -226,7 +226,7 @@ fn cmd_hdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HLEN key` → the number of fields (0 for a missing key).
 fn cmd_hlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| Ok(c.len()))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(0) as i64);
     Ok(())
 }
@@ -235,7 +235,7 @@ fn cmd_hlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HEXISTS key field` → 1 or 0.
 fn cmd_hexists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| c.contains(ctx.arg(2)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(false) as i64);
     Ok(())
 }
@@ -244,7 +244,7 @@ fn cmd_hexists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HSTRLEN key field` → the value's length (0 if missing).
 fn cmd_hstrlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_hget(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.flatten().map_or(0, |v| v.len()) as i64);
     Ok(())
 }
@@ -327,7 +327,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     if ctx.argc() == 2 {
         let r = ctx.h.coll_read(db, key, Kind::Hash, |c| random_entries(c, -1))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         match r.and_then(|v| v.into_iter().next()) {
             Some((f, _)) => ctx.out.bulk(&f),
             None => ctx.out.null(),
@@ -361,7 +361,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     if count >= 0 {
         let r = ctx.h.coll_read(db, key, Kind::Hash, |c| random_entries(c, count))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         let ents = r.unwrap_or_default();
         header(&mut ctx.out, ents.len() as u64);
         write(&mut ctx.out, &ents);
@@ -388,7 +388,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         })
         // A half-written array must not stay in front of the error reply.
         .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         None => {
             ctx.out.array(0);

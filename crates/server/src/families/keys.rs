@@ -11,6 +11,7 @@
 use larder_engine::{now_ms, ExpireCond, Handle, Ttl, Type};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE};
+use crate::families::string::count_lookup;
 use crate::notify::{self, notify, GENERIC};
 
 pub const COMMANDS: &[Spec] = &[
@@ -41,11 +42,6 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "flushall", arity: -1, flags: WRITE, first_key: 0, last_key: 0, step: 0, group: "server", summary: "Removes all keys from all databases.", handler: cmd_flushall },
     Spec { name: "object", arity: -2, flags: 0, first_key: 0, last_key: 0, step: 0, group: "generic", summary: "A container for object introspection commands.", handler: crate::families::connection::cmd_container },
 ];
-
-/// The arguments from `from` on, as the engine's multi-key calls take them.
-fn keys_from<'a>(ctx: &Ctx<'a>, from: usize) -> Vec<&'a [u8]> {
-    (from..ctx.argc()).map(|i| ctx.arg(i)).collect()
-}
 
 /// Redis's `getIntFromObjectOrReply`: an i64 that must also fit in an i32. `msg` replaces
 /// both error texts when given (SWAPDB's "invalid first DB index").
@@ -97,8 +93,14 @@ fn cmd_del(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 ///
 /// TOUCH only differs by updating the access time, which is not tracked yet.
 fn cmd_exists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let keys = keys_from(ctx, 1);
-    let n = ctx.h.exists(ctx.conn.db, &keys)?;
+    let mut n = 0;
+    // Each key is a lookup (a keyspace hit or miss) of its own, as in Redis.
+    for i in 1..ctx.argc() {
+        let key = ctx.arg(i);
+        let found = ctx.h.exists(ctx.conn.db, &[key])?;
+        count_lookup(ctx, key, found > 0);
+        n += found;
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -106,7 +108,9 @@ fn cmd_exists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `TYPE key` → `+string`, or `+none` for a missing key.
 fn cmd_type(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let name = match ctx.h.type_of(ctx.conn.db, ctx.arg(1))? {
+    let t = ctx.h.type_of(ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t.is_some());
+    let name = match t {
         Some(t) => t.name(),
         None => "none",
     };
@@ -225,6 +229,7 @@ fn op_expire_time(h: &Handle, db: u32, key: &[u8]) -> Result<i64, CmdError> {
 /// `EXPIRETIME key` → the expiry as a Unix time in seconds, -1 without one, -2 if missing.
 fn cmd_expiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_expire_time(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(if t < 0 { t } else { t / 1000 });
     Ok(())
 }
@@ -233,6 +238,7 @@ fn cmd_expiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `PEXPIRETIME key` → the expiry as a Unix time in ms, -1 without one, -2 if missing.
 fn cmd_pexpiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_expire_time(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(t);
     Ok(())
 }
@@ -251,6 +257,7 @@ fn op_pttl(h: &Handle, db: u32, key: &[u8]) -> Result<i64, CmdError> {
 /// expiry, -2 if missing.
 fn cmd_ttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_pttl(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(if t < 0 { t } else { t.saturating_add(500) / 1000 });
     Ok(())
 }
@@ -259,6 +266,7 @@ fn cmd_ttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `PTTL key` → milliseconds to live, -1 without an expiry, -2 if missing.
 fn cmd_pttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_pttl(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(t);
     Ok(())
 }

@@ -438,7 +438,7 @@ fn cmd_lmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `LLEN key` → the length (0 if missing).
 fn cmd_llen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::List, |c| Ok(c.len()))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -453,7 +453,7 @@ fn cmd_lindex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             Some(i) => Ok(Some(c.get(i)?.0)),
             None => Ok(None),
         })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let Some(v) = r else {
         ctx.out.null();
         return Ok(());
@@ -487,7 +487,7 @@ fn cmd_lrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     });
     match r {
         Ok(found) => {
-            count_lookup(ctx, found.is_some());
+            count_lookup(ctx, ctx.arg(1), found.is_some());
             if found.is_none() {
                 ctx.out.array(0);
             }
@@ -566,7 +566,7 @@ fn cmd_lpos(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         Ok(found)
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let found = r.unwrap_or_default();
     match count {
         Some(_) => {

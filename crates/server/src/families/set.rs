@@ -132,7 +132,7 @@ pub fn op_smembers(h: &Handle, db: u32, key: &[u8]) -> Result<Option<Vec<Vec<u8>
 /// `SMEMBERS key` → every member (a set in RESP3).
 fn cmd_smembers(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_smembers(ctx.h, ctx.conn.db, ctx.arg(1))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     members_reply(&mut ctx.out, &r.unwrap_or_default());
     Ok(())
 }
@@ -141,7 +141,7 @@ fn cmd_smembers(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `SISMEMBER key member` → 1 or 0.
 fn cmd_sismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| c.contains(ctx.arg(2)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(false) as i64);
     Ok(())
 }
@@ -153,7 +153,7 @@ fn cmd_smismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| {
         members.iter().map(|m| c.contains(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let r = r.unwrap_or_else(|| vec![false; members.len()]);
     ctx.out.array(r.len());
     for b in r {
@@ -166,7 +166,7 @@ fn cmd_smismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `SCARD key` → the number of members.
 fn cmd_scard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| Ok(c.len()))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(0) as i64);
     Ok(())
 }
@@ -250,7 +250,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     match ctx.argc() {
         2 => {
             let r = ctx.h.coll_read(db, key, Kind::Set, |c| random_entries(c, -1))?;
-            count_lookup(ctx, r.is_some());
+            count_lookup(ctx, ctx.arg(1), r.is_some());
             match r.and_then(|v| v.into_iter().next()) {
                 Some((m, _)) => ctx.out.bulk(&m),
                 None => ctx.out.null(),
@@ -263,7 +263,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let count = rand_count(ctx, 2)?;
     if count >= 0 {
         let r = ctx.h.coll_read(db, key, Kind::Set, |c| random_entries(c, count))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         let r = r.unwrap_or_default();
         ctx.out.array(r.len());
         for (m, _) in &r {
@@ -290,7 +290,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         })
         // A half-written array must not stay in front of the error reply.
         .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         None => {
             ctx.out.array(0);
@@ -458,6 +458,20 @@ pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Res
     Ok((r?.unwrap_or(0), existed))
 }
 
+/// Counts the lookups of the sources of SINTER, SUNION, SDIFF and their STORE and CARD
+/// forms as Redis makes them: each in turn (a keyspace hit or miss), until one that is not
+/// a set (the command then fails with WRONGTYPE).
+fn count_sources(ctx: &Ctx<'_>, keys: &[&[u8]]) -> Result<(), CmdError> {
+    for k in keys {
+        let t = ctx.h.type_of(ctx.conn.db, k)?;
+        count_lookup(ctx, k, t.is_some());
+        if t.is_some_and(|t| t != larder_engine::Type::Set) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The STORE commands' end: the destination written, the reply, the events.
 fn store(ctx: &mut Ctx<'_>, members: &[Vec<u8>], event: &str) -> Result<(), CmdError> {
     let (n, existed) = op_store(ctx.h, ctx.conn.db, ctx.arg(1), members)?;
@@ -469,6 +483,7 @@ fn store(ctx: &mut Ctx<'_>, members: &[Vec<u8>], event: &str) -> Result<(), CmdE
 /// # Format
 /// `SINTER key [key ...]` → the members in every set.
 fn cmd_sinter(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 1), 0)?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -500,6 +515,7 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let keys: Vec<&[u8]> = (2..end).map(|i| ctx.arg(i)).collect();
+    count_sources(ctx, &keys)?;
     let r = op_sinter(ctx.h, ctx.conn.db, &keys, limit)?;
     ctx.out.integer(r.len() as i64);
     Ok(())
@@ -508,6 +524,7 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SINTERSTORE destination key [key ...]` → the size of the stored intersection.
 fn cmd_sinterstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 2), 0)?;
     store(ctx, &r, "sinterstore")
 }
@@ -515,6 +532,7 @@ fn cmd_sinterstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SUNION key [key ...]` → the members of any of the sets.
 fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -523,6 +541,7 @@ fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SUNIONSTORE destination key [key ...]` → the size of the stored union.
 fn cmd_sunionstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
     store(ctx, &r, "sunionstore")
 }
@@ -530,6 +549,7 @@ fn cmd_sunionstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SDIFF key [key ...]` → the first set's members that are in none of the others.
 fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -538,6 +558,7 @@ fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SDIFFSTORE destination key [key ...]` → the size of the stored difference.
 fn cmd_sdiffstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
     store(ctx, &r, "sdiffstore")
 }

@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 use larder_engine::{Error, Handle, Kind, Type};
 
 use crate::command::{strtod_erange, strtod_prefix, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
+use crate::families::string::count_lookup;
 use crate::notify::{self, Replace, LIST};
 
 #[rustfmt::skip]
@@ -290,6 +291,9 @@ pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>
 fn sort_generic(ctx: &mut Ctx<'_>, readonly: bool) -> Result<(), CmdError> {
     let mut o = parse_opts(ctx, readonly)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
+    // Redis looks the key up (a keyspace hit or miss) before it sorts.
+    let found = ctx.h.type_of(db, key)?.is_some();
+    count_lookup(ctx, key, found);
     let vals = op_sort(ctx.h, db, key, &mut o)?;
     match o.store {
         Some(dst) => {

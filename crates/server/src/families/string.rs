@@ -45,13 +45,16 @@ pub const COMMANDS: &[Spec] = &[
 
 // ---- shared helpers ----
 
-/// Counts a `lookupKeyRead` as Redis does: a hit if the key existed, else a miss.
-pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
+/// Counts a `lookupKeyRead` of `key` as Redis does: a hit if the key existed, else a miss,
+/// which is also a "keymiss" keyspace event (the engine keeps it in order with the other
+/// events of the command; free unless notify-keyspace-events has `m`).
+pub(crate) fn count_lookup(ctx: &Ctx<'_>, key: &[u8], found: bool) {
     let s = ctx.stats();
     if found {
         s.keyspace_hits.incr();
     } else {
         s.keyspace_misses.incr();
+        ctx.h.report_miss(ctx.conn.db, key);
     }
 }
 
@@ -60,11 +63,11 @@ pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
 pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     match ctx.h.get(ctx.conn.db, key) {
         Ok(v) => {
-            count_lookup(ctx, v.is_some());
+            count_lookup(ctx, key, v.is_some());
             Ok(v)
         }
         Err(Error::WrongType) => {
-            count_lookup(ctx, true);
+            count_lookup(ctx, key, true);
             Err(Error::WrongType.into())
         }
         Err(e) => Err(e.into()),
@@ -124,7 +127,7 @@ fn check_string(h: &Handle, db: u32, key: &[u8]) -> Result<(), CmdError> {
 fn check_string_read(ctx: &Ctx<'_>, key: &[u8]) -> Result<(), CmdError> {
     let r = check_string(ctx.h, ctx.conn.db, key);
     if r.is_err() {
-        count_lookup(ctx, true);
+        count_lookup(ctx, key, true);
     }
     r
 }
@@ -246,7 +249,7 @@ fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
 /// `GET key` → bulk string or null.
 fn cmd_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let found = reply_value(ctx, ctx.arg(1))?;
-    count_lookup(ctx, found);
+    count_lookup(ctx, ctx.arg(1), found);
     Ok(())
 }
 
@@ -277,7 +280,10 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // Redis's order: GET's reply, the events, then OK (a RESP3 client subscribed to its own
     // keys sees its pushes there).
     if o.get {
-        count_lookup(ctx, r.old.is_some());
+        count_lookup(ctx, key, r.old.is_some());
+        if r.old.is_none() {
+            notify::miss_before_creation(ctx, key);
+        }
         reply_opt(ctx, r.old.as_deref());
     }
     if r.outcome == Outcome::Stored {
@@ -333,7 +339,10 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, value, db) = (ctx.arg(1), ctx.arg(2), ctx.conn.db);
     check_string_read(ctx, key)?;
     let r = ctx.h.set(db, key, value, &SetOptions { get: true, ..Default::default() })?;
-    count_lookup(ctx, r.old.is_some());
+    count_lookup(ctx, key, r.old.is_some());
+    if r.old.is_none() {
+        notify::miss_before_creation(ctx, key);
+    }
     reply_opt(ctx, r.old.as_deref());
     notify(ctx, STRING, "set", key);
     Ok(())
@@ -344,7 +353,7 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_getdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, db) = (ctx.arg(1), ctx.conn.db);
     let old = ctx.h.getdel(db, key)?;
-    count_lookup(ctx, old.is_some());
+    count_lookup(ctx, ctx.arg(1), old.is_some());
     reply_opt(ctx, old.as_deref());
     if old.is_some() {
         notify(ctx, GENERIC, "del", key);
@@ -368,7 +377,7 @@ fn cmd_getex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             // Redis looks the key up (a hit or a miss) and checks its type before it
             // validates the time: a missing key gets a null, not the error.
             let meta = ctx.h.meta(db, key)?;
-            count_lookup(ctx, meta.is_some());
+            count_lookup(ctx, ctx.arg(1), meta.is_some());
             match meta {
                 None => {
                     ctx.out.null();
@@ -381,7 +390,7 @@ fn cmd_getex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     let past = matches!(o.expire, Some((Unit::ExAt | Unit::PxAt, _))) && expires_at_once(expiry);
     let v = ctx.h.getex(db, key, expiry)?;
-    count_lookup(ctx, v.is_some());
+    count_lookup(ctx, ctx.arg(1), v.is_some());
     let Some((v, ttl_before)) = v else {
         ctx.out.null();
         return Ok(());
@@ -410,9 +419,9 @@ fn cmd_mget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             ctx.h.prefetch_group(ctx.conn.db, (i..=n).map(|j| ctx.arg(j)));
         }
         match reply_value(ctx, ctx.arg(i)) {
-            Ok(found) => count_lookup(ctx, found),
+            Ok(found) => count_lookup(ctx, ctx.arg(i), found),
             Err(Error::WrongType) => {
-                count_lookup(ctx, true);
+                count_lookup(ctx, ctx.arg(i), true);
                 ctx.out.null();
             }
             Err(e) => {
@@ -602,7 +611,7 @@ fn cmd_strlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.strlen(db, key)?;
     // 0 is either a missing key or an empty string; only then does the miss need a look.
     let found = n > 0 || ctx.h.meta(db, key)?.is_some();
-    count_lookup(ctx, found);
+    count_lookup(ctx, ctx.arg(1), found);
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -616,7 +625,7 @@ fn cmd_getrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, db) = (ctx.arg(1), ctx.conn.db);
     let v = ctx.h.getrange(db, key, start, end)?;
     let found = !v.is_empty() || ctx.h.meta(db, key)?.is_some();
-    count_lookup(ctx, found);
+    count_lookup(ctx, ctx.arg(1), found);
     ctx.out.bulk(&v);
     Ok(())
 }
@@ -655,11 +664,11 @@ fn cmd_lcs(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     for i in 1..=2 {
         match ctx.h.get(db, ctx.arg(i)) {
             Ok(v) => {
-                count_lookup(ctx, v.is_some());
+                count_lookup(ctx, ctx.arg(i), v.is_some());
                 vals.push(v.unwrap_or_default());
             }
             Err(Error::WrongType) => {
-                count_lookup(ctx, true);
+                count_lookup(ctx, ctx.arg(i), true);
                 wrong = true;
             }
             Err(e) => return Err(e.into()),

@@ -837,7 +837,7 @@ fn cmd_zrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let m = ctx.arg(2);
     let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| c.score(m))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(s) => reply_score(ctx, s),
         None => {
@@ -854,7 +854,7 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let scores = ctx.h.coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| {
         argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, scores.is_some());
+    count_lookup(ctx, ctx.arg(1), scores.is_some());
     let scores = scores.unwrap_or_else(|| vec![None; argv.len() - 2]);
     ctx.out.array(scores.len());
     for s in scores {
@@ -872,7 +872,7 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `ZCARD key` → the number of members.
 fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| Ok(c.len()))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -882,7 +882,7 @@ fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = parse_score_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| score_span(c, &r).map(|(f, t)| t - f))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -892,7 +892,7 @@ fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zlexcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (min, max) = parse_lex_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| lex_span(c, min, max).map(|(f, t)| t - f))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -968,7 +968,7 @@ fn zrange_generic(
         _ => RangeBy::Rank(ctx.int(lo)?, ctx.int(hi)?),
     };
     let items = op_range(ctx.h, db(ctx), ctx.arg(at), spec, rev, (offset, limit))?;
-    count_lookup(ctx, items.is_some());
+    count_lookup(ctx, ctx.arg(at), items.is_some());
     match store {
         Some(d) => {
             let mut items = items.unwrap_or_default();
@@ -1034,7 +1034,7 @@ fn zrank_generic(ctx: &mut Ctx<'_>, rev: bool) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| {
         Ok(c.zrank(m)?.map(|r| if rev { c.len() - 1 - r } else { r }))
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(r) => ctx.out.integer(r as i64),
         None => ctx.out.null(),
@@ -1212,7 +1212,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let key = ctx.arg(1);
     if ctx.argc() == 2 {
         let m = ctx.h.coll_read(db, key, Kind::ZSet, |c| c.get(rand_below(c.len())).map(|(m, _)| m))?;
-        count_lookup(ctx, m.is_some());
+        count_lookup(ctx, ctx.arg(1), m.is_some());
         match m {
             Some(m) => ctx.out.bulk(&m),
             None => ctx.out.null(),
@@ -1256,7 +1256,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             })
             // A half-written array must not stay in front of the error reply.
             .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         match r {
             Some(true) => {}
             Some(false) => ctx.conn.close = true,
@@ -1274,7 +1274,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         distinct_positions(n, count).into_iter().map(|p| c.get(p).map(|(m, s)| (m, score_of(&s)))).collect()
     })?;
-    count_lookup(ctx, items.is_some());
+    count_lookup(ctx, ctx.arg(1), items.is_some());
     reply_pairs(ctx, &items.unwrap_or_default(), withscores, nested);
     Ok(())
 }
@@ -1365,8 +1365,11 @@ fn setop_generic(ctx: &mut Ctx<'_>, dst: Option<usize>, nk: usize, op: SetOp, ca
     let setnum = setnum as usize;
     let keys: Vec<&[u8]> = (nk + 1..nk + 1 + setnum).map(|i| ctx.argv.get(i)).collect();
     // Types are checked before the options, as Redis does.
+    // (Each a lookup: a keyspace hit or miss.)
     for k in &keys {
-        match ctx.h.type_of(db(ctx), k)? {
+        let t = ctx.h.type_of(db(ctx), k)?;
+        count_lookup(ctx, k, t.is_some());
+        match t {
             Some(Type::ZSet) | Some(Type::Set) | None => {}
             Some(_) => return Err(Error::WrongType.into()),
         }

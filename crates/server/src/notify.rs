@@ -178,6 +178,16 @@ pub fn notify_store(ctx: &mut Ctx<'_>, class: u32, event: &str, key: &[u8], stor
     }
 }
 
+/// Members taken from the collection `key` (a pop, a removal): `event`, then "del" if that
+/// emptied it, as Redis's commands do.
+pub fn notify_removed(ctx: &mut Ctx<'_>, class: u32, event: &str, key: &[u8], emptied: bool) {
+    let f = flags(ctx.shared);
+    notify_with(ctx, f, class, event, key);
+    if emptied {
+        notify_with(ctx, f, GENERIC, "del", key);
+    }
+}
+
 /// Publishes `event` about `key` in the client's database if `class` is on.
 #[inline]
 pub fn notify(ctx: &mut Ctx<'_>, class: u32, event: &str, key: &[u8]) {
@@ -194,11 +204,20 @@ pub fn notify_db(ctx: &mut Ctx<'_>, class: u32, event: &str, key: &[u8], db: u32
     }
 }
 
-/// [`notify`] with the flags already loaded (commands with an event per key: one load).
+/// [`notify`] with the flags already loaded ([`flags`]): a command with several events
+/// loads them once.
 #[inline]
 pub fn notify_with(ctx: &mut Ctx<'_>, flags: u32, class: u32, event: &str, key: &[u8]) {
     if flags & class != 0 {
         let db = ctx.conn.db;
+        emit(ctx, flags, event, key, db);
+    }
+}
+
+/// [`notify_db`] with the flags already loaded.
+#[inline]
+pub fn notify_db_with(ctx: &mut Ctx<'_>, flags: u32, class: u32, event: &str, key: &[u8], db: u32) {
+    if flags & class != 0 {
         emit(ctx, flags, event, key, db);
     }
 }
@@ -337,7 +356,7 @@ mod tests {
             ("Ex", "xE"),
             ("En", "nE"),
             ("mK", "Km"),
-            ("ndtezxhsl$g", "g$lshzxetdn"),
+            ("ndtzxhsl$g", "g$lshzxtdn"),
             // A with n: n is set but not printed (Redis 7.0's keyspaceEventsFlagsToString).
             ("KEAn", "AKE"),
             ("g$lshzxetd", "A"),

@@ -12,7 +12,7 @@ use larder_resp::{Protocol, Writer};
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
 use crate::families::collection::{rand_below, rand_count, random_entries, reply_cap, scan_command};
 use crate::families::string::{count_lookup, ld};
-use crate::notify::{notify, GENERIC, HASH};
+use crate::notify::{self, notify, HASH};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -213,10 +213,7 @@ fn cmd_hdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let fields: Vec<&[u8]> = (2..ctx.argc()).map(|i| ctx.arg(i)).collect();
     let (n, emptied) = op_hdel(ctx.h, ctx.conn.db, ctx.arg(1), &fields)?;
     if n > 0 {
-        notify(ctx, HASH, "hdel", ctx.arg(1));
-        if emptied {
-            notify(ctx, GENERIC, "del", ctx.arg(1));
-        }
+        notify::notify_removed(ctx, HASH, "hdel", ctx.arg(1), emptied);
     }
     ctx.out.integer(n as i64);
     Ok(())

@@ -450,8 +450,9 @@ fn cmd_rename(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn notify_rename(ctx: &mut Ctx<'_>) {
     let (src, dst) = (ctx.arg(1), ctx.arg(2));
     if src != dst {
-        notify(ctx, GENERIC, "rename_from", src);
-        notify(ctx, GENERIC, "rename_to", dst);
+        let f = notify::flags(ctx.shared);
+        notify::notify_with(ctx, f, GENERIC, "rename_from", src);
+        notify::notify_with(ctx, f, GENERIC, "rename_to", dst);
     }
 }
 
@@ -512,8 +513,9 @@ fn cmd_move(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     let done = ctx.h.move_to(db, key, dst_db)?;
     if done {
-        notify::notify_db(ctx, GENERIC, "move_from", key, db);
-        notify::notify_db(ctx, GENERIC, "move_to", key, dst_db);
+        let f = notify::flags(ctx.shared);
+        notify::notify_db_with(ctx, f, GENERIC, "move_from", key, db);
+        notify::notify_db_with(ctx, f, GENERIC, "move_to", key, dst_db);
     }
     ctx.out.integer(done as i64);
     Ok(())

@@ -26,7 +26,7 @@ use crate::blocking::{self, NullReply};
 use crate::command::{
     parse_f64, parse_i64, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
 };
-use crate::notify::{notify, GENERIC, LIST};
+use crate::notify::{self, notify, GENERIC, LIST};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -176,10 +176,7 @@ pub fn op_pop(
 /// The events of elements popped from `key`: "lpop" / "rpop", and "del" if the list went
 /// (Redis's `listElementsRemoved`).
 fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], end: End, emptied: bool) {
-    notify(ctx, LIST, if end == End::Left { "lpop" } else { "rpop" }, key);
-    if emptied {
-        notify(ctx, GENERIC, "del", key);
-    }
+    notify::notify_removed(ctx, LIST, if end == End::Left { "lpop" } else { "rpop" }, key, emptied);
 }
 
 /// The event of a push onto `end` of `key`.
@@ -645,11 +642,7 @@ fn cmd_ltrim(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     })?;
     // On a list, "ltrim" even when the range kept everything, as Redis.
     if let Some(emptied) = r {
-        let key = ctx.argv.get(1);
-        notify(ctx, LIST, "ltrim", key);
-        if emptied {
-            notify(ctx, GENERIC, "del", key);
-        }
+        notify::notify_removed(ctx, LIST, "ltrim", ctx.argv.get(1), emptied);
     }
     ctx.out.ok();
     Ok(())
@@ -725,10 +718,7 @@ fn cmd_lrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     })?;
     let (removed, emptied) = r.unwrap_or((0, false));
     if removed > 0 {
-        notify(ctx, LIST, "lrem", ctx.arg(1));
-    }
-    if emptied {
-        notify(ctx, GENERIC, "del", ctx.arg(1));
+        notify::notify_removed(ctx, LIST, "lrem", ctx.arg(1), emptied);
     }
     ctx.out.integer(removed);
     Ok(())
@@ -744,9 +734,13 @@ fn reply_moved(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End, e:
         ctx.out.null();
         return;
     };
-    notify_push(ctx, dst, to);
+    let f = notify::flags(ctx.shared);
+    notify::notify_with(ctx, f, LIST, if to == End::Left { "lpush" } else { "rpush" }, dst);
     ctx.out.bulk(&e);
-    notify_pop(ctx, src, from, emptied);
+    notify::notify_with(ctx, f, LIST, if from == End::Left { "lpop" } else { "rpop" }, src);
+    if emptied {
+        notify::notify_with(ctx, f, GENERIC, "del", src);
+    }
 }
 
 /// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT` → the element moved, or null.

@@ -99,10 +99,7 @@ pub fn op_srem(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result
 
 /// The events of members taken from `key` ("srem", "spop"), and "del" if it went.
 fn notify_removed(ctx: &mut Ctx<'_>, event: &str, key: &[u8], emptied: bool) {
-    notify(ctx, SET, event, key);
-    if emptied {
-        notify(ctx, GENERIC, "del", key);
-    }
+    notify::notify_removed(ctx, SET, event, key, emptied);
 }
 
 /// # Format
@@ -205,10 +202,11 @@ fn cmd_spop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             match r.and_then(|(v, emptied)| Some((v.into_iter().next()?, emptied))) {
                 // Redis's order: "spop", the member, then "del".
                 Some((m, emptied)) => {
-                    notify(ctx, SET, "spop", key);
+                    let f = notify::flags(ctx.shared);
+                    notify::notify_with(ctx, f, SET, "spop", key);
                     ctx.out.bulk(&m);
                     if emptied {
-                        notify(ctx, GENERIC, "del", key);
+                        notify::notify_with(ctx, f, GENERIC, "del", key);
                     }
                 }
                 None => {
@@ -338,9 +336,13 @@ fn cmd_smove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if m.moved && src != dst {
         // Redis's order: "srem" (and "del") of the source, then the destination's "new"
         // (which the engine recorded) and "sadd".
-        notify_removed(ctx, "srem", src, m.src_emptied);
+        let f = notify::flags(ctx.shared);
+        notify::notify_with(ctx, f, SET, "srem", src);
+        if m.src_emptied {
+            notify::notify_with(ctx, f, GENERIC, "del", src);
+        }
         if m.added {
-            notify(ctx, SET, "sadd", dst);
+            notify::notify_with(ctx, f, SET, "sadd", dst);
         }
     }
     ctx.out.integer(m.moved as i64);

@@ -236,11 +236,12 @@ fn expires_at_once(expiry: Expiry) -> bool {
 /// with a time already past until a lookup or active expiry finds it ("expired" then);
 /// Larder deletes it at once, so its "expired" comes at once too.
 fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
-    notify(ctx, STRING, "set", key);
+    let f = notify::flags(ctx.shared);
+    notify::notify_with(ctx, f, STRING, "set", key);
     if matches!(expiry, Expiry::At(_)) {
-        notify(ctx, GENERIC, "expire", key);
+        notify::notify_with(ctx, f, GENERIC, "expire", key);
         if past {
-            notify(ctx, EXPIRED, "expired", key);
+            notify::notify_with(ctx, f, EXPIRED, "expired", key);
         }
     }
 }

@@ -30,7 +30,7 @@ use crate::command::{
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::list::parse_timeout;
 use crate::families::string::count_lookup;
-use crate::notify::{self, notify, Replace, GENERIC, ZSET};
+use crate::notify::{self, notify, Replace, ZSET};
 
 const RO: u32 = READONLY;
 const ROF: u32 = READONLY | FAST;
@@ -465,10 +465,7 @@ fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, items: &[Scored], emptie
     if items.is_empty() {
         return;
     }
-    notify(ctx, ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
-    if emptied {
-        notify(ctx, GENERIC, "del", key);
-    }
+    notify::notify_removed(ctx, ZSET, if max { "zpopmax" } else { "zpopmin" }, key, emptied);
 }
 
 /// How a range is given.
@@ -806,10 +803,7 @@ pub fn notify_zadd(ctx: &mut Ctx<'_>, key: &[u8], f: ZAddFlags, out: &ZAddOut) {
 /// Members removed from `key`: its event, and "del" if it went.
 fn notify_removed(ctx: &mut Ctx<'_>, event: &str, key: &[u8], removed: u64, emptied: bool) {
     if removed > 0 {
-        notify(ctx, ZSET, event, key);
-        if emptied {
-            notify(ctx, GENERIC, "del", key);
-        }
+        notify::notify_removed(ctx, ZSET, event, key, emptied);
     }
 }
 

@@ -157,6 +157,9 @@ pub struct Mailbox {
     pub msgs: Mutex<Vec<Msg>>,
     /// Set by CLIENT KILL (through [`Shared::wake_all`]): sweep killed connections.
     pub sweep: AtomicBool,
+    /// The notify-keyspace-events flags the worker's engine handle records for (see
+    /// [`notify::sync_worker`]).
+    pub notify_flags: AtomicU32,
 }
 
 /// Everything the workers share.

@@ -131,13 +131,31 @@ fn reporting(flags: u32) -> Reporting {
     }
 }
 
-/// Tells a handle what to record for the current flags. Each worker calls it once a round,
-/// CONFIG SET on its own handle at once, active expiry before each round.
+/// Tells a handle what to record for the current flags (active expiry, before each round).
 pub fn sync(h: &Handle, shared: &Shared) {
     let want = reporting(flags(shared));
     if h.reporting() != want {
         h.report(want);
     }
+}
+
+/// [`sync`] for worker `w`'s handle, which it notes in the worker's mailbox. Each worker
+/// calls it once a round (two relaxed loads when nothing changed), and CONFIG SET on its
+/// own worker at once, so a write pipelined behind it already records what it asks for.
+#[inline]
+pub fn sync_worker(h: &Handle, shared: &Shared, w: usize) {
+    let f = flags(shared);
+    let Some(m) = shared.mailboxes.get(w) else { return };
+    if m.notify_flags.load(Ordering::Relaxed) != f {
+        sync_to(h, m, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn sync_to(h: &Handle, m: &crate::Mailbox, f: u32) {
+    h.report(reporting(f));
+    m.notify_flags.store(f, Ordering::Relaxed);
 }
 
 /// A key that a command replaces as Redis's `setKey` does (the STORE commands), by a delete
@@ -146,24 +164,24 @@ pub fn sync(h: &Handle, shared: &Shared) {
 pub struct Replace {
     /// The key existed (and was deleted).
     pub existed: bool,
-    before: Reporting,
 }
 
 impl Replace {
-    /// Deletes `key`, and holds back the report of its creation if it existed.
+    /// Deletes `key`, noting whether it existed.
     pub fn begin(h: &mut Handle, db: u32, key: &[u8]) -> Result<Replace, larder_engine::Error> {
-        let before = h.reporting();
-        let existed = h.del(db, &[key])? > 0;
-        if existed && before.created {
-            h.report(Reporting { created: false, ..before });
-        }
-        Ok(Replace { existed, before })
+        Ok(Replace { existed: h.del(db, &[key])? > 0 })
     }
 
-    /// After the write: reports as before. Returns whether the key existed.
-    pub fn end(self, h: &Handle) -> bool {
-        h.report(self.before);
-        self.existed
+    /// Runs the write that puts the key back; it does not report the key created if it
+    /// existed. What the handle reports is then as before.
+    pub fn write<R>(&self, h: &mut Handle, f: impl FnOnce(&mut Handle) -> R) -> R {
+        let before = h.reporting();
+        if self.existed && before.created {
+            h.report(Reporting { created: false, ..before });
+        }
+        let r = f(h);
+        h.report(before);
+        r
     }
 }
 

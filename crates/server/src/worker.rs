@@ -298,9 +298,9 @@ impl Worker {
             }
             let commands = self.shared.stats.worker(self.id).commands.total();
             self.round_reads = 0;
-            // What the engine records for keyspace notifications follows CONFIG SET from the
-            // next round on: one relaxed load a round.
-            crate::notify::sync(&self.h, &self.shared);
+            // What the engine records for keyspace notifications follows a CONFIG SET on
+            // another worker from the next round on.
+            crate::notify::sync_worker(&self.h, &self.shared, self.id);
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -338,7 +338,9 @@ impl Worker {
                 self.resume_paused();
             }
             // Keyspace notifications of what memcached requests expired or created.
-            crate::notify::flush_detached(&self.shared, &self.h);
+            if self.h.has_changes() {
+                crate::notify::flush_detached(&self.shared, &self.h);
+            }
             // Expired keys this worker's reads and writes deleted, into INFO's count.
             let expired = self.h.take_expired();
             if expired > 0 {

@@ -733,7 +733,7 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                     if q.name == "notify-keyspace-events" {
                         let printed = cfg.get(q.name).unwrap_or_default();
                         let _ = cfg.set(q.name, &printed);
-                        crate::notify::sync(ctx.h, ctx.shared);
+                        crate::notify::sync_worker(ctx.h, ctx.shared, ctx.worker);
                     }
                 }
                 // Value errors name the parameter by its real name, as Redis does.
@@ -755,7 +755,7 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     cfg.sync_limits(ctx.shared.store.limits());
     // This worker's engine handle records what the new notify-keyspace-events asks for from
     // the next command on (the other workers' from their next round).
-    crate::notify::sync(ctx.h, ctx.shared);
+    crate::notify::sync_worker(ctx.h, ctx.shared, ctx.worker);
     ctx.out.ok();
     Ok(())
 }

@@ -450,14 +450,15 @@ pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Res
     if members.is_empty() {
         return Ok((0, replace.existed));
     }
-    let r = h.coll_write(db, dst, Kind::Set, true, |c| {
-        for m in members {
-            c.put(m, b"")?;
-        }
-        Ok(c.len())
-    });
-    let existed = replace.end(h);
-    Ok((r?.unwrap_or(0), existed))
+    let n = replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::Set, true, |c| {
+            for m in members {
+                c.put(m, b"")?;
+            }
+            Ok(c.len())
+        })
+    })?;
+    Ok((n.unwrap_or(0), replace.existed))
 }
 
 /// Counts the lookups of the sources of SINTER, SUNION, SDIFF and their STORE and CARD

@@ -277,15 +277,15 @@ pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>
     if vals.is_empty() {
         return Ok(replace.existed);
     }
-    let r = h.coll_write(db, dst, Kind::List, true, |c| {
-        for v in vals {
-            c.insert_at(c.len(), v.as_deref().unwrap_or(b""))?;
-        }
-        Ok(())
-    });
-    let existed = replace.end(h);
-    r?;
-    Ok(existed)
+    replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::List, true, |c| {
+            for v in vals {
+                c.insert_at(c.len(), v.as_deref().unwrap_or(b""))?;
+            }
+            Ok(())
+        })
+    })?;
+    Ok(replace.existed)
 }
 
 fn sort_generic(ctx: &mut Ctx<'_>, readonly: bool) -> Result<(), CmdError> {

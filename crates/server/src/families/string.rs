@@ -48,14 +48,19 @@ pub const COMMANDS: &[Spec] = &[
 /// Counts a `lookupKeyRead` of `key` as Redis does: a hit if the key existed, else a miss,
 /// which is also a "keymiss" keyspace event (the engine keeps it in order with the other
 /// events of the command; free unless notify-keyspace-events has `m`).
+#[inline]
 pub(crate) fn count_lookup(ctx: &Ctx<'_>, key: &[u8], found: bool) {
-    let s = ctx.stats();
     if found {
-        s.keyspace_hits.incr();
+        ctx.stats().keyspace_hits.incr();
     } else {
-        s.keyspace_misses.incr();
-        ctx.h.report_miss(ctx.conn.db, key);
+        count_miss(ctx, key);
     }
+}
+
+#[inline(never)]
+fn count_miss(ctx: &Ctx<'_>, key: &[u8]) {
+    ctx.stats().keyspace_misses.incr();
+    ctx.h.report_miss(ctx.conn.db, key);
 }
 
 /// The value of string `key` as a command that reads it finds it (`lookupKeyRead`: counted
@@ -235,8 +240,18 @@ fn expires_at_once(expiry: Expiry) -> bool {
 /// The events of a SET that stored: "set", and "expire" with a time. Redis keeps a key set
 /// with a time already past until a lookup or active expiry finds it ("expired" then);
 /// Larder deletes it at once, so its "expired" comes at once too.
+#[inline]
 fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
+    // The one load and test SET pays with the flags empty.
     let f = notify::flags(ctx.shared);
+    if f != 0 {
+        notify_set_events(ctx, f, key, expiry, past);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn notify_set_events(ctx: &mut Ctx<'_>, f: u32, key: &[u8], expiry: Expiry, past: bool) {
     notify::notify_with(ctx, f, STRING, "set", key);
     if matches!(expiry, Expiry::At(_)) {
         notify::notify_with(ctx, f, GENERIC, "expire", key);
@@ -249,8 +264,9 @@ fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
 /// # Format
 /// `GET key` → bulk string or null.
 fn cmd_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let found = reply_value(ctx, ctx.arg(1))?;
-    count_lookup(ctx, ctx.arg(1), found);
+    let key = ctx.arg(1);
+    let found = reply_value(ctx, key)?;
+    count_lookup(ctx, key, found);
     Ok(())
 }
 
@@ -278,26 +294,30 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     let past = expires_at_once(expiry);
     let r = ctx.h.set(db, key, value, &SetOptions { cond, expiry, get: o.get, ..Default::default() })?;
-    // Redis's order: GET's reply, the events, then OK (a RESP3 client subscribed to its own
-    // keys sees its pushes there).
+    // Redis's order: the events, then OK (a RESP3 client subscribed to its own keys sees
+    // its pushes first).
     if o.get {
-        count_lookup(ctx, key, r.old.is_some());
-        if r.old.is_none() {
-            notify::miss_before_creation(ctx, key);
-        }
-        reply_opt(ctx, r.old.as_deref());
+        set_get_reply(ctx, key, &r, expiry, past);
+    } else if r.outcome == Outcome::Stored {
+        notify_set(ctx, key, expiry, past);
+        ctx.out.ok();
+    } else {
+        ctx.out.null();
     }
+    Ok(())
+}
+
+/// SET ... GET's end, in Redis's order: the lookup (a hit or a miss, whose "keymiss"
+/// comes before a "new"), the old value, then the events if it stored.
+fn set_get_reply(ctx: &mut Ctx<'_>, key: &[u8], r: &larder_engine::SetReply, expiry: Expiry, past: bool) {
+    count_lookup(ctx, key, r.old.is_some());
+    if r.old.is_none() {
+        notify::miss_before_creation(ctx, key);
+    }
+    reply_opt(ctx, r.old.as_deref());
     if r.outcome == Outcome::Stored {
         notify_set(ctx, key, expiry, past);
     }
-    if !o.get {
-        if r.outcome == Outcome::Stored {
-            ctx.out.ok();
-        } else {
-            ctx.out.null();
-        }
-    }
-    Ok(())
 }
 
 /// # Format
@@ -419,10 +439,11 @@ fn cmd_mget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         if (i - 1) % PREFETCH_GROUP == 0 && n > 1 {
             ctx.h.prefetch_group(ctx.conn.db, (i..=n).map(|j| ctx.arg(j)));
         }
-        match reply_value(ctx, ctx.arg(i)) {
-            Ok(found) => count_lookup(ctx, ctx.arg(i), found),
+        let key = ctx.arg(i);
+        match reply_value(ctx, key) {
+            Ok(found) => count_lookup(ctx, key, found),
             Err(Error::WrongType) => {
-                count_lookup(ctx, ctx.arg(i), true);
+                count_lookup(ctx, key, true);
                 ctx.out.null();
             }
             Err(e) => {

@@ -514,16 +514,16 @@ pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result
     if items.is_empty() {
         return Ok((0, replace.existed));
     }
-    let r = h.coll_write(db, dst, Kind::ZSet, true, |c| {
-        c.clear()?;
-        for (m, s) in items {
-            c.zput(m, *s)?;
-        }
-        Ok(())
-    });
-    let existed = replace.end(h);
-    r?;
-    Ok((items.len() as u64, existed))
+    replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::ZSet, true, |c| {
+            c.clear()?;
+            for (m, s) in items {
+                c.zput(m, *s)?;
+            }
+            Ok(())
+        })
+    })?;
+    Ok((items.len() as u64, replace.existed))
 }
 
 /// A STORE command's reply and events.

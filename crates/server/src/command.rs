@@ -818,7 +818,7 @@ pub(crate) fn call(ctx: &mut Ctx<'_>, i: usize) {
     }
     ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
-    // Keys the engine found expired or created and no keyspace event has published yet
+    // Keys the engine found expired, created or missed and no keyspace event published yet
     // (a plain load; set only while notify-keyspace-events asks for them).
     if ctx.h.has_changes() {
         crate::notify::flush(ctx);

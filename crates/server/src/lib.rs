@@ -17,9 +17,9 @@
 //! lock, no hop to another thread. The kernel spreads new connections over the workers'
 //! listeners (SO_REUSEPORT).
 //!
-//! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
-//! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
-//! connection's output buffer. EXEC makes a transaction atomic across workers with the exec
+//! Workers talk to each other only through mailboxes: PUBLISH (and a keyspace notification,
+//! see [`notify`]) appends the encoded message to the mailbox of each subscriber's worker and
+//! wakes that worker, which appends it to the connection's output buffer. EXEC makes a transaction atomic across workers with the exec
 //! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
 //! [`pause`]).
 

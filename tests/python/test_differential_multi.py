@@ -712,6 +712,80 @@ CLIENT = {
 
 SCRIPTED = {**BLOCKING, **PUBSUB, **TX, **CLIENT}
 
+# Keyspace notifications: connection 0 subscribes to every event of every database (RESP2),
+# connection 1 to the keyevent channels of DB_A in RESP3 and writes too (its own events come
+# to it as pushes, placed among its replies as Redis places them), connection 2 blocks,
+# connection 3 writes. FLUSHALL first: no key of another test expires meanwhile (active expiry
+# would notify it). The flags are set back to none afterwards (test_multi_notifications).
+NOTIFY_ALL = "KEAnm"
+NOTIFY = [
+    S(3, "FLUSHALL"), S(3, "CONFIG SET notify-keyspace-events %s" % NOTIFY_ALL),
+    S(3, "CONFIG GET notify-keyspace-events"), S(3, "CONFIG SET notify-keyspace-events KEA?"),
+    S(0, "PSUBSCRIBE __key*__:*"), S(1, "HELLO 3"), S(1, "PSUBSCRIBE __keyevent@%d__:*" % DB_A),
+    # strings
+    S(3, "SET s v"), S(3, "SET s v2 XX GET"), S(3, "SET s v3 NX"), S(3, "SET s v3 NX GET"), S(3, "SETNX s2 x"),
+    S(3, "SETNX s2 y"), S(3, "SET s v EX 100"), S(3, "SET s v KEEPTTL"), S(3, "SETEX s3 100 v"),
+    S(3, "PSETEX s3 100000 v"), S(3, "GETSET s g"), S(3, "GETSET s4 g"), S(3, "APPEND s tail"), S(3, "APPEND s5 new"),
+    S(3, "SETRANGE s 1 xx"), S(3, ["SETRANGE", "s", "0", ""]), S(3, ["SETRANGE", "s6", "0", ""]), S(3, "SETRANGE s6 2 x"),
+    S(3, "INCR n"), S(3, "INCRBY n 5"), S(3, "DECR n"), S(3, "DECRBY n 2"), S(3, "INCRBYFLOAT f 1.5"),
+    S(3, "INCRBYFLOAT f 1e400"), S(3, "INCR s"), S(3, "MSET a 1 b 2 a 3"), S(3, "MSETNX a 1 c 2"),
+    S(3, "MSETNX c 1 d 2"), S(3, "GETDEL a"), S(3, "GETDEL a"), S(3, "GETEX b EX 100"), S(3, "GETEX b"),
+    S(3, "GETEX b PERSIST"), S(3, "GETEX b PERSIST"), S(3, "GETEX b PXAT 1"), S(3, "GETEX b EX 1"),
+    # generic
+    S(3, "EXPIRE s 100"), S(3, "EXPIRE s 200 NX"), S(3, "PERSIST s"), S(3, "PERSIST s"), S(3, "PEXPIREAT s 1000"),
+    S(3, "EXISTS s"), S(3, "EXPIRE s -1"), S(3, "EXPIRE missing 10"), S(3, "DEL c d nothere"), S(3, "UNLINK s2 s3"),
+    S(3, "SET r1 v"), S(3, "RENAME r1 r2"), S(3, "SET r3 v"), S(3, "RENAME r2 r3"), S(3, "RENAMENX r3 r3"),
+    S(3, "RENAME r3 r3"), S(3, "RENAME nosuch r3"), S(3, "SET r5 v"), S(3, "RENAMENX r5 r3"), S(3, "RENAMENX r5 r6"),
+    S(3, "COPY r3 r4"), S(3, "COPY r3 r4"), S(3, "COPY r3 r4 REPLACE"), S(3, "COPY r3 r4 DB %d" % DB_B),
+    S(3, "MOVE r4 %d" % DB_B), S(3, "MOVE r3 %d" % DB_B), S(3, "SELECT %d" % DB_B), S(3, "DEL r3 r4"),
+    S(3, "SELECT %d" % DB_A),
+    # lists
+    S(3, "LPUSH l a b"), S(3, "RPUSH l c"), S(3, "LPUSHX nol x"), S(3, "RPUSHX l d"), S(3, "LINSERT l BEFORE a z"),
+    S(3, "LINSERT l BEFORE nope z"), S(3, "LSET l 0 q"), S(3, "LREM l 1 q"), S(3, "LREM l 0 nope"),
+    S(3, "LTRIM l 0 -1"), S(3, "LTRIM l 0 1"), S(3, "LTRIM nol 0 1"), S(3, "LPOP l"), S(3, "RPOP l 0"),
+    S(3, "RPOP l 5"), S(3, "RPUSH m1 x y"), S(3, "LMOVE m1 m2 LEFT RIGHT"), S(3, "RPOPLPUSH m1 m2"),
+    S(3, "LMOVE m2 m2 LEFT LEFT"), S(3, "LMPOP 2 nol m2 RIGHT COUNT 5"), S(3, "RPUSH lt 1 2 3"), S(3, "LTRIM lt 5 6"),
+    # hashes
+    S(3, "HSET h f v g w"), S(3, "HMSET h f v"), S(3, "HSETNX h f x"), S(3, "HSETNX h n x"), S(3, "HINCRBY h i 3"),
+    S(3, "HINCRBYFLOAT h j 0.5"), S(3, "HDEL h nope"), S(3, "HDEL h f"), S(3, "HDEL h g i j n"),
+    # sets
+    S(3, "SADD s1 a b c"), S(3, "SADD s1 a"), S(3, "SREM s1 z"), S(3, "SREM s1 a"), S(3, "SMOVE s1 s2 b"),
+    S(3, "SMOVE s1 s2 nope"), S(3, "SADD s2 c"), S(3, "SMOVE s1 s2 c"), S(3, "SADD s1 x"),
+    S(3, "SINTERSTORE d s1 s2"), S(3, "SUNIONSTORE d s1 s2"), S(3, "SUNIONSTORE d s1 s2"), S(3, "SDIFFSTORE d s2 s2"),
+    S(3, "SDIFFSTORE d s2 s2"), S(3, "SINTERSTORE d nosuch"), S(3, "SPOP s1"), S(3, "SPOP nosuch"),
+    S(3, "SPOP s2 0"), S(3, "SREM s2 c"), S(3, "SPOP s2 10"),  # one member left: no hash order to differ
+    # sorted sets
+    S(3, "ZADD z 1 a 2 b"), S(3, "ZADD z 1 a"), S(3, "ZADD z INCR 1 a"), S(3, "ZINCRBY z 0 a"),
+    S(3, "ZINCRBY z 1 c"), S(3, "ZADD z XX 5 nope"), S(3, "ZADD z CH GT 9 b"), S(3, "ZREM z x"), S(3, "ZREM z a"),
+    S(3, "ZPOPMIN z"), S(3, "ZPOPMAX z 0"), S(3, "ZPOPMAX z 5"), S(3, "ZADD z 1 a 2 b 3 c 4 d"),
+    S(3, "ZREMRANGEBYSCORE z 1 1"), S(3, "ZREMRANGEBYSCORE z 9 9"), S(3, "ZREMRANGEBYRANK z 0 0"),
+    S(3, "ZUNIONSTORE zu 2 z nosuch"), S(3, "ZINTERSTORE zu 2 z nosuch"), S(3, "ZINTERSTORE zu 2 z nosuch"),
+    S(3, "ZDIFFSTORE zd 1 z"), S(3, "ZRANGESTORE zr z 0 -1"), S(3, "ZRANGESTORE zr z 5 6"),
+    S(3, "ZMPOP 1 z MIN COUNT 10"), S(3, "ZADD zl 0 a 0 b"), S(3, "ZREMRANGEBYLEX zl - +"),
+    # bits, HyperLogLog, geo, SORT
+    S(3, "SETBIT bk 7 1"), S(3, "SETBIT bk 7 1"), S(3, "SETBIT bk 7 0"), S(3, "BITOP OR bo bk"),
+    S(3, "BITOP AND bo nope nope2"), S(3, "BITFIELD bf SET u8 0 255"), S(3, "BITFIELD bf SET u8 0 255"),
+    S(3, "BITFIELD bf GET u8 0"), S(3, "PFADD hl a b"), S(3, "PFADD hl a"), S(3, "PFMERGE hm hl"), S(3, "PFCOUNT hm"),
+    S(3, "GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania"), S(3, "GEOADD g NX 1 1 Palermo"),
+    S(3, "GEOSEARCHSTORE gd g FROMLONLAT 15 37 BYRADIUS 200 km"), S(3, "GEORADIUS g 15 37 200 km STORE gr"),
+    S(3, "GEORADIUS g 15 37 1 km STORE gr"), S(3, "GEOSEARCHSTORE gd nosuch FROMLONLAT 15 37 BYRADIUS 200 km"),
+    S(3, "RPUSH sl 3 1 2"), S(3, "SORT sl STORE so"), S(3, "SORT sl STORE so"), S(3, "SORT nosuch STORE so"),
+    # blocked clients served by a push, inside and outside a transaction
+    S(2, "BLPOP bl 0"), S(3, "RPUSH bl x y"), S(2, "BLMOVE bl bm RIGHT LEFT 0"), S(2, "BZPOPMIN bz 0"),
+    S(3, "ZADD bz 1 m"), S(2, "BLPOP bl2 0"), S(3, "MULTI"), S(3, "SET t 1"), S(3, "INCR t"), S(3, "RPUSH bl2 v"),
+    S(3, "DEL t"), S(3, "EXEC"),
+    # a RESP3 client's own events, among its replies
+    S(1, "SET self v"), S(1, "LPUSH selfl a"), S(1, "RPOP selfl"), S(1, "GETSET self w"), S(1, "EXPIRE self 100"),
+    S(1, "DEL self"), S(1, "HSET selfh f v"), S(1, "ZADD selfz 1 a"), S(1, "SET self v GET"),
+    # expiry: active expiry finds them
+    S(3, "SET e1 v PX 50"), ("sleep", 1.0), S(3, "HSET e2 f v"), S(3, "PEXPIRE e2 50"), ("sleep", 1.0),
+    # keyspace misses, and a narrower set of classes
+    S(3, "GET nothere"), S(3, "LRANGE nothere 0 -1"), S(3, "SET m v"),
+    S(3, "CONFIG SET notify-keyspace-events Kl"), S(3, "CONFIG GET notify-keyspace-events"), S(3, "SET m v2"),
+    S(3, "LPUSH ml a"), S(3, "CONFIG SET notify-keyspace-events Ex"), S(3, "SET e3 v PX 50"), ("sleep", 1.0),
+    S(3, ["CONFIG", "SET", "notify-keyspace-events", ""]), S(3, "LPUSH ml b"),
+]
+
 
 # ---------------------------------------------------------------------------------------------
 # Random scenarios: the same building blocks, mixed. Blocking timeouts are 0 or 30 (never fire).
@@ -938,3 +1012,13 @@ def test_multi_scripted(name):
 def test_multi_random(seed):
     run_scenario(f"random seed {seed} (rerun: LARDER_DIFF_SEEDS={seed}-{seed})",
                  RandomGen(seed).scenario(RANDOM_STEPS), skip_blocked=True)
+
+
+def test_multi_notifications():
+    try:
+        run_scenario("keyspace-notifications", NOTIFY)
+    finally:
+        for port in (int(REF_RESP), _port("LARDER_RESP_PORT")):
+            c = Client(port)
+            c.call("CONFIG", "SET", "notify-keyspace-events", "")
+            c.close()

@@ -65,6 +65,36 @@ pub struct ExpireRound {
     pub ttl_samples: u64,
 }
 
+/// What happened to a key, as [`Handle::take_changes`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The key was found expired and deleted: by a read or a write that met it (lazy
+    /// expiry), or by [`Handle::expire_cycle`].
+    Expired,
+    /// A write made the key exist. RENAME, COPY and MOVE report their destination so even
+    /// when it replaced a key: its value was dropped and another put in its place.
+    Created,
+    /// A caller looked the key up and did not find it ([`Handle::report_miss`]): the engine
+    /// does not decide what counts as a miss, but keeps it in order with the rest.
+    Missed,
+}
+
+/// One change a handle recorded (see [`Handle::report`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyChange {
+    pub change: Change,
+    pub db: u32,
+    pub key: Vec<u8>,
+}
+
+/// Which changes a handle records, for [`Handle::take_changes`]. Nothing by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reporting {
+    pub expired: bool,
+    pub created: bool,
+    pub missed: bool,
+}
+
 /// How many keys [`Handle::prefetch_group`] brings in at once: enough misses in flight to
 /// keep a core's line-fill buffers busy (10-12 on current x86), few enough that the first
 /// key's lines are still cached when it is read.
@@ -93,6 +123,11 @@ pub struct Handle {
     pub(crate) list_spare: (Vec<u8>, Vec<u8>),
     /// Expired keys this handle deleted since [`Handle::take_expired`] last asked.
     expired: std::cell::Cell<u64>,
+    /// Which changes to record, and those recorded since [`Handle::take_changes`] (with
+    /// `pending` set while there are any: the one check a caller makes after each command).
+    report: std::cell::Cell<Reporting>,
+    changes: std::cell::Cell<Vec<KeyChange>>,
+    pending: std::cell::Cell<bool>,
 }
 
 impl Handle {
@@ -107,6 +142,9 @@ impl Handle {
             expire_cursor: Vec::new(),
             list_spare: Default::default(),
             expired: Default::default(),
+            report: Default::default(),
+            changes: Default::default(),
+            pending: Default::default(),
         })
     }
 
@@ -118,6 +156,86 @@ impl Handle {
     /// or a write (lazy expiry) or by [`Handle::expire_cycle`] (Redis's `expired_keys`).
     pub fn take_expired(&self) -> u64 {
         self.expired.take()
+    }
+
+    /// Which changes this handle's operations record from now on, for
+    /// [`Handle::take_changes`]: keys they found expired and deleted, keys they created (the
+    /// server turns these into keyspace notifications). Recording costs nothing while off,
+    /// the default; while on, the recorded changes pile up until taken.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.report(Reporting { expired: true, created: true, missed: false });
+    /// h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
+    /// h.set(0, b"k", b"w", &SetOptions::default()).unwrap(); // exists: no change to report
+    /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 20), ..Default::default() };
+    /// h.set(0, b"brief", b"v", &soon).unwrap();
+    /// std::thread::sleep(std::time::Duration::from_millis(30));
+    /// assert_eq!(h.get(0, b"brief").unwrap(), None); // found expired: deleted
+    /// assert!(h.has_changes());
+    /// let seen: Vec<_> = h.take_changes().into_iter().map(|c| (c.change, c.key)).collect();
+    /// assert_eq!(
+    ///     seen,
+    ///     [(Change::Created, b"k".to_vec()), (Change::Created, b"brief".to_vec()), (Change::Expired, b"brief".to_vec())]
+    /// );
+    /// assert!(!h.has_changes());
+    /// ```
+    pub fn report(&self, what: Reporting) {
+        self.report.set(what);
+    }
+
+    /// What this handle records (see [`Handle::report`]).
+    pub fn reporting(&self) -> Reporting {
+        self.report.get()
+    }
+
+    /// Whether changes were recorded since [`Handle::take_changes`] last took them.
+    #[inline]
+    pub fn has_changes(&self) -> bool {
+        self.pending.get()
+    }
+
+    /// The changes recorded since the last call, in the order they happened.
+    pub fn take_changes(&self) -> Vec<KeyChange> {
+        self.pending.set(false);
+        self.changes.take()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record(&self, change: Change, db: u32, key: &[u8]) {
+        let mut v = self.changes.take();
+        v.push(KeyChange { change, db, key: key.to_vec() });
+        self.changes.set(v);
+        self.pending.set(true);
+    }
+
+    /// Counts (and reports, if asked) a key found expired and deleted.
+    pub(crate) fn count_expired(&self, db: u32, key: &[u8]) {
+        self.expired.set(self.expired.get() + 1);
+        if self.report.get().expired {
+            self.record(Change::Expired, db, key);
+        }
+    }
+
+    /// Reports a key created, if asked.
+    #[inline]
+    pub(crate) fn count_created(&self, db: u32, key: &[u8]) {
+        if self.report.get().created {
+            self.record(Change::Created, db, key);
+        }
+    }
+
+    /// Records, if misses are reported, that the caller looked `key` up and did not find
+    /// it (the server's keyspace-miss notifications), after the changes that lookup made (a
+    /// key it found expired).
+    #[inline]
+    pub fn report_miss(&self, db: u32, key: &[u8]) {
+        if self.report.get().missed {
+            self.record(Change::Missed, db, key);
+        }
     }
 
     #[inline]
@@ -260,7 +378,7 @@ impl Handle {
     /// read's [`Handle::reap_expired`]), journals the deletion and retires the item.
     fn remove_locked(&self, db: u32, key: &[u8], loc: &Loc, f: &index::Found) -> Result<(), Error> {
         index::remove(self.arena(), loc, f, Some(&self.p))?;
-        self.expired.set(self.expired.get() + 1);
+        self.count_expired(db, key);
         self.journal_del(db, key);
         item::retire_view(&self.p, &f.item)
     }
@@ -404,6 +522,7 @@ impl Handle {
             (Action::Put(item) | Action::Update(item), None, Some(r)) => {
                 index::fill(p, loc, r, self.hash(key), item)?;
                 self.journal_item(db, item);
+                self.count_created(db, key);
             }
             (Action::Put(item) | Action::Update(item), None, None) => {
                 p.free(item)?;
@@ -781,13 +900,23 @@ impl Handle {
                         f => f,
                     })
                 };
-                let Some(s) = live(index::find(a, &ls, hs, src)?)? else { return Err(Error::NoSuchKey) };
+                // A source found expired goes, as a write that meets it removes it.
+                let s = match index::find(a, &ls, hs, src)? {
+                    Some(f) if f.item.expired(a, now)? => {
+                        self.remove_locked(db, src, &ls, &f)?;
+                        return Err(Error::NoSuchKey);
+                    }
+                    Some(f) => f,
+                    None => return Err(Error::NoSuchKey),
+                };
                 let d = live(index::find(a, &ld, hd, dst)?)?;
                 if d.is_some() && !replace {
                     return Ok(Ok(false));
                 }
-                // An expired item in the destination is simply replaced below.
+                // An expired item in the destination is simply replaced below (and counted
+                // as expired).
                 let d_raw = index::find(a, &ld, hd, dst)?;
+                let d_expired = d.is_none() && d_raw.is_some();
                 let reserved = match d_raw {
                     Some(_) => None,
                     None => match index::reserve_slot(p, &ld, &[], &locked)? {
@@ -831,6 +960,9 @@ impl Handle {
                     (None, Some(r)) => index::fill(p, &ld, &r, hd, new)?,
                     (None, None) => return Err(Error::Corrupt("new key without a reserved slot")),
                 }
+                if d_expired {
+                    self.count_expired(dst_db, dst);
+                }
                 if delete_src {
                     // The source's tree, if any, now belongs to the new item.
                     index::remove(a, &ls, &s, Some(p))?;
@@ -838,6 +970,7 @@ impl Handle {
                     p.retire(s.item.off)?;
                 }
                 self.journal_item(dst_db, new);
+                self.count_created(dst_db, dst);
                 poppable = matches!(s.item.type_(), Type::List | Type::ZSet);
                 Ok(Ok(true))
             })();
@@ -1409,5 +1542,157 @@ mod tests {
         let r = store.check().unwrap();
         assert!(r.ok(), "{:?}", r.problems);
         assert_eq!(r.held_locks, 0);
+    }
+
+    mod changes {
+        use crate::{Change, Expiry, Kind, Reporting, SetOptions, Store, StoreConfig};
+
+        fn both() -> Reporting {
+            Reporting { expired: true, created: true, missed: false }
+        }
+
+        /// (change, db, key) of what the handle recorded, taken.
+        fn taken(h: &crate::Handle) -> Vec<(Change, u32, String)> {
+            h.take_changes().into_iter().map(|c| (c.change, c.db, String::from_utf8(c.key).unwrap())).collect()
+        }
+
+        /// A key that will have expired by the time [`wait`] returns.
+        fn brief(h: &mut crate::Handle, db: u32, key: &[u8]) {
+            let soon = SetOptions { expiry: Expiry::At(crate::now_ms() + 20), ..Default::default() };
+            h.set(db, key, b"v", &soon).unwrap();
+        }
+
+        fn wait() {
+            std::thread::sleep(std::time::Duration::from_millis(40));
+        }
+
+        #[test]
+        fn nothing_is_recorded_unless_asked() {
+            let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+            let mut h = store.handle().unwrap();
+            brief(&mut h, 0, b"x");
+            h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
+            wait();
+            assert_eq!(h.get(0, b"x").unwrap(), None);
+            assert!(!h.has_changes());
+            assert!(h.take_changes().is_empty());
+            assert_eq!(h.take_expired(), 1);
+            // Only what is asked for.
+            h.report(Reporting { expired: true, ..Reporting::default() });
+            brief(&mut h, 0, b"y");
+            wait();
+            assert_eq!(h.exists(0, &[b"y"]).unwrap(), 0);
+            h.report_miss(0, b"y");
+            assert_eq!(taken(&h), [(Change::Expired, 0, "y".into())]);
+            // Misses are the caller's to report, in order with the rest.
+            h.report(Reporting { missed: true, expired: true, created: false });
+            brief(&mut h, 0, b"z");
+            wait();
+            assert_eq!(h.get(0, b"z").unwrap(), None);
+            h.report_miss(0, b"z");
+            assert_eq!(taken(&h), [(Change::Expired, 0, "z".into()), (Change::Missed, 0, "z".into())]);
+        }
+
+        #[test]
+        fn lazy_and_active_expiry_are_reported() {
+            let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+            let mut h = store.handle().unwrap();
+            for k in [&b"read"[..], b"write", b"cycle"] {
+                brief(&mut h, 3, k);
+            }
+            wait();
+            h.report(both());
+            assert_eq!(h.get(3, b"read").unwrap(), None);
+            // A write that finds its key expired: the expiry, then the creation.
+            h.set(3, b"write", b"new", &SetOptions::default()).unwrap();
+            let mut deleted = 0;
+            for _ in 0..8 {
+                deleted += h.expire_cycle(3, 256).unwrap().deleted;
+            }
+            assert_eq!(deleted, 1);
+            assert_eq!(
+                taken(&h),
+                [
+                    (Change::Expired, 3, "read".into()),
+                    (Change::Expired, 3, "write".into()),
+                    (Change::Created, 3, "write".into()),
+                    (Change::Expired, 3, "cycle".into()),
+                ]
+            );
+        }
+
+        #[test]
+        fn creation_is_reported_once_per_key_made() {
+            let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+            let mut h = store.handle().unwrap();
+            h.report(both());
+            h.set(0, b"s", b"1", &SetOptions::default()).unwrap();
+            h.set(0, b"s", b"2", &SetOptions::default()).unwrap();
+            h.incr_by(0, b"n", 1).unwrap();
+            h.incr_by(0, b"n", 1).unwrap();
+            h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"a")).unwrap();
+            h.coll_write(0, b"l", Kind::List, true, |c| c.insert_at(0, b"b")).unwrap();
+            // A collection write that adds nothing makes no key.
+            h.coll_write(0, b"none", Kind::Set, true, |_| Ok(())).unwrap();
+            h.del(0, &[b"s"]).unwrap();
+            assert_eq!(
+                taken(&h),
+                [(Change::Created, 0, "s".into()), (Change::Created, 0, "n".into()), (Change::Created, 0, "l".into())]
+            );
+        }
+
+        #[test]
+        fn mset_reports_each_new_or_expired_key_in_order() {
+            let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+            let mut h = store.handle().unwrap();
+            h.set(0, b"live", b"v", &SetOptions::default()).unwrap();
+            brief(&mut h, 0, b"gone");
+            wait();
+            h.report(both());
+            let pairs: [(&[u8], &[u8]); 4] = [(b"a", b"1"), (b"live", b"2"), (b"gone", b"3"), (b"a", b"4")];
+            assert!(h.mset(0, &pairs, false).unwrap());
+            assert_eq!(
+                taken(&h),
+                [
+                    (Change::Created, 0, "a".into()),
+                    (Change::Expired, 0, "gone".into()),
+                    (Change::Created, 0, "gone".into()),
+                ]
+            );
+            assert_eq!(h.take_expired(), 1);
+            assert_eq!(h.get(0, b"a").unwrap().as_deref(), Some(&b"4"[..]));
+        }
+
+        #[test]
+        fn rename_copy_and_move_report_their_destination() {
+            let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+            let mut h = store.handle().unwrap();
+            h.set(0, b"src", b"v", &SetOptions::default()).unwrap();
+            h.set(0, b"taken", b"t", &SetOptions::default()).unwrap();
+            brief(&mut h, 0, b"stale");
+            brief(&mut h, 0, b"old-src");
+            wait();
+            h.report(both());
+            // Onto a live key: reported as made anew. Onto an expired one: its expiry first.
+            assert!(h.rename(0, b"src", b"taken", false).unwrap());
+            assert!(h.copy(0, b"taken", 0, b"stale", false).unwrap());
+            assert!(h.move_to(0, b"stale", 5).unwrap());
+            assert!(h.rename(0, b"taken", b"stale2", true).unwrap());
+            // A source found expired is deleted, and reported.
+            assert!(matches!(h.rename(0, b"old-src", b"x", false), Err(crate::Error::NoSuchKey)));
+            assert_eq!(
+                taken(&h),
+                [
+                    (Change::Created, 0, "taken".into()),
+                    (Change::Expired, 0, "stale".into()),
+                    (Change::Created, 0, "stale".into()),
+                    (Change::Created, 5, "stale".into()),
+                    (Change::Created, 0, "stale2".into()),
+                    (Change::Expired, 0, "old-src".into()),
+                ]
+            );
+            assert_eq!(h.dbsize(0).unwrap(), 1);
+            assert_eq!(h.take_expired(), 2);
+        }
     }
 }

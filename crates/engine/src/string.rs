@@ -329,10 +329,11 @@ impl Handle {
         Ok(r)
     }
 
-    /// GETEX: returns the value and changes the expiry (`Expiry::Keep` leaves it). A change
-    /// gives the item a new version, so that WATCH sees it. (memcached gat, which keeps the
-    /// version, is [`Handle::touch_get_framed`].)
-    pub fn getex(&mut self, db: u32, key: &[u8], expiry: Expiry) -> Result<Option<Vec<u8>>, Error> {
+    /// GETEX: returns the value, and the expiry the key had (Unix ms, 0: none), and changes
+    /// the expiry (`Expiry::Keep` leaves it). A change gives the item a new version, so that
+    /// WATCH sees it. (memcached gat, which keeps the version, is
+    /// [`Handle::touch_get_framed`].)
+    pub fn getex(&mut self, db: u32, key: &[u8], expiry: Expiry) -> Result<Option<(Vec<u8>, u64)>, Error> {
         let now = now_ms();
         self.write(db, key, |p, old| {
             let Some(o) = old else { return Ok((Action::Keep, None)) };
@@ -340,8 +341,9 @@ impl Handle {
             let mut v = Vec::new();
             o.value(a, &mut v)?;
             let at = deadline(expiry, o, a)?;
-            let version = if at == o.expire_at(a)? { o.version() } else { p.next_version()? };
-            Ok((expiry_action(p, o, at, now, version)?, Some(v)))
+            let before = o.expire_at(a)?;
+            let version = if at == before { o.version() } else { p.next_version()? };
+            Ok((expiry_action(p, o, at, now, version)?, Some((v, before))))
         })
     }
 
@@ -869,9 +871,24 @@ impl Handle {
                 if let Some(k) = index::reserve_many(p, &mut places, &locked)? {
                     return Ok(Err(k));
                 }
-                index::publish_many(p, db, &places)?;
+                // Expired items are replaced like live ones, but count (and are reported)
+                // as expired, and their keys as created.
+                let mut expired = Vec::with_capacity(places.len());
                 for pl in &places {
+                    expired.push(match &pl.found {
+                        Some(f) => f.item.expired(a, now)?,
+                        None => false,
+                    });
+                }
+                index::publish_many(p, db, &places)?;
+                for ((pl, &(k, _, _)), expired) in places.iter().zip(&uniq).zip(expired) {
                     self.journal_item(db, pl.item);
+                    if expired {
+                        self.count_expired(db, k);
+                    }
+                    if pl.found.is_none() || expired {
+                        self.count_created(db, k);
+                    }
                     if let Some(f) = &pl.found {
                         item::retire_view(p, &f.item)?;
                     }

@@ -861,6 +861,11 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     }
     ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
+    // Keys the engine found expired, created or missed and no keyspace event published yet
+    // (a plain load; set only while notify-keyspace-events asks for them).
+    if ctx.h.has_changes() {
+        crate::notify::flush(ctx);
+    }
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
     ctx.conn.clock = end;

@@ -8,7 +8,7 @@
 //! set them (test suites, client libraries) keep working until the feature behind them lands.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use larder_engine::Limits;
@@ -134,6 +134,8 @@ pub struct Config {
     pub timeout: AtomicU64,
     /// Largest sparse HyperLogLog (bytes) a PFADD or PFMERGE keeps sparse.
     pub hll_sparse_max_bytes: AtomicU64,
+    /// `notify-keyspace-events` as Redis's flags (see [`crate::notify`]); 0: none.
+    pub notify_keyspace_events: AtomicU32,
     /// Canonical values of the parameters Larder accepts and reports but does not act on yet
     /// (save, appendonly, … until persistence exists). Absent = the default of [`PARAMS`].
     pub passive: RwLock<Vec<(String, String)>>,
@@ -387,11 +389,6 @@ fn bounds_error(min: impl std::fmt::Display, max: impl std::fmt::Display) -> Str
     format!("argument must be between {min} and {max} inclusive")
 }
 
-/// The event classes of `notify-keyspace-events`, in the order Redis prints them.
-const EVENT_CLASSES: &str = "g$lshzxetdn";
-/// What `A` stands for (every class but `n`ew-key events).
-const EVENT_ALL: &str = "g$lshzxetd";
-
 /// Parses and checks a value; returns its canonical text (what CONFIG GET will print).
 fn normalize(kind: Kind, value: &str) -> Result<String, String> {
     match kind {
@@ -483,37 +480,12 @@ fn normalize(kind: Kind, value: &str) -> Result<String, String> {
             }
             Ok(out.iter().map(|(c, v)| format!("{c} {v}")).collect::<Vec<_>>().join(" "))
         }
-        Kind::Events => {
-            let mut set = String::new();
-            let mut keyspace = false;
-            let mut keyevent = false;
-            let mut miss = false;
-            for ch in value.chars() {
-                match ch {
-                    'A' => set.push_str(EVENT_ALL),
-                    'K' => keyspace = true,
-                    'E' => keyevent = true,
-                    'm' => miss = true,
-                    c if EVENT_CLASSES.contains(c) => set.push(c),
-                    _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
-                }
-            }
-            let mut out = if EVENT_ALL.chars().all(|c| set.contains(c)) {
-                let mut s = String::from("A");
-                if set.contains('n') {
-                    s.push('n');
-                }
-                s
-            } else {
-                EVENT_CLASSES.chars().filter(|c| set.contains(*c)).collect()
-            };
-            for (on, c) in [(keyspace, 'K'), (keyevent, 'E'), (miss, 'm')] {
-                if on {
-                    out.push(c);
-                }
-            }
-            Ok(out)
-        }
+        // Checked here, stored as flags (see `apply`): the text CONFIG GET prints is made
+        // from them, as Redis prints them (`KA` reads back `AK`).
+        Kind::Events => match crate::notify::parse(value.as_bytes()) {
+            Some(_) => Ok(value.to_string()),
+            None => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        },
     }
 }
 
@@ -562,6 +534,7 @@ impl Config {
             slowlog_max_len: AtomicUsize::new(128),
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
+            notify_keyspace_events: AtomicU32::new(0),
             passive: RwLock::new(vec![("dir".into(), dir)]),
             file,
         }
@@ -697,6 +670,10 @@ impl Config {
             "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
             "hll-sparse-max-bytes" => self.hll_sparse_max_bytes.store(num() as u64, Ordering::Relaxed),
+            "notify-keyspace-events" => {
+                let flags = crate::notify::parse(v.as_bytes()).unwrap_or(0);
+                self.notify_keyspace_events.store(flags, Ordering::Relaxed)
+            }
             "client-output-buffer-limit" => {
                 let merged = merge_output_limits(&self.get("client-output-buffer-limit").unwrap_or_default(), v);
                 let hard = merged
@@ -780,6 +757,7 @@ impl Config {
             "slowlog-max-len" => self.slowlog_max_len.load(Ordering::Relaxed).to_string(),
             "timeout" => l(&self.timeout),
             "hll-sparse-max-bytes" => l(&self.hll_sparse_max_bytes),
+            "notify-keyspace-events" => crate::notify::render(self.notify_keyspace_events.load(Ordering::Relaxed)),
             "client-output-buffer-limit" => {
                 // The normal class's hard limit may have come from the flag.
                 let stored = self.passive_value(p);
@@ -958,8 +936,18 @@ mod tests {
         assert_eq!(c.check("appendonly", "YES").unwrap().1, "yes");
         assert_eq!(c.check("save", "3600 1 300 100").unwrap().1, "3600 1 300 100");
         assert!(c.check("save", " 100 10").is_err());
-        assert_eq!(c.check("notify-keyspace-events", "KEA").unwrap().1, "AKE");
-        assert_eq!(c.check("notify-keyspace-events", "Ex").unwrap().1, "xE");
+        c.set("notify-keyspace-events", "KEA").unwrap();
+        assert_eq!(c.get("notify-keyspace-events").unwrap(), "AKE");
+        // The flags keep what the text Redis prints leaves out (n beside A).
+        c.set("notify-keyspace-events", "KAn").unwrap();
+        assert_eq!(c.get("notify-keyspace-events").unwrap(), "AK");
+        assert_ne!(c.notify_keyspace_events.load(Ordering::Relaxed) & crate::notify::NEW, 0);
+        assert_eq!(
+            c.check("notify-keyspace-events", "KEX").unwrap_err(),
+            SetError::Invalid("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+        );
+        c.set("notify-keyspace-events", "").unwrap();
+        assert_eq!(c.notify_keyspace_events.load(Ordering::Relaxed), 0);
         c.set("client-output-buffer-limit", "normal 1mb 2 3").unwrap();
         assert_eq!(
             c.get("client-output-buffer-limit").unwrap(),

@@ -18,9 +18,10 @@
 //! lock, no hop to another thread. The kernel spreads new connections over the workers'
 //! listeners (SO_REUSEPORT).
 //!
-//! Workers talk to each other only through mailboxes: PUBLISH appends the encoded message to
-//! the mailbox of each subscriber's worker and wakes that worker, which appends it to the
-//! connection's output buffer; MONITOR lines travel the same way (see [`monitor`]). EXEC makes a transaction atomic across workers with the exec
+//! Workers talk to each other only through mailboxes: PUBLISH (and a keyspace notification,
+//! see [`notify`]) appends the encoded message to the mailbox of each subscriber's worker and
+//! wakes that worker, which appends it to the connection's output buffer; MONITOR lines travel
+//! the same way (see [`monitor`]). EXEC makes a transaction atomic across workers with the exec
 //! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
 //! [`pause`]).
 
@@ -31,6 +32,7 @@ pub mod families;
 mod floor;
 pub mod gate;
 pub mod monitor;
+pub mod notify;
 pub mod pause;
 pub mod stats;
 mod worker;
@@ -170,6 +172,9 @@ pub struct Mailbox {
     pub msgs: Mutex<Vec<Msg>>,
     /// Set by CLIENT KILL (through [`Shared::wake_all`]): sweep killed connections.
     pub sweep: AtomicBool,
+    /// The notify-keyspace-events flags the worker's engine handle records for (see
+    /// [`notify::sync_worker`]).
+    pub notify_flags: AtomicU32,
 }
 
 /// Everything the workers share.
@@ -416,6 +421,8 @@ fn background(shared: Arc<Shared>) {
             shared.wake_workers();
         }
         let start = Instant::now();
+        // Keys this round expires are notified ("expired") when the flags ask for it.
+        notify::sync(&h, &shared);
         // DEBUG SET-ACTIVE-EXPIRE 0 leaves expired keys to lazy expiry only; a pause keeps
         // them all (the engine's expiry cycle deletes nothing then).
         let databases = if shared.active_expire.load(Ordering::Relaxed) { shared.store.databases() } else { 0 };
@@ -437,6 +444,7 @@ fn background(shared: Arc<Shared>) {
                 }
             }
         }
+        notify::flush_detached(&shared, &h);
         shared.stats.worker(shared.config.threads).expired_keys.add(h.take_expired());
         let _ = h.collect();
     }

@@ -323,6 +323,9 @@ impl Worker {
             }
             let commands = self.shared.stats.worker(self.id).commands.total();
             self.round_reads = 0;
+            // What the engine records for keyspace notifications follows a CONFIG SET on
+            // another worker from the next round on.
+            crate::notify::sync_worker(&self.h, &self.shared, self.id);
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -358,6 +361,10 @@ impl Worker {
             }
             if !self.paused.is_empty() {
                 self.resume_paused();
+            }
+            // Keyspace notifications of what memcached requests expired or created.
+            if self.h.has_changes() {
+                crate::notify::flush_detached(&self.shared, &self.h);
             }
             // Expired keys this worker's reads and writes deleted, into INFO's count.
             let expired = self.h.take_expired();

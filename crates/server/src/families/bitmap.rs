@@ -16,6 +16,7 @@ use larder_engine::{Edit, SetOptions};
 
 use super::string::{count_lookup, read_string};
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
+use crate::notify::{notify, GENERIC, STRING};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -143,6 +144,9 @@ fn cmd_setbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     let (old, changed) = ctx.h.setbit(ctx.conn.db, ctx.arg(1), bit, on)?;
     ctx.conn.unchanged = !changed;
+    if changed {
+        notify(ctx, STRING, "setbit", ctx.arg(1));
+    }
     ctx.out.integer(old as i64);
     Ok(())
 }
@@ -153,7 +157,7 @@ fn cmd_getbit(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let bit = bit_offset(ctx, 2, None)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     let v = ctx.h.getbit(db, key, bit)?;
-    count_lookup(ctx, v == 1 || ctx.h.meta(db, key)?.is_some());
+    count_lookup(ctx, ctx.arg(1), v == 1 || ctx.h.meta(db, key)?.is_some());
     ctx.out.integer(v as i64);
     Ok(())
 }
@@ -257,7 +261,9 @@ fn cmd_bitop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let len = srcs.iter().map(Vec::len).max().unwrap_or(0);
     let (db, dest) = (ctx.conn.db, ctx.arg(2));
     if len == 0 {
-        ctx.h.del(db, &[dest])?;
+        if ctx.h.del(db, &[dest])? > 0 {
+            notify(ctx, GENERIC, "del", dest);
+        }
     } else {
         let mut res = std::mem::take(&mut srcs[0]);
         res.resize(len, 0);
@@ -281,6 +287,7 @@ fn cmd_bitop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         // A new string, in Redis's `raw` encoding whatever its length.
         ctx.h.set(db, dest, &res, &SetOptions { edited: true, ..Default::default() })?;
+        notify(ctx, STRING, "set", dest);
     }
     ctx.out.integer(len as i64);
     Ok(())
@@ -545,6 +552,9 @@ fn bitfield(ctx: &mut Ctx<'_>, read_only: bool) -> Result<(), CmdError> {
             Some(n) => ctx.out.integer(n),
             None => ctx.out.null(),
         };
+    }
+    if changed {
+        notify(ctx, STRING, "setbit", key);
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use larder_engine::{glob_match, Coll, Entries, Error, Handle, Kind};
 
 use crate::command::{CmdError, Ctx};
 use crate::families::keys::parse_cursor;
+use crate::families::string::count_lookup;
 
 // ---- random numbers ----
 
@@ -195,10 +196,14 @@ pub fn scan_command(ctx: &mut Ctx<'_>, kind: Kind) -> Result<Option<Entries>, Cm
         Ok(o) => op_coll_scan(ctx.h, db, key, kind, cursor, &o)?,
         // Bad options only matter for a key of the right type.
         Err(e) => match ctx.h.coll_read(db, key, kind, |_| Ok(()))? {
-            Some(()) => return Err(e),
+            Some(()) => {
+                count_lookup(ctx, key, true);
+                return Err(e);
+            }
             None => None,
         },
     };
+    count_lookup(ctx, key, found.is_some());
     ctx.out.array(2);
     let Some((next, ents)) = found else {
         ctx.out.bulk(b"0");

@@ -35,7 +35,8 @@ use larder_engine::{Coll, Kind};
 
 use crate::command::{Argv, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
 use crate::families::string::count_lookup;
-use crate::families::zset::{op_store, op_zadd, parse_score, ZAddFlags};
+use crate::families::zset::{notify_zadd, op_store, op_zadd, parse_score, ZAddFlags};
+use crate::notify::{self, GENERIC, ZSET};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -995,7 +996,7 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
             Ok((q, points))
         }))
     })?;
-    count_lookup(ctx, found.is_some());
+    count_lookup(ctx, argv.get(src), found.is_some());
     // Only a STORE that stored or deleted something is a change.
     ctx.conn.unchanged = true;
     let Some(found) = found else {
@@ -1004,6 +1005,9 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
             Some(d) => {
                 let n = ctx.h.del(db, &[argv.get(d)])?;
                 ctx.conn.unchanged = n == 0;
+                if n > 0 {
+                    notify::notify(ctx, GENERIC, "del", argv.get(d));
+                }
                 ctx.out.integer(0);
             }
             None => {
@@ -1022,8 +1026,10 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
     let order = &result_order(&dists, q.sort, returned)[..returned];
     if let Some(d) = q.store {
         let dst = argv.get(d);
-        if returned == 0 {
-            ctx.conn.unchanged = ctx.h.del(db, &[dst])? == 0;
+        let (stored, existed) = if returned == 0 {
+            let existed = ctx.h.del(db, &[dst])? > 0;
+            ctx.conn.unchanged = !existed;
+            (false, existed)
         } else {
             let items: Vec<(Vec<u8>, f64)> = order
                 .iter()
@@ -1032,9 +1038,12 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
                     (p.member.clone(), if q.storedist { p.dist / q.shape.conversion } else { p.score })
                 })
                 .collect();
-            op_store(ctx.h, db, dst, &items)?;
+            let (_, existed) = op_store(ctx.h, db, dst, &items)?;
             ctx.conn.unchanged = false;
-        }
+            (true, existed)
+        };
+        let event = if flags & GEOSEARCH != 0 { "geosearchstore" } else { "georadiusstore" };
+        notify::notify_store(ctx, ZSET, event, dst, stored, existed);
         ctx.out.integer(returned as i64);
         return Ok(());
     }
@@ -1111,6 +1120,7 @@ fn cmd_geoadd(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let f = ZAddFlags { nx, xx, ..Default::default() };
     let out = op_zadd(ctx.h, ctx.conn.db, ctx.arg(1), f, &pairs)?;
     ctx.out.integer((if ch { out.added + out.updated } else { out.added }) as i64);
+    notify_zadd(ctx, ctx.arg(1), f, &out);
     Ok(())
 }
 
@@ -1125,7 +1135,7 @@ fn cmd_geodist(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     let (a, b) = (ctx.arg(2), ctx.arg(3));
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::ZSet, |c| Ok((c.score(a)?, c.score(b)?)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         Some((Some(s1), Some(s2))) => {
             let (p, q) = (decode_score(s1), decode_score(s2));
@@ -1144,7 +1154,7 @@ fn member_scores(ctx: &mut Ctx<'_>) -> Result<Vec<Option<f64>>, CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, argv.get(1), Kind::ZSet, |c| {
         argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     Ok(r.unwrap_or_else(|| vec![None; argv.len() - 2]))
 }
 

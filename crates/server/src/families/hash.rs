@@ -12,6 +12,7 @@ use larder_resp::{Protocol, Writer};
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
 use crate::families::collection::{rand_below, rand_count, random_entries, reply_cap, scan_command};
 use crate::families::string::{count_lookup, ld};
+use crate::notify::{self, notify, HASH};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -66,6 +67,7 @@ fn cmd_hset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let p = pairs(ctx, "hset")?;
     let n = op_hset(ctx.h, ctx.conn.db, ctx.arg(1), &p)?;
     ctx.out.integer(n as i64);
+    notify(ctx, HASH, "hset", ctx.arg(1));
     Ok(())
 }
 
@@ -75,6 +77,7 @@ fn cmd_hmset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let p = pairs(ctx, "hmset")?;
     op_hset(ctx.h, ctx.conn.db, ctx.arg(1), &p)?;
     ctx.out.ok();
+    notify(ctx, HASH, "hset", ctx.arg(1));
     Ok(())
 }
 
@@ -95,6 +98,9 @@ pub fn op_hsetnx(h: &mut Handle, db: u32, key: &[u8], field: &[u8], value: &[u8]
 fn cmd_hsetnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let set = op_hsetnx(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), ctx.arg(3))?;
     ctx.out.integer(set as i64);
+    if set {
+        notify(ctx, HASH, "hset", ctx.arg(1));
+    }
     Ok(())
 }
 
@@ -109,7 +115,7 @@ pub fn op_hget(h: &Handle, db: u32, key: &[u8], field: &[u8]) -> Result<Option<O
 /// `HGET key field` → the value, or null.
 fn cmd_hget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_hget(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(v) => ctx.out.bulk(&v),
         None => ctx.out.null(),
@@ -124,7 +130,7 @@ fn cmd_hmget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| {
         fields.iter().map(|f| c.find(f)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let vals = r.unwrap_or_else(|| vec![None; fields.len()]);
     ctx.out.array(vals.len());
     for v in &vals {
@@ -152,7 +158,7 @@ enum Parts {
 
 fn hgetall_generic(ctx: &mut Ctx<'_>, parts: Parts) -> Result<(), CmdError> {
     let r = op_hgetall(ctx.h, ctx.conn.db, ctx.arg(1))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let ents = r.unwrap_or_default();
     if parts == Parts::Both {
         ctx.out.map(ents.len());
@@ -188,23 +194,27 @@ fn cmd_hvals(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     hgetall_generic(ctx, Parts::Values)
 }
 
-/// Op: removes the fields; returns how many existed.
-pub fn op_hdel(h: &mut Handle, db: u32, key: &[u8], fields: &[&[u8]]) -> Result<u64, Error> {
+/// Op: removes the fields; returns how many existed, and whether the hash is now empty (so
+/// deleted).
+pub fn op_hdel(h: &mut Handle, db: u32, key: &[u8], fields: &[&[u8]]) -> Result<(u64, bool), Error> {
     let n = h.coll_write(db, key, Kind::Hash, false, |c| {
         let mut n = 0;
         for f in fields {
             n += c.del(f)?.is_some() as u64;
         }
-        Ok(n)
+        Ok((n, c.is_empty()))
     })?;
-    Ok(n.unwrap_or(0))
+    Ok(n.unwrap_or((0, false)))
 }
 
 /// # Format
 /// `HDEL key field [field ...]` → how many fields were removed.
 fn cmd_hdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let fields: Vec<&[u8]> = (2..ctx.argc()).map(|i| ctx.arg(i)).collect();
-    let n = op_hdel(ctx.h, ctx.conn.db, ctx.arg(1), &fields)?;
+    let (n, emptied) = op_hdel(ctx.h, ctx.conn.db, ctx.arg(1), &fields)?;
+    if n > 0 {
+        notify::notify_removed(ctx, HASH, "hdel", ctx.arg(1), emptied);
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -213,7 +223,7 @@ fn cmd_hdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HLEN key` → the number of fields (0 for a missing key).
 fn cmd_hlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| Ok(c.len()))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(0) as i64);
     Ok(())
 }
@@ -222,7 +232,7 @@ fn cmd_hlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HEXISTS key field` → 1 or 0.
 fn cmd_hexists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Hash, |c| c.contains(ctx.arg(2)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(false) as i64);
     Ok(())
 }
@@ -231,7 +241,7 @@ fn cmd_hexists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `HSTRLEN key field` → the value's length (0 if missing).
 fn cmd_hstrlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_hget(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.flatten().map_or(0, |v| v.len()) as i64);
     Ok(())
 }
@@ -265,6 +275,7 @@ fn cmd_hincrby(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let incr = ctx.int(3)?;
     let n = op_hincrby(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), incr)?;
     ctx.out.integer(n);
+    notify(ctx, HASH, "hincrby", ctx.arg(1));
     Ok(())
 }
 
@@ -300,6 +311,7 @@ fn cmd_hincrbyfloat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     let text = op_hincrbyfloat(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), incr)?;
     ctx.out.bulk(&text);
+    notify(ctx, HASH, "hincrbyfloat", ctx.arg(1));
     Ok(())
 }
 
@@ -312,7 +324,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     if ctx.argc() == 2 {
         let r = ctx.h.coll_read(db, key, Kind::Hash, |c| random_entries(c, -1))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         match r.and_then(|v| v.into_iter().next()) {
             Some((f, _)) => ctx.out.bulk(&f),
             None => ctx.out.null(),
@@ -346,7 +358,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     };
     if count >= 0 {
         let r = ctx.h.coll_read(db, key, Kind::Hash, |c| random_entries(c, count))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         let ents = r.unwrap_or_default();
         header(&mut ctx.out, ents.len() as u64);
         write(&mut ctx.out, &ents);
@@ -373,7 +385,7 @@ fn cmd_hrandfield(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         })
         // A half-written array must not stay in front of the error reply.
         .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         None => {
             ctx.out.array(0);

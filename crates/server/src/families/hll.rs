@@ -34,6 +34,7 @@ use larder_engine::Edit;
 
 use super::string::read_string;
 use crate::command::{CmdError, Ctx, Spec, ADMIN, DENYOOM, FAST, MAY_REPLICATE, READONLY, WRITE};
+use crate::notify::{notify, STRING};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -452,6 +453,9 @@ fn cmd_pfadd(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         (store_if(updated), Ok(updated))
     })??;
     ctx.conn.unchanged = !updated;
+    if updated {
+        notify(ctx, STRING, "pfadd", key);
+    }
     ctx.out.integer(updated as i64);
     Ok(())
 }
@@ -543,6 +547,8 @@ fn cmd_pfmerge(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         invalidate_cache(v);
         (Edit::Store, Ok(()))
     })??;
+    // As Redis: "pfadd" (a merge is a mass add).
+    notify(ctx, STRING, "pfadd", key);
     ctx.out.ok();
     Ok(())
 }

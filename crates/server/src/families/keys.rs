@@ -11,6 +11,8 @@
 use larder_engine::{now_ms, ExpireCond, Handle, Ttl, Type};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, LOADING, READONLY, STALE, WRITE};
+use crate::families::string::count_lookup;
+use crate::notify::{self, notify, GENERIC};
 
 pub const COMMANDS: &[Spec] = &[
     Spec { name: "del", arity: -2, flags: WRITE, first_key: 1, last_key: -1, step: 1, group: "generic", summary: "Deletes one or more keys.", handler: cmd_del },
@@ -41,11 +43,6 @@ pub const COMMANDS: &[Spec] = &[
     Spec { name: "object", arity: -2, flags: 0, first_key: 0, last_key: 0, step: 0, group: "generic", summary: "A container for object introspection commands.", handler: crate::families::connection::cmd_container },
 ];
 
-/// The arguments from `from` on, as the engine's multi-key calls take them.
-fn keys_from<'a>(ctx: &Ctx<'a>, from: usize) -> Vec<&'a [u8]> {
-    (from..ctx.argc()).map(|i| ctx.arg(i)).collect()
-}
-
 /// Redis's `getIntFromObjectOrReply`: an i64 that must also fit in an i32. `msg` replaces
 /// both error texts when given (SWAPDB's "invalid first DB index").
 pub(crate) fn int32(ctx: &Ctx<'_>, i: usize, msg: Option<&str>) -> Result<i64, CmdError> {
@@ -74,8 +71,18 @@ fn db_index(ctx: &Ctx<'_>, v: i64) -> Result<u32, CmdError> {
 /// UNLINK is DEL: freeing is already deferred (the old items are retired and reclaimed once
 /// no reader can see them), so there is nothing left to do in the background.
 fn cmd_del(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let keys = keys_from(ctx, 1);
-    let n = ctx.h.del(ctx.conn.db, &keys)?;
+    let flags = notify::flags(ctx.shared);
+    let mut n = 0;
+    // One key at a time, each "del" right after its deletion (and after the "expired" of a
+    // key found expired before it), as Redis's loop.
+    for i in 1..ctx.argc() {
+        let key = ctx.arg(i);
+        let deleted = ctx.h.del(ctx.conn.db, &[key])?;
+        if deleted > 0 {
+            notify::notify_with(ctx, flags, GENERIC, "del", key);
+        }
+        n += deleted;
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -86,8 +93,14 @@ fn cmd_del(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 ///
 /// TOUCH only differs by updating the access time, which is not tracked yet.
 fn cmd_exists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let keys = keys_from(ctx, 1);
-    let n = ctx.h.exists(ctx.conn.db, &keys)?;
+    let mut n = 0;
+    // Each key is a lookup (a keyspace hit or miss) of its own, as in Redis.
+    for i in 1..ctx.argc() {
+        let key = ctx.arg(i);
+        let found = ctx.h.exists(ctx.conn.db, &[key])?;
+        count_lookup(ctx, key, found > 0);
+        n += found;
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -95,7 +108,9 @@ fn cmd_exists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `TYPE key` → `+string`, or `+none` for a missing key.
 fn cmd_type(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let name = match ctx.h.type_of(ctx.conn.db, ctx.arg(1))? {
+    let t = ctx.h.type_of(ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t.is_some());
+    let name = match t {
         Some(t) => t.name(),
         None => "none",
     };
@@ -161,8 +176,18 @@ fn expire_generic(ctx: &mut Ctx<'_>, name: &str, seconds: bool, relative: bool) 
     let value = ctx.int(2)?;
     let when = expire_when(value, seconds, relative)
         .ok_or_else(|| CmdError::new(format!("ERR invalid expire time in '{name}' command")))?;
+    // A time already past deletes the key: "del", as Redis (asked before the write, whose
+    // clock is then the later one).
+    let past = when <= now_ms() as i64;
     let set = op_expire(ctx.h, ctx.conn.db, ctx.arg(1), when, cond)?;
+    // (Redis's order against the reply, for a RESP3 client subscribed to its own keys.)
+    if set && past {
+        notify(ctx, GENERIC, "del", ctx.arg(1));
+    }
     ctx.out.integer(set as i64);
+    if set && !past {
+        notify(ctx, GENERIC, "expire", ctx.arg(1));
+    }
     Ok(())
 }
 
@@ -204,6 +229,7 @@ fn op_expire_time(h: &Handle, db: u32, key: &[u8]) -> Result<i64, CmdError> {
 /// `EXPIRETIME key` → the expiry as a Unix time in seconds, -1 without one, -2 if missing.
 fn cmd_expiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_expire_time(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(if t < 0 { t } else { t / 1000 });
     Ok(())
 }
@@ -212,6 +238,7 @@ fn cmd_expiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `PEXPIRETIME key` → the expiry as a Unix time in ms, -1 without one, -2 if missing.
 fn cmd_pexpiretime(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_expire_time(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(t);
     Ok(())
 }
@@ -230,6 +257,7 @@ fn op_pttl(h: &Handle, db: u32, key: &[u8]) -> Result<i64, CmdError> {
 /// expiry, -2 if missing.
 fn cmd_ttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_pttl(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(if t < 0 { t } else { t.saturating_add(500) / 1000 });
     Ok(())
 }
@@ -238,6 +266,7 @@ fn cmd_ttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `PTTL key` → milliseconds to live, -1 without an expiry, -2 if missing.
 fn cmd_pttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let t = op_pttl(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    count_lookup(ctx, ctx.arg(1), t != -2);
     ctx.out.integer(t);
     Ok(())
 }
@@ -246,6 +275,9 @@ fn cmd_pttl(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `PERSIST key` → 1 if an expiry was removed, 0 if the key is missing or had none.
 fn cmd_persist(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let removed = ctx.h.persist(ctx.conn.db, ctx.arg(1))?;
+    if removed {
+        notify(ctx, GENERIC, "persist", ctx.arg(1));
+    }
     ctx.out.integer(removed as i64);
     Ok(())
 }
@@ -408,8 +440,20 @@ fn cmd_randomkey(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// the value; renaming a key to itself is OK.
 fn cmd_rename(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.h.rename(ctx.conn.db, ctx.arg(1), ctx.arg(2), false)?;
+    notify_rename(ctx);
     ctx.out.ok();
     Ok(())
+}
+
+/// RENAME's events: "rename_from" then "rename_to" (after the destination's "new", which
+/// the engine recorded); none when a key is renamed to itself.
+fn notify_rename(ctx: &mut Ctx<'_>) {
+    let (src, dst) = (ctx.arg(1), ctx.arg(2));
+    if src != dst {
+        let f = notify::flags(ctx.shared);
+        notify::notify_with(ctx, f, GENERIC, "rename_from", src);
+        notify::notify_with(ctx, f, GENERIC, "rename_to", dst);
+    }
 }
 
 /// # Format
@@ -417,6 +461,9 @@ fn cmd_rename(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `-ERR no such key` if `key` is missing.
 fn cmd_renamenx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let done = ctx.h.rename(ctx.conn.db, ctx.arg(1), ctx.arg(2), true)?;
+    if done {
+        notify_rename(ctx);
+    }
     ctx.out.integer(done as i64);
     Ok(())
 }
@@ -448,6 +495,9 @@ fn cmd_copy(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::new("ERR source and destination objects are the same"));
     }
     let done = ctx.h.copy(db, src, dst_db, dst, replace)?;
+    if done {
+        notify::notify_db(ctx, GENERIC, "copy_to", dst, dst_db);
+    }
     ctx.out.integer(done as i64);
     Ok(())
 }
@@ -460,7 +510,13 @@ fn cmd_move(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if dst_db == ctx.conn.db {
         return Err(CmdError::new("ERR source and destination objects are the same"));
     }
-    let done = ctx.h.move_to(ctx.conn.db, ctx.arg(1), dst_db)?;
+    let (db, key) = (ctx.conn.db, ctx.arg(1));
+    let done = ctx.h.move_to(db, key, dst_db)?;
+    if done {
+        let f = notify::flags(ctx.shared);
+        notify::notify_db_with(ctx, f, GENERIC, "move_from", key, db);
+        notify::notify_db_with(ctx, f, GENERIC, "move_to", key, dst_db);
+    }
     ctx.out.integer(done as i64);
     Ok(())
 }

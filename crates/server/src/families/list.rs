@@ -26,6 +26,7 @@ use crate::blocking::{self, NullReply};
 use crate::command::{
     parse_f64, parse_i64, CmdError, Ctx, Spec, BLOCKING, DENYOOM, FAST, MOVABLEKEYS, NOSCRIPT, READONLY, WRITE,
 };
+use crate::notify::{self, notify, GENERIC, LIST};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -159,10 +160,28 @@ fn pop_n(c: &mut Coll<'_>, end: End, count: u64) -> Result<Vec<Vec<u8>>, Error> 
     Ok(out)
 }
 
-/// Pops up to `count` elements from one end of `key`: None if the key is missing (or, with
-/// `wrong_type_is_missing`, holds another type: a blocked client just keeps waiting then).
-pub fn op_pop(h: &mut Handle, db: u32, key: &[u8], end: End, count: u64) -> Result<Option<Vec<Vec<u8>>>, Error> {
-    h.coll_write(db, key, Kind::List, false, |c| pop_n(c, end, count))
+/// Pops up to `count` elements from one end of `key`; returns them and whether the list is
+/// now empty (so deleted), or None if the key is missing.
+#[allow(clippy::type_complexity)]
+pub fn op_pop(
+    h: &mut Handle,
+    db: u32,
+    key: &[u8],
+    end: End,
+    count: u64,
+) -> Result<Option<(Vec<Vec<u8>>, bool)>, Error> {
+    h.coll_write(db, key, Kind::List, false, |c| Ok((pop_n(c, end, count)?, c.is_empty())))
+}
+
+/// The events of elements popped from `key`: "lpop" / "rpop", and "del" if the list went
+/// (Redis's `listElementsRemoved`).
+fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], end: End, emptied: bool) {
+    notify::notify_removed(ctx, LIST, if end == End::Left { "lpop" } else { "rpop" }, key, emptied);
+}
+
+/// The event of a push onto `end` of `key`.
+fn notify_push(ctx: &mut Ctx<'_>, key: &[u8], end: End) {
+    notify(ctx, LIST, if end == End::Left { "lpush" } else { "rpush" }, key);
 }
 
 /// Pushes `elems` one by one onto an end (`xx`: only onto an existing list); returns the new
@@ -180,8 +199,8 @@ pub fn op_push(h: &mut Handle, db: u32, key: &[u8], end: End, elems: &[&[u8]], x
     })
 }
 
-/// LMOVE: pops from `from` of `src` and pushes onto `to` of `dst`; returns the element, or
-/// None if `src` is missing. Errors as Redis checks them: the source's type, then the
+/// LMOVE: pops from `from` of `src` and pushes onto `to` of `dst`; returns the element and
+/// whether `src` is now empty (so deleted), or None if `src` is missing. Errors as Redis checks them: the source's type, then the
 /// destination's, before anything changes. With `wrong_src_is_missing`, a source of another
 /// type counts as missing (a blocked BLMOVE keeps waiting, as Redis only serves list keys).
 pub fn op_lmove(
@@ -192,7 +211,7 @@ pub fn op_lmove(
     from: End,
     to: End,
     wrong_src_is_missing: bool,
-) -> Result<Option<Vec<u8>>, Error> {
+) -> Result<Option<(Vec<u8>, bool)>, Error> {
     let pop_at = |c: &Coll<'_>| match from {
         End::Left => 0,
         End::Right => c.len() - 1,
@@ -206,7 +225,7 @@ pub fn op_lmove(
                 End::Right => c.len(),
             };
             c.insert_at(at, &e)?;
-            Ok(e)
+            Ok((e, false))
         });
         return match r {
             Err(Error::WrongType) if wrong_src_is_missing => Ok(None),
@@ -224,7 +243,8 @@ pub fn op_lmove(
     }
     // Not atomic across the two keys (see the module docs): the pop publishes, then the
     // push does.
-    let e = match h.coll_write(db, src, Kind::List, false, |c| Ok(c.remove_at(pop_at(c))?.0)) {
+    let (e, emptied) = match h.coll_write(db, src, Kind::List, false, |c| Ok((c.remove_at(pop_at(c))?.0, c.is_empty())))
+    {
         Ok(Some(e)) => e,
         Ok(None) => return Ok(None),
         Err(Error::WrongType) if wrong_src_is_missing => return Ok(None),
@@ -249,7 +269,7 @@ pub fn op_lmove(
         });
         return Err(err);
     }
-    Ok(Some(e))
+    Ok(Some((e, emptied)))
 }
 
 /// Writes `elems` as an array.
@@ -278,6 +298,9 @@ fn push(ctx: &mut Ctx<'_>, end: End, xx: bool) -> Result<(), CmdError> {
     };
     let n = op_push(ctx.h, ctx.conn.db, ctx.arg(1), end, elems, xx)?;
     ctx.out.integer(n.unwrap_or(0) as i64);
+    if n.is_some() {
+        notify_push(ctx, ctx.arg(1), end);
+    }
     Ok(())
 }
 
@@ -316,21 +339,30 @@ fn pop(ctx: &mut Ctx<'_>, end: End) -> Result<(), CmdError> {
         if ctx.argc() == 3 { Some(positive(ctx.arg(2), "ERR value is out of range, must be positive")?) } else { None };
     let db = ctx.conn.db;
     let key = ctx.arg(1);
-    match count {
+    let popped = match count {
         None => match op_pop(ctx.h, db, key, end, 1)? {
-            Some(v) if !v.is_empty() => {
+            Some((v, emptied)) if !v.is_empty() => {
                 ctx.out.bulk(&v[0]);
+                Some(emptied)
             }
             _ => {
                 ctx.out.null();
+                None
             }
         },
         Some(n) => match op_pop(ctx.h, db, key, end, n as u64)? {
-            Some(v) => reply_elems(ctx, &v),
+            Some((v, emptied)) => {
+                reply_elems(ctx, &v);
+                (!v.is_empty()).then_some(emptied)
+            }
             None => {
                 ctx.out.null_array();
+                None
             }
         },
+    };
+    if let Some(emptied) = popped {
+        notify_pop(ctx, key, end, emptied);
     }
     Ok(())
 }
@@ -372,10 +404,11 @@ fn parse_mpop(ctx: &Ctx<'_>, numkeys_at: usize) -> Result<(usize, usize, End, u6
 /// returns false if the key is missing (or, on a retry, not a list).
 fn mpop_from(ctx: &mut Ctx<'_>, key: &[u8], end: End, count: u64, retry: bool) -> Result<bool, CmdError> {
     match op_pop(ctx.h, ctx.conn.db, key, end, count) {
-        Ok(Some(v)) => {
+        Ok(Some((v, emptied))) => {
             ctx.out.array(2);
             ctx.out.bulk(key);
             reply_elems(ctx, &v);
+            notify_pop(ctx, key, end, emptied);
             Ok(true)
         }
         Ok(None) => Ok(false),
@@ -402,7 +435,7 @@ fn cmd_lmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `LLEN key` → the length (0 if missing).
 fn cmd_llen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::List, |c| Ok(c.len()))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -417,7 +450,7 @@ fn cmd_lindex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             Some(i) => Ok(Some(c.get(i)?.0)),
             None => Ok(None),
         })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let Some(v) = r else {
         ctx.out.null();
         return Ok(());
@@ -451,7 +484,7 @@ fn cmd_lrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     });
     match r {
         Ok(found) => {
-            count_lookup(ctx, found.is_some());
+            count_lookup(ctx, ctx.arg(1), found.is_some());
             if found.is_none() {
                 ctx.out.array(0);
             }
@@ -530,7 +563,7 @@ fn cmd_lpos(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         Ok(found)
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let found = r.unwrap_or_default();
     match count {
         Some(_) => {
@@ -571,6 +604,7 @@ fn cmd_lset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::new("ERR index out of range"));
     }
     ctx.out.ok();
+    notify(ctx, LIST, "lset", ctx.argv.get(1));
     Ok(())
 }
 
@@ -578,9 +612,9 @@ fn cmd_lset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_ltrim(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let start = ctx.int(2)?;
     let stop = ctx.int(3)?;
-    ctx.h.coll_write(ctx.conn.db, ctx.argv.get(1), Kind::List, false, |c| {
+    let r = ctx.h.coll_write(ctx.conn.db, ctx.argv.get(1), Kind::List, false, |c| {
         let len = c.len();
-        let Some((from, to)) = span(start, stop, len) else { return c.clear() };
+        let Some((from, to)) = span(start, stop, len) else { return c.clear().map(|_| true) };
         let (ltrim, rtrim) = (from, len - to);
         if ltrim + rtrim > to - from {
             // Most of the list goes: rebuild it from what stays.
@@ -603,8 +637,13 @@ fn cmd_ltrim(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         // Redis signals the key modified even when the range kept everything: a WATCH of
         // it fails.
-        c.touch()
+        c.touch()?;
+        Ok(c.is_empty())
     })?;
+    // On a list, "ltrim" even when the range kept everything, as Redis.
+    if let Some(emptied) = r {
+        notify::notify_removed(ctx, LIST, "ltrim", ctx.argv.get(1), emptied);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -639,6 +678,9 @@ fn cmd_linsert(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             None => Ok(-1),
         }
     })?;
+    if r.is_some_and(|n| n > 0) {
+        notify(ctx, LIST, "linsert", ctx.arg(1));
+    }
     ctx.out.integer(r.unwrap_or(0));
     Ok(())
 }
@@ -672,35 +714,50 @@ fn cmd_lrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         for &i in &hits {
             c.remove_at(i)?;
         }
-        Ok(hits.len() as i64)
+        Ok((hits.len() as i64, c.is_empty()))
     })?;
-    ctx.out.integer(r.unwrap_or(0));
+    let (removed, emptied) = r.unwrap_or((0, false));
+    if removed > 0 {
+        notify::notify_removed(ctx, LIST, "lrem", ctx.arg(1), emptied);
+    }
+    ctx.out.integer(removed);
     Ok(())
 }
 
 // ---- moves ----
 
-/// Replies to a move: the element, or null.
-fn reply_moved(ctx: &mut Ctx<'_>, e: Option<Vec<u8>>) {
-    match e {
-        Some(e) => ctx.out.bulk(&e),
-        None => ctx.out.null(),
+/// Replies to a move (the element, or null) amid its events, in Redis's order: the push
+/// onto the destination (after its "new"), the reply, the pop from the source ("del" if it
+/// went).
+fn reply_moved(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End, e: Option<(Vec<u8>, bool)>) {
+    let Some((e, emptied)) = e else {
+        ctx.out.null();
+        return;
     };
+    let f = notify::flags(ctx.shared);
+    notify::notify_with(ctx, f, LIST, if to == End::Left { "lpush" } else { "rpush" }, dst);
+    ctx.out.bulk(&e);
+    notify::notify_with(ctx, f, LIST, if from == End::Left { "lpop" } else { "rpop" }, src);
+    if emptied {
+        notify::notify_with(ctx, f, GENERIC, "del", src);
+    }
 }
 
 /// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT` → the element moved, or null.
 fn cmd_lmove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let from = end_arg(ctx.arg(3))?;
     let to = end_arg(ctx.arg(4))?;
-    let e = op_lmove(ctx.h, ctx.conn.db, ctx.argv.get(1), ctx.argv.get(2), from, to, false)?;
-    reply_moved(ctx, e);
+    let (src, dst) = (ctx.argv.get(1), ctx.argv.get(2));
+    let e = op_lmove(ctx.h, ctx.conn.db, src, dst, from, to, false)?;
+    reply_moved(ctx, src, dst, from, to, e);
     Ok(())
 }
 
 /// `RPOPLPUSH source destination` → LMOVE source destination RIGHT LEFT.
 fn cmd_rpoplpush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let e = op_lmove(ctx.h, ctx.conn.db, ctx.argv.get(1), ctx.argv.get(2), End::Right, End::Left, false)?;
-    reply_moved(ctx, e);
+    let (src, dst) = (ctx.argv.get(1), ctx.argv.get(2));
+    let e = op_lmove(ctx.h, ctx.conn.db, src, dst, End::Right, End::Left, false)?;
+    reply_moved(ctx, src, dst, End::Right, End::Left, e);
     Ok(())
 }
 
@@ -728,10 +785,11 @@ pub fn parse_timeout(b: &[u8]) -> Result<Option<Duration>, CmdError> {
 /// BLPOP / BRPOP from one key: `[key, element]`.
 fn serve_bpop(ctx: &mut Ctx<'_>, key: &[u8], end: End, retry: bool) -> Result<bool, CmdError> {
     match op_pop(ctx.h, ctx.conn.db, key, end, 1) {
-        Ok(Some(v)) if !v.is_empty() => {
+        Ok(Some((v, emptied))) if !v.is_empty() => {
             ctx.out.array(2);
             ctx.out.bulk(key);
             ctx.out.bulk(&v[0]);
+            notify_pop(ctx, key, end, emptied);
             Ok(true)
         }
         Ok(_) => Ok(false),
@@ -753,9 +811,10 @@ fn serve_brpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdEr
 fn serve_move(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
     let (from, to) =
         if ctx.argc() == 6 { (end_arg(ctx.arg(3))?, end_arg(ctx.arg(4))?) } else { (End::Right, End::Left) };
-    match op_lmove(ctx.h, ctx.conn.db, key, ctx.argv.get(2), from, to, retry)? {
+    let dst = ctx.argv.get(2);
+    match op_lmove(ctx.h, ctx.conn.db, key, dst, from, to, retry)? {
         Some(e) => {
-            ctx.out.bulk(&e);
+            reply_moved(ctx, key, dst, from, to, Some(e));
             Ok(true)
         }
         None => Ok(false),

@@ -395,10 +395,20 @@ fn encode(parts: &[&[u8]]) -> Vec<u8> {
     v
 }
 
+/// The client that publishes, when it may be one of the subscribers: a message to itself
+/// goes straight into its output, before its reply (as Redis writes it).
+pub struct Own<'o> {
+    pub client: u64,
+    pub proto: Protocol,
+    pub out: &'o mut Vec<u8>,
+    /// Set when a message went into `out` (a push: CLIENT REPLY OFF / SKIP do not silence it).
+    pub pushed: bool,
+}
+
 /// Routes one message to its subscribers: mailboxes of other connections, or the
-/// publisher's own output. Returns the number of receivers.
-struct Router<'c, 'a> {
-    ctx: &'c mut Ctx<'a>,
+/// publisher's own output.
+struct Router<'o, 'p> {
+    own: Option<&'o mut Own<'p>>,
     per_worker: Vec<Vec<Msg>>,
     receivers: i64,
     /// The pubsub class's hard output limit (0: none).
@@ -410,16 +420,14 @@ struct Router<'c, 'a> {
 impl Router<'_, '_> {
     fn deliver(&mut self, s: &Subscriber, data: &Arc<Vec<u8>>) {
         self.receivers += 1;
-        if s.client == self.ctx.conn.id {
+        if let Some(own) = self.own.as_deref_mut().filter(|o| o.client == s.client) {
             // The publisher itself (RESP3, or inside EXEC): straight into its output.
-            let buf = self.ctx.out.buf();
-            let start = buf.len();
-            buf.extend_from_slice(data);
-            if self.ctx.conn.proto == Protocol::Resp3 {
-                buf[start] = b'>';
+            let start = own.out.len();
+            own.out.extend_from_slice(data);
+            if own.proto == Protocol::Resp3 {
+                own.out[start] = b'>';
             }
-            // A push: CLIENT REPLY OFF / SKIP do not silence it (see `reply_count`).
-            self.ctx.conn.pushed = true;
+            own.pushed = true;
             return;
         }
         // What is in mailboxes for a subscriber counts against its output limit, so one
@@ -445,11 +453,20 @@ impl Router<'_, '_> {
 
 /// PUBLISH / SPUBLISH: the number of clients that received the message.
 pub fn publish(ctx: &mut Ctx<'_>, channel: &[u8], message: &[u8], shard: bool) -> i64 {
-    let workers = ctx.shared.mailboxes.len();
-    let shared = ctx.shared;
+    let mut own = Own { client: ctx.conn.id, proto: ctx.conn.proto, out: ctx.out.buf(), pushed: false };
+    let n = publish_from(ctx.shared, Some(&mut own), channel, message, shard);
+    // A push: CLIENT REPLY OFF / SKIP do not silence it (see `reply_count`).
+    ctx.conn.pushed |= own.pushed;
+    n
+}
+
+/// Publishes a message on behalf of `own` (None: no client, as for the keyspace
+/// notifications of active expiry); returns the number of receivers.
+pub fn publish_from(shared: &Shared, own: Option<&mut Own<'_>>, channel: &[u8], message: &[u8], shard: bool) -> i64 {
+    let workers = shared.mailboxes.len();
     let hard = shared.config.pubsub_output_limit.hard.load(Ordering::Relaxed);
     let mut r = Router {
-        ctx,
+        own,
         per_worker: (0..workers).map(|_| Vec::new()).collect(),
         receivers: 0,
         hard,

@@ -729,10 +729,20 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let mut checked = Vec::with_capacity(names.len());
-    for (p, name, value) in &names {
+    for (k, (p, name, value)) in names.iter().enumerate() {
         match cfg.check(name, value) {
             Ok(x) => checked.push(x),
             Err(SetError::Invalid(why)) => {
+                // Redis 7.0 sets each value in turn and, when one fails, sets the ones up to
+                // it (that one included) back from their printed values. The round trip
+                // changes one parameter: notify-keyspace-events prints an n beside A as A.
+                for (q, _, _) in &names[..=k] {
+                    if q.name == "notify-keyspace-events" {
+                        let printed = cfg.get(q.name).unwrap_or_default();
+                        let _ = cfg.set(q.name, &printed);
+                        crate::notify::sync_worker(ctx.h, ctx.shared, ctx.worker);
+                    }
+                }
                 // Value errors name the parameter by its real name, as Redis does.
                 return Err(CmdError::new(format!(
                     "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
@@ -762,6 +772,9 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         cfg.apply(p, v);
     }
     cfg.sync_limits(ctx.shared.store.limits());
+    // This worker's engine handle records what the new notify-keyspace-events asks for from
+    // the next command on (the other workers' from their next round).
+    crate::notify::sync_worker(ctx.h, ctx.shared, ctx.worker);
     ctx.out.ok();
     Ok(())
 }

@@ -21,6 +21,7 @@ use crate::families::collection::{
     distinct_positions, rand_below, rand_count, random_entries, reply_cap, scan_command,
 };
 use crate::families::string::count_lookup;
+use crate::notify::{self, notify, Replace, GENERIC, SET};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -76,26 +77,38 @@ pub fn op_sadd(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result
 /// `SADD key member [member ...]` → how many members were added.
 fn cmd_sadd(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = op_sadd(ctx.h, ctx.conn.db, ctx.arg(1), &args_from(ctx, 2))?;
+    if n > 0 {
+        notify(ctx, SET, "sadd", ctx.arg(1));
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
 
-/// Op: removes the members; returns how many were there.
-pub fn op_srem(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result<u64, Error> {
+/// Op: removes the members; returns how many were there, and whether the set is now empty
+/// (so deleted).
+pub fn op_srem(h: &mut Handle, db: u32, key: &[u8], members: &[&[u8]]) -> Result<(u64, bool), Error> {
     let n = h.coll_write(db, key, Kind::Set, false, |c| {
         let mut n = 0;
         for m in members {
             n += c.del(m)?.is_some() as u64;
         }
-        Ok(n)
+        Ok((n, c.is_empty()))
     })?;
-    Ok(n.unwrap_or(0))
+    Ok(n.unwrap_or((0, false)))
+}
+
+/// The events of members taken from `key` ("srem", "spop"), and "del" if it went.
+fn notify_removed(ctx: &mut Ctx<'_>, event: &str, key: &[u8], emptied: bool) {
+    notify::notify_removed(ctx, SET, event, key, emptied);
 }
 
 /// # Format
 /// `SREM key member [member ...]` → how many members were removed.
 fn cmd_srem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let n = op_srem(ctx.h, ctx.conn.db, ctx.arg(1), &args_from(ctx, 2))?;
+    let (n, emptied) = op_srem(ctx.h, ctx.conn.db, ctx.arg(1), &args_from(ctx, 2))?;
+    if n > 0 {
+        notify_removed(ctx, "srem", ctx.arg(1), emptied);
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -116,7 +129,7 @@ pub fn op_smembers(h: &Handle, db: u32, key: &[u8]) -> Result<Option<Vec<Vec<u8>
 /// `SMEMBERS key` → every member (a set in RESP3).
 fn cmd_smembers(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = op_smembers(ctx.h, ctx.conn.db, ctx.arg(1))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     members_reply(&mut ctx.out, &r.unwrap_or_default());
     Ok(())
 }
@@ -125,7 +138,7 @@ fn cmd_smembers(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `SISMEMBER key member` → 1 or 0.
 fn cmd_sismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| c.contains(ctx.arg(2)))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(false) as i64);
     Ok(())
 }
@@ -137,7 +150,7 @@ fn cmd_smismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| {
         members.iter().map(|m| c.contains(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     let r = r.unwrap_or_else(|| vec![false; members.len()]);
     ctx.out.array(r.len());
     for b in r {
@@ -150,7 +163,7 @@ fn cmd_smismember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `SCARD key` → the number of members.
 fn cmd_scard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(ctx.conn.db, ctx.arg(1), Kind::Set, |c| Ok(c.len()))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     ctx.out.integer(r.unwrap_or(0) as i64);
     Ok(())
 }
@@ -158,14 +171,15 @@ fn cmd_scard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 // ---- random members ----
 
 /// Op: removes and returns up to `count` random members (all of them when the set has no
-/// more, and the key goes). None if the key is missing.
-pub fn op_spop(h: &mut Handle, db: u32, key: &[u8], count: u64) -> Result<Option<Vec<Vec<u8>>>, Error> {
+/// more, and the key goes: then true). None if the key is missing.
+#[allow(clippy::type_complexity)]
+pub fn op_spop(h: &mut Handle, db: u32, key: &[u8], count: u64) -> Result<Option<(Vec<Vec<u8>>, bool)>, Error> {
     h.coll_write(db, key, Kind::Set, false, |c| {
         let size = c.len();
         if count >= size {
             let all = c.entries()?.into_iter().map(|(k, _)| k).collect();
             c.clear()?;
-            return Ok(all);
+            return Ok((all, true));
         }
         let picked = distinct_positions(size, count)
             .into_iter()
@@ -174,7 +188,7 @@ pub fn op_spop(h: &mut Handle, db: u32, key: &[u8], count: u64) -> Result<Option
         for m in &picked {
             c.del(m)?;
         }
-        Ok(picked)
+        Ok((picked, false))
     })
 }
 
@@ -185,9 +199,19 @@ fn cmd_spop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     match ctx.argc() {
         2 => {
             let r = op_spop(ctx.h, db, key, 1)?;
-            match r.and_then(|v| v.into_iter().next()) {
-                Some(m) => ctx.out.bulk(&m),
-                None => ctx.out.null(),
+            match r.and_then(|(v, emptied)| Some((v.into_iter().next()?, emptied))) {
+                // Redis's order: "spop", the member, then "del".
+                Some((m, emptied)) => {
+                    let f = notify::flags(ctx.shared);
+                    notify::notify_with(ctx, f, SET, "spop", key);
+                    ctx.out.bulk(&m);
+                    if emptied {
+                        notify::notify_with(ctx, f, GENERIC, "del", key);
+                    }
+                }
+                None => {
+                    ctx.out.null();
+                }
             };
         }
         3 => {
@@ -201,7 +225,13 @@ fn cmd_spop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
                 ctx.h.coll_read(db, key, Kind::Set, |_| Ok(()))?;
                 Vec::new()
             } else {
-                op_spop(ctx.h, db, key, n as u64)?.unwrap_or_default()
+                match op_spop(ctx.h, db, key, n as u64)? {
+                    Some((v, emptied)) => {
+                        notify_removed(ctx, "spop", key, emptied);
+                        v
+                    }
+                    None => Vec::new(),
+                }
             };
             members_reply(&mut ctx.out, &r);
         }
@@ -218,7 +248,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     match ctx.argc() {
         2 => {
             let r = ctx.h.coll_read(db, key, Kind::Set, |c| random_entries(c, -1))?;
-            count_lookup(ctx, r.is_some());
+            count_lookup(ctx, ctx.arg(1), r.is_some());
             match r.and_then(|v| v.into_iter().next()) {
                 Some((m, _)) => ctx.out.bulk(&m),
                 None => ctx.out.null(),
@@ -231,7 +261,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let count = rand_count(ctx, 2)?;
     if count >= 0 {
         let r = ctx.h.coll_read(db, key, Kind::Set, |c| random_entries(c, count))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         let r = r.unwrap_or_default();
         ctx.out.array(r.len());
         for (m, _) in &r {
@@ -258,7 +288,7 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         })
         // A half-written array must not stay in front of the error reply.
         .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r {
         None => {
             ctx.out.array(0);
@@ -269,30 +299,53 @@ fn cmd_srandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Op: SMOVE. Returns whether the member was moved (or, when source and destination are
-/// the same key, whether it is there). The source's removal and the destination's
-/// addition are two steps: another client may see the member in neither for a moment.
-pub fn op_smove(h: &mut Handle, db: u32, src: &[u8], dst: &[u8], member: &[u8]) -> Result<bool, Error> {
+/// What an SMOVE did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// The member was moved (or, when source and destination are the same key, is there).
+    pub moved: bool,
+    /// The source went (its last member moved).
+    pub src_emptied: bool,
+    /// The member was new in the destination.
+    pub added: bool,
+}
+
+/// Op: SMOVE. The source's removal and the destination's addition are two steps: another
+/// client may see the member in neither for a moment.
+pub fn op_smove(h: &mut Handle, db: u32, src: &[u8], dst: &[u8], member: &[u8]) -> Result<Moved, Error> {
     // The checks in Redis's order: a missing source, then both types.
     if h.coll_read(db, src, Kind::Set, |_| Ok(()))?.is_none() {
-        return Ok(false);
+        return Ok(Moved::default());
     }
     h.coll_read(db, dst, Kind::Set, |_| Ok(()))?;
     if src == dst {
-        return Ok(h.coll_read(db, src, Kind::Set, |c| c.contains(member))?.unwrap_or(false));
+        let there = h.coll_read(db, src, Kind::Set, |c| c.contains(member))?.unwrap_or(false);
+        return Ok(Moved { moved: there, ..Moved::default() });
     }
-    let removed = h.coll_write(db, src, Kind::Set, false, |c| Ok(c.del(member)?.is_some()))?.unwrap_or(false);
-    if removed {
-        h.coll_write(db, dst, Kind::Set, true, |c| c.put(member, b""))?;
-    }
-    Ok(removed)
+    let removed = h.coll_write(db, src, Kind::Set, false, |c| Ok((c.del(member)?.is_some(), c.is_empty())))?;
+    let Some((true, src_emptied)) = removed else { return Ok(Moved::default()) };
+    let added = h.coll_write(db, dst, Kind::Set, true, |c| Ok(c.put(member, b"")?.is_none()))?.unwrap_or(false);
+    Ok(Moved { moved: true, src_emptied, added })
 }
 
 /// # Format
 /// `SMOVE source destination member` → 1 if moved, 0 if not.
 fn cmd_smove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let moved = op_smove(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2), ctx.arg(3))?;
-    ctx.out.integer(moved as i64);
+    let (src, dst) = (ctx.arg(1), ctx.arg(2));
+    let m = op_smove(ctx.h, ctx.conn.db, src, dst, ctx.arg(3))?;
+    if m.moved && src != dst {
+        // Redis's order: "srem" (and "del") of the source, then the destination's "new"
+        // (which the engine recorded) and "sadd".
+        let f = notify::flags(ctx.shared);
+        notify::notify_with(ctx, f, SET, "srem", src);
+        if m.src_emptied {
+            notify::notify_with(ctx, f, GENERIC, "del", src);
+        }
+        if m.added {
+            notify::notify_with(ctx, f, SET, "sadd", dst);
+        }
+    }
+    ctx.out.integer(m.moved as i64);
     Ok(())
 }
 
@@ -390,25 +443,50 @@ pub fn op_sdiff(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Err
 }
 
 /// Op: replaces `dst` (whatever it held) with a set of `members`, or deletes it when there
-/// are none; returns the new size. Two steps (delete, then write), so a reader may see the
-/// key missing in between.
-pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Result<u64, Error> {
-    h.del(db, &[dst])?;
+/// are none; returns the new size and whether `dst` existed. Two steps (delete, then
+/// write), so a reader may see the key missing in between.
+pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Result<(u64, bool), Error> {
+    let replace = Replace::begin(h, db, dst)?;
     if members.is_empty() {
-        return Ok(0);
+        return Ok((0, replace.existed));
     }
-    h.coll_write(db, dst, Kind::Set, true, |c| {
-        for m in members {
-            c.put(m, b"")?;
+    let n = replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::Set, true, |c| {
+            for m in members {
+                c.put(m, b"")?;
+            }
+            Ok(c.len())
+        })
+    })?;
+    Ok((n.unwrap_or(0), replace.existed))
+}
+
+/// Counts the lookups of the sources of SINTER, SUNION, SDIFF and their STORE and CARD
+/// forms as Redis makes them: each in turn (a keyspace hit or miss), until one that is not
+/// a set (the command then fails with WRONGTYPE).
+fn count_sources(ctx: &Ctx<'_>, keys: &[&[u8]]) -> Result<(), CmdError> {
+    for k in keys {
+        let t = ctx.h.type_of(ctx.conn.db, k)?;
+        count_lookup(ctx, k, t.is_some());
+        if t.is_some_and(|t| t != larder_engine::Type::Set) {
+            break;
         }
-        Ok(c.len())
-    })
-    .map(|n| n.unwrap_or(0))
+    }
+    Ok(())
+}
+
+/// The STORE commands' end: the destination written, the reply, the events.
+fn store(ctx: &mut Ctx<'_>, members: &[Vec<u8>], event: &str) -> Result<(), CmdError> {
+    let (n, existed) = op_store(ctx.h, ctx.conn.db, ctx.arg(1), members)?;
+    ctx.out.integer(n as i64);
+    notify::notify_store(ctx, SET, event, ctx.arg(1), n > 0, existed);
+    Ok(())
 }
 
 /// # Format
 /// `SINTER key [key ...]` → the members in every set.
 fn cmd_sinter(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 1), 0)?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -440,6 +518,7 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let keys: Vec<&[u8]> = (2..end).map(|i| ctx.arg(i)).collect();
+    count_sources(ctx, &keys)?;
     let r = op_sinter(ctx.h, ctx.conn.db, &keys, limit)?;
     ctx.out.integer(r.len() as i64);
     Ok(())
@@ -448,15 +527,15 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SINTERSTORE destination key [key ...]` → the size of the stored intersection.
 fn cmd_sinterstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 2), 0)?;
-    let n = op_store(ctx.h, ctx.conn.db, ctx.arg(1), &r)?;
-    ctx.out.integer(n as i64);
-    Ok(())
+    store(ctx, &r, "sinterstore")
 }
 
 /// # Format
 /// `SUNION key [key ...]` → the members of any of the sets.
 fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -465,15 +544,15 @@ fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SUNIONSTORE destination key [key ...]` → the size of the stored union.
 fn cmd_sunionstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
-    let n = op_store(ctx.h, ctx.conn.db, ctx.arg(1), &r)?;
-    ctx.out.integer(n as i64);
-    Ok(())
+    store(ctx, &r, "sunionstore")
 }
 
 /// # Format
 /// `SDIFF key [key ...]` → the first set's members that are in none of the others.
 fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 1))?;
     let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
     members_reply(&mut ctx.out, &r);
     Ok(())
@@ -482,10 +561,9 @@ fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SDIFFSTORE destination key [key ...]` → the size of the stored difference.
 fn cmd_sdiffstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    count_sources(ctx, &args_from(ctx, 2))?;
     let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
-    let n = op_store(ctx.h, ctx.conn.db, ctx.arg(1), &r)?;
-    ctx.out.integer(n as i64);
-    Ok(())
+    store(ctx, &r, "sdiffstore")
 }
 
 /// # Format

@@ -12,6 +12,8 @@ use std::cmp::Ordering;
 use larder_engine::{Error, Handle, Kind, Type};
 
 use crate::command::{strtod_erange, strtod_prefix, CmdError, Ctx, Spec, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
+use crate::families::string::count_lookup;
+use crate::notify::{self, Replace, LIST};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -268,28 +270,35 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
 }
 
 /// Op: replaces `dst` with a list of `vals` (a missing GET stored as an empty string), or
-/// deletes it when there are none. Delete then write: a reader may see it missing between.
-pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>>]) -> Result<(), Error> {
-    h.del(db, &[dst])?;
+/// deletes it when there are none; returns whether it existed. Delete then write: a reader
+/// may see it missing between.
+pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>>]) -> Result<bool, Error> {
+    let replace = Replace::begin(h, db, dst)?;
     if vals.is_empty() {
-        return Ok(());
+        return Ok(replace.existed);
     }
-    h.coll_write(db, dst, Kind::List, true, |c| {
-        for v in vals {
-            c.insert_at(c.len(), v.as_deref().unwrap_or(b""))?;
-        }
-        Ok(())
+    replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::List, true, |c| {
+            for v in vals {
+                c.insert_at(c.len(), v.as_deref().unwrap_or(b""))?;
+            }
+            Ok(())
+        })
     })?;
-    Ok(())
+    Ok(replace.existed)
 }
 
 fn sort_generic(ctx: &mut Ctx<'_>, readonly: bool) -> Result<(), CmdError> {
     let mut o = parse_opts(ctx, readonly)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
+    // Redis looks the key up (a keyspace hit or miss) before it sorts.
+    let found = ctx.h.type_of(db, key)?.is_some();
+    count_lookup(ctx, key, found);
     let vals = op_sort(ctx.h, db, key, &mut o)?;
     match o.store {
         Some(dst) => {
-            op_store_list(ctx.h, db, dst, &vals)?;
+            let existed = op_store_list(ctx.h, db, dst, &vals)?;
+            notify::notify_store(ctx, LIST, "sortstore", dst, !vals.is_empty(), existed);
             ctx.out.integer(vals.len() as i64);
         }
         None => {

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use larder_engine::{now_ms, Cond, Error, Expiry, Handle, Outcome, SetOptions, Type, PREFETCH_GROUP};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
+use crate::notify::{self, notify, EXPIRED, GENERIC, STRING};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -44,14 +45,22 @@ pub const COMMANDS: &[Spec] = &[
 
 // ---- shared helpers ----
 
-/// Counts a `lookupKeyRead` as Redis does: a hit if the key existed, else a miss.
-pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
-    let s = ctx.stats();
+/// Counts a `lookupKeyRead` of `key` as Redis does: a hit if the key existed, else a miss,
+/// which is also a "keymiss" keyspace event (the engine keeps it in order with the other
+/// events of the command; free unless notify-keyspace-events has `m`).
+#[inline]
+pub(crate) fn count_lookup(ctx: &Ctx<'_>, key: &[u8], found: bool) {
     if found {
-        s.keyspace_hits.incr();
+        ctx.stats().keyspace_hits.incr();
     } else {
-        s.keyspace_misses.incr();
+        count_miss(ctx, key);
     }
+}
+
+#[inline(never)]
+fn count_miss(ctx: &Ctx<'_>, key: &[u8]) {
+    ctx.stats().keyspace_misses.incr();
+    ctx.h.report_miss(ctx.conn.db, key);
 }
 
 /// The value of string `key` as a command that reads it finds it (`lookupKeyRead`: counted
@@ -59,11 +68,11 @@ pub(crate) fn count_lookup(ctx: &Ctx<'_>, found: bool) {
 pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
     match ctx.h.get(ctx.conn.db, key) {
         Ok(v) => {
-            count_lookup(ctx, v.is_some());
+            count_lookup(ctx, key, v.is_some());
             Ok(v)
         }
         Err(Error::WrongType) => {
-            count_lookup(ctx, true);
+            count_lookup(ctx, key, true);
             Err(Error::WrongType.into())
         }
         Err(e) => Err(e.into()),
@@ -123,7 +132,7 @@ fn check_string(h: &Handle, db: u32, key: &[u8]) -> Result<(), CmdError> {
 fn check_string_read(ctx: &Ctx<'_>, key: &[u8]) -> Result<(), CmdError> {
     let r = check_string(ctx.h, ctx.conn.db, key);
     if r.is_err() {
-        count_lookup(ctx, true);
+        count_lookup(ctx, key, true);
     }
     r
 }
@@ -222,11 +231,42 @@ fn expire_at(ctx: &Ctx<'_>, i: usize, unit: Unit, cmd: &str) -> Result<u64, CmdE
 
 // ---- GET and SET families ----
 
+/// Whether the engine deletes the key a SET with this expiry writes at once (an EXAT or
+/// PXAT already past). Asked before the write: the engine's clock is then the later one.
+fn expires_at_once(expiry: Expiry) -> bool {
+    matches!(expiry, Expiry::At(at) if at <= now_ms())
+}
+
+/// The events of a SET that stored: "set", and "expire" with a time. Redis keeps a key set
+/// with a time already past until a lookup or active expiry finds it ("expired" then);
+/// Larder deletes it at once, so its "expired" comes at once too.
+#[inline]
+fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
+    // The one load and test SET pays with the flags empty.
+    let f = notify::flags(ctx.shared);
+    if f != 0 {
+        notify_set_events(ctx, f, key, expiry, past);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn notify_set_events(ctx: &mut Ctx<'_>, f: u32, key: &[u8], expiry: Expiry, past: bool) {
+    notify::notify_with(ctx, f, STRING, "set", key);
+    if matches!(expiry, Expiry::At(_)) {
+        notify::notify_with(ctx, f, GENERIC, "expire", key);
+        if past {
+            notify::notify_with(ctx, f, EXPIRED, "expired", key);
+        }
+    }
+}
+
 /// # Format
 /// `GET key` → bulk string or null.
 fn cmd_get(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let found = reply_value(ctx, ctx.arg(1))?;
-    count_lookup(ctx, found);
+    let key = ctx.arg(1);
+    let found = reply_value(ctx, key)?;
+    count_lookup(ctx, key, found);
     Ok(())
 }
 
@@ -252,11 +292,14 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if o.get {
         check_string_read(ctx, key)?;
     }
+    let past = expires_at_once(expiry);
     let r = ctx.h.set(db, key, value, &SetOptions { cond, expiry, get: o.get, ..Default::default() })?;
+    // Redis's order: the events, then OK (a RESP3 client subscribed to its own keys sees
+    // its pushes first).
     if o.get {
-        count_lookup(ctx, r.old.is_some());
-        reply_opt(ctx, r.old.as_deref());
+        set_get_reply(ctx, key, &r, expiry, past);
     } else if r.outcome == Outcome::Stored {
+        notify_set(ctx, key, expiry, past);
         ctx.out.ok();
     } else {
         ctx.out.null();
@@ -264,11 +307,27 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// SET ... GET's end, in Redis's order: the lookup (a hit or a miss, whose "keymiss"
+/// comes before a "new"), the old value, then the events if it stored.
+fn set_get_reply(ctx: &mut Ctx<'_>, key: &[u8], r: &larder_engine::SetReply, expiry: Expiry, past: bool) {
+    count_lookup(ctx, key, r.old.is_some());
+    if r.old.is_none() {
+        notify::miss_before_creation(ctx, key);
+    }
+    reply_opt(ctx, r.old.as_deref());
+    if r.outcome == Outcome::Stored {
+        notify_set(ctx, key, expiry, past);
+    }
+}
+
 /// # Format
 /// `SETNX key value` → `:1` if set, `:0` if the key existed.
 fn cmd_setnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, value, db) = (ctx.arg(1), ctx.arg(2), ctx.conn.db);
     let r = ctx.h.set(db, key, value, &SetOptions { cond: Cond::Nx, ..Default::default() })?;
+    if r.outcome == Outcome::Stored {
+        notify(ctx, STRING, "set", key);
+    }
     ctx.out.integer((r.outcome == Outcome::Stored) as i64);
     Ok(())
 }
@@ -278,6 +337,7 @@ fn set_with_expiry(ctx: &mut Ctx<'_>, unit: Unit, cmd: &str) -> Result<(), CmdEr
     let at = expire_at(ctx, 2, unit, cmd)?;
     let (key, value, db) = (ctx.arg(1), ctx.arg(3), ctx.conn.db);
     ctx.h.set(db, key, value, &SetOptions { expiry: Expiry::At(at), ..Default::default() })?;
+    notify_set(ctx, key, Expiry::At(at), false);
     ctx.out.ok();
     Ok(())
 }
@@ -300,8 +360,12 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, value, db) = (ctx.arg(1), ctx.arg(2), ctx.conn.db);
     check_string_read(ctx, key)?;
     let r = ctx.h.set(db, key, value, &SetOptions { get: true, ..Default::default() })?;
-    count_lookup(ctx, r.old.is_some());
+    count_lookup(ctx, key, r.old.is_some());
+    if r.old.is_none() {
+        notify::miss_before_creation(ctx, key);
+    }
     reply_opt(ctx, r.old.as_deref());
+    notify(ctx, STRING, "set", key);
     Ok(())
 }
 
@@ -310,8 +374,11 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_getdel(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, db) = (ctx.arg(1), ctx.conn.db);
     let old = ctx.h.getdel(db, key)?;
-    count_lookup(ctx, old.is_some());
+    count_lookup(ctx, ctx.arg(1), old.is_some());
     reply_opt(ctx, old.as_deref());
+    if old.is_some() {
+        notify(ctx, GENERIC, "del", key);
+    }
     Ok(())
 }
 
@@ -331,7 +398,7 @@ fn cmd_getex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             // Redis looks the key up (a hit or a miss) and checks its type before it
             // validates the time: a missing key gets a null, not the error.
             let meta = ctx.h.meta(db, key)?;
-            count_lookup(ctx, meta.is_some());
+            count_lookup(ctx, ctx.arg(1), meta.is_some());
             match meta {
                 None => {
                     ctx.out.null();
@@ -342,9 +409,21 @@ fn cmd_getex(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             }
         }
     };
+    let past = matches!(o.expire, Some((Unit::ExAt | Unit::PxAt, _))) && expires_at_once(expiry);
     let v = ctx.h.getex(db, key, expiry)?;
-    count_lookup(ctx, v.is_some());
-    reply_opt(ctx, v.as_deref());
+    count_lookup(ctx, ctx.arg(1), v.is_some());
+    let Some((v, ttl_before)) = v else {
+        ctx.out.null();
+        return Ok(());
+    };
+    ctx.out.bulk(&v);
+    if past {
+        notify(ctx, GENERIC, "del", key);
+    } else if o.expire.is_some() {
+        notify(ctx, GENERIC, "expire", key);
+    } else if o.persist && ttl_before != 0 {
+        notify(ctx, GENERIC, "persist", key);
+    }
     Ok(())
 }
 
@@ -360,10 +439,11 @@ fn cmd_mget(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         if (i - 1) % PREFETCH_GROUP == 0 && n > 1 {
             ctx.h.prefetch_group(ctx.conn.db, (i..=n).map(|j| ctx.arg(j)));
         }
-        match reply_value(ctx, ctx.arg(i)) {
-            Ok(found) => count_lookup(ctx, found),
+        let key = ctx.arg(i);
+        match reply_value(ctx, key) {
+            Ok(found) => count_lookup(ctx, key, found),
             Err(Error::WrongType) => {
-                count_lookup(ctx, true);
+                count_lookup(ctx, key, true);
                 ctx.out.null();
             }
             Err(e) => {
@@ -382,7 +462,33 @@ fn mset(ctx: &mut Ctx<'_>, nx: bool, cmd: &str) -> Result<bool, CmdError> {
         return Err(CmdError::new(format!("ERR wrong number of arguments for '{cmd}' command")));
     }
     let pairs: Vec<(&[u8], &[u8])> = (1..ctx.argc()).step_by(2).map(|i| (ctx.arg(i), ctx.arg(i + 1))).collect();
-    Ok(ctx.h.mset(ctx.conn.db, &pairs, nx)?)
+    let done = ctx.h.mset(ctx.conn.db, &pairs, nx)?;
+    let flags = notify::flags(ctx.shared);
+    if done && flags != 0 {
+        notify_mset(ctx, flags, &pairs);
+    }
+    Ok(done)
+}
+
+/// MSET's events, as Redis's `setKey` then "set" for each pair in turn: a key's "expired"
+/// and "new" (which the engine recorded for all the keys at once) go right before its
+/// "set". A key named twice is new only the first time.
+#[cold]
+fn notify_mset(ctx: &mut Ctx<'_>, flags: u32, pairs: &[(&[u8], &[u8])]) {
+    let mut changes: Vec<Option<larder_engine::KeyChange>> = notify::take_changes(ctx).into_iter().map(Some).collect();
+    for &(key, _) in pairs {
+        for slot in changes.iter_mut() {
+            if slot.as_ref().is_some_and(|c| c.key == key) {
+                if let Some(c) = slot.take() {
+                    notify::publish_change(ctx, flags, &c);
+                }
+            }
+        }
+        notify::notify_with(ctx, flags, STRING, "set", key);
+    }
+    for c in changes.into_iter().flatten() {
+        notify::publish_change(ctx, flags, &c);
+    }
 }
 
 /// # Format
@@ -406,6 +512,7 @@ fn cmd_msetnx(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 fn incr_by(ctx: &mut Ctx<'_>, delta: i64) -> Result<(), CmdError> {
     let v = ctx.h.incr_by(ctx.conn.db, ctx.arg(1), delta)?;
+    notify(ctx, STRING, "incrby", ctx.arg(1));
     ctx.out.integer(v);
     Ok(())
 }
@@ -491,6 +598,7 @@ fn op_incrbyfloat(h: &mut Handle, db: u32, key: &[u8], incr: &[u8]) -> Result<Ve
 /// `INCRBYFLOAT key increment` → the new value as a bulk string.
 fn cmd_incrbyfloat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let text = op_incrbyfloat(ctx.h, ctx.conn.db, ctx.arg(1), ctx.arg(2))?;
+    notify(ctx, STRING, "incrbyfloat", ctx.arg(1));
     ctx.out.bulk(&text);
     Ok(())
 }
@@ -513,6 +621,7 @@ fn cmd_append(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let n = ctx.h.append(db, key, data)?;
+    notify(ctx, STRING, "append", key);
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -524,7 +633,7 @@ fn cmd_strlen(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.strlen(db, key)?;
     // 0 is either a missing key or an empty string; only then does the miss need a look.
     let found = n > 0 || ctx.h.meta(db, key)?.is_some();
-    count_lookup(ctx, found);
+    count_lookup(ctx, ctx.arg(1), found);
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -538,7 +647,7 @@ fn cmd_getrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (key, db) = (ctx.arg(1), ctx.conn.db);
     let v = ctx.h.getrange(db, key, start, end)?;
     let found = !v.is_empty() || ctx.h.meta(db, key)?.is_some();
-    count_lookup(ctx, found);
+    count_lookup(ctx, ctx.arg(1), found);
     ctx.out.bulk(&v);
     Ok(())
 }
@@ -560,6 +669,9 @@ fn cmd_setrange(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let n = ctx.h.setrange(db, key, offset as u64, data)?;
+    if !data.is_empty() {
+        notify(ctx, STRING, "setrange", key);
+    }
     ctx.out.integer(n as i64);
     Ok(())
 }
@@ -574,11 +686,11 @@ fn cmd_lcs(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     for i in 1..=2 {
         match ctx.h.get(db, ctx.arg(i)) {
             Ok(v) => {
-                count_lookup(ctx, v.is_some());
+                count_lookup(ctx, ctx.arg(i), v.is_some());
                 vals.push(v.unwrap_or_default());
             }
             Err(Error::WrongType) => {
-                count_lookup(ctx, true);
+                count_lookup(ctx, ctx.arg(i), true);
                 wrong = true;
             }
             Err(e) => return Err(e.into()),

@@ -30,6 +30,7 @@ use crate::command::{
 use crate::families::collection::{distinct_positions, rand_below, rand_count, reply_cap, scan_command};
 use crate::families::list::parse_timeout;
 use crate::families::string::count_lookup;
+use crate::notify::{self, notify, Replace, ZSET};
 
 const RO: u32 = READONLY;
 const ROF: u32 = READONLY | FAST;
@@ -435,14 +436,23 @@ pub fn op_zadd(h: &mut Handle, db: u32, key: &[u8], f: ZAddFlags, pairs: &[(f64,
     Ok(r.unwrap_or_default())
 }
 
-/// Pops up to `count` members from the low (or, `max`, high) end of `key`. None if the key
-/// is missing. ZPOPMIN, ZPOPMAX and ZMPOP use it; so can their blocking forms.
-pub fn pop(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, CmdError> {
+/// Pops up to `count` members from the low (or, `max`, high) end of `key`; returns them and
+/// whether the sorted set is now empty (so deleted). None if the key is missing. ZPOPMIN,
+/// ZPOPMAX and ZMPOP use it; so can their blocking forms.
+#[allow(clippy::type_complexity)]
+pub fn pop(
+    h: &mut Handle,
+    db: u32,
+    key: &[u8],
+    max: bool,
+    count: u64,
+) -> Result<Option<(Vec<Scored>, bool)>, CmdError> {
     Ok(pop_raw(h, db, key, max, count)?)
 }
 
 /// [`pop`] with the engine's error, so the blocking forms can tell WRONGTYPE apart.
-fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<Vec<Scored>>, Error> {
+#[allow(clippy::type_complexity)]
+fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result<Option<(Vec<Scored>, bool)>, Error> {
     h.coll_write(db, key, Kind::ZSet, false, |c| {
         let n = count.min(c.len());
         let mut out = Vec::with_capacity(n as usize);
@@ -451,8 +461,16 @@ fn pop_raw(h: &mut Handle, db: u32, key: &[u8], max: bool, count: u64) -> Result
             let (m, s) = c.remove_at(i)?;
             out.push((m, score_of(&s)));
         }
-        Ok(out)
+        Ok((out, c.is_empty()))
     })
+}
+
+/// The events of members popped from `key` ("zpopmin" / "zpopmax"), and "del" if it went.
+fn notify_pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, items: &[Scored], emptied: bool) {
+    if items.is_empty() {
+        return;
+    }
+    notify::notify_removed(ctx, ZSET, if max { "zpopmax" } else { "zpopmin" }, key, emptied);
 }
 
 /// How a range is given.
@@ -494,20 +512,29 @@ pub fn op_range(
 }
 
 /// Replaces `dst` (whatever its type) with `items`, or deletes it when `items` is empty.
-/// Returns the new size. Not atomic: the old value is deleted, then the new one written.
-pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result<u64, CmdError> {
-    h.del(db, &[dst])?;
+/// Returns the new size and whether `dst` existed. Not atomic: the old value is deleted,
+/// then the new one written.
+pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result<(u64, bool), CmdError> {
+    let replace = Replace::begin(h, db, dst)?;
     if items.is_empty() {
-        return Ok(0);
+        return Ok((0, replace.existed));
     }
-    h.coll_write(db, dst, Kind::ZSet, true, |c| {
-        c.clear()?;
-        for (m, s) in items {
-            c.zput(m, *s)?;
-        }
-        Ok(())
+    replace.write(h, |h| {
+        h.coll_write(db, dst, Kind::ZSet, true, |c| {
+            c.clear()?;
+            for (m, s) in items {
+                c.zput(m, *s)?;
+            }
+            Ok(())
+        })
     })?;
-    Ok(items.len() as u64)
+    Ok((items.len() as u64, replace.existed))
+}
+
+/// A STORE command's reply and events.
+fn reply_stored(ctx: &mut Ctx<'_>, event: &str, dst: &[u8], (n, existed): (u64, bool)) {
+    ctx.out.integer(n as i64);
+    notify::notify_store(ctx, ZSET, event, dst, n > 0, existed);
 }
 
 /// A source of ZUNION and friends: a sorted set, or a set whose members score 1.
@@ -766,23 +793,41 @@ fn zadd_generic(ctx: &mut Ctx<'_>, zincrby: bool) -> Result<(), CmdError> {
     } else {
         ctx.out.integer((if ch { out.added + out.updated } else { out.added }) as i64);
     }
+    notify_zadd(ctx, key, f, &out);
     Ok(())
+}
+
+/// ZADD's (and GEOADD's) event: "zadd", or "zincr" with INCR (ZINCRBY too), when a member
+/// was added or its score changed.
+pub fn notify_zadd(ctx: &mut Ctx<'_>, key: &[u8], f: ZAddFlags, out: &ZAddOut) {
+    if out.added + out.updated > 0 {
+        notify(ctx, ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
+}
+
+/// Members removed from `key`: its event, and "del" if it went.
+fn notify_removed(ctx: &mut Ctx<'_>, event: &str, key: &[u8], removed: u64, emptied: bool) {
+    if removed > 0 {
+        notify::notify_removed(ctx, ZSET, event, key, emptied);
+    }
 }
 
 /// # Format
 /// `ZREM key member [member ...]` → how many were removed.
 fn cmd_zrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let argv = ctx.argv;
-    let n = ctx.h.coll_write(db(ctx), argv.get(1), Kind::ZSet, false, |c| {
-        let mut n = 0i64;
+    let r = ctx.h.coll_write(db(ctx), argv.get(1), Kind::ZSet, false, |c| {
+        let mut n = 0u64;
         for m in argv.iter().skip(2) {
             if c.del(m)?.is_some() {
                 n += 1;
             }
         }
-        Ok(n)
+        Ok((n, c.is_empty()))
     })?;
-    ctx.out.integer(n.unwrap_or(0));
+    let (n, emptied) = r.unwrap_or((0, false));
+    notify_removed(ctx, "zrem", argv.get(1), n, emptied);
+    ctx.out.integer(n as i64);
     Ok(())
 }
 
@@ -791,7 +836,7 @@ fn cmd_zrem(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let m = ctx.arg(2);
     let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| c.score(m))?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(s) => reply_score(ctx, s),
         None => {
@@ -808,7 +853,7 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let scores = ctx.h.coll_read(db(ctx), argv.get(1), Kind::ZSet, |c| {
         argv.iter().skip(2).map(|m| c.score(m)).collect::<Result<Vec<_>, _>>()
     })?;
-    count_lookup(ctx, scores.is_some());
+    count_lookup(ctx, ctx.arg(1), scores.is_some());
     let scores = scores.unwrap_or_else(|| vec![None; argv.len() - 2]);
     ctx.out.array(scores.len());
     for s in scores {
@@ -826,7 +871,7 @@ fn cmd_zmscore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `ZCARD key` → the number of members.
 fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| Ok(c.len()))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -836,7 +881,7 @@ fn cmd_zcard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let r = parse_score_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| score_span(c, &r).map(|(f, t)| t - f))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -846,7 +891,7 @@ fn cmd_zcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_zlexcount(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (min, max) = parse_lex_range(ctx.arg(2), ctx.arg(3))?;
     let n = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| lex_span(c, min, max).map(|(f, t)| t - f))?;
-    count_lookup(ctx, n.is_some());
+    count_lookup(ctx, ctx.arg(1), n.is_some());
     ctx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -922,15 +967,15 @@ fn zrange_generic(
         _ => RangeBy::Rank(ctx.int(lo)?, ctx.int(hi)?),
     };
     let items = op_range(ctx.h, db(ctx), ctx.arg(at), spec, rev, (offset, limit))?;
-    count_lookup(ctx, items.is_some());
+    count_lookup(ctx, ctx.arg(at), items.is_some());
     match store {
         Some(d) => {
             let mut items = items.unwrap_or_default();
             if rev {
                 items.reverse();
             }
-            let n = op_store(ctx.h, db(ctx), ctx.arg(d), &items)?;
-            ctx.out.integer(n as i64);
+            let stored = op_store(ctx.h, db(ctx), ctx.arg(d), &items)?;
+            reply_stored(ctx, "zrangestore", ctx.arg(d), stored);
         }
         None => {
             let items = items.unwrap_or_default();
@@ -988,7 +1033,7 @@ fn zrank_generic(ctx: &mut Ctx<'_>, rev: bool) -> Result<(), CmdError> {
     let r = ctx.h.coll_read(db(ctx), ctx.arg(1), Kind::ZSet, |c| {
         Ok(c.zrank(m)?.map(|r| if rev { c.len() - 1 - r } else { r }))
     })?;
-    count_lookup(ctx, r.is_some());
+    count_lookup(ctx, ctx.arg(1), r.is_some());
     match r.flatten() {
         Some(r) => ctx.out.integer(r as i64),
         None => ctx.out.null(),
@@ -1017,9 +1062,10 @@ fn zpop_generic(ctx: &mut Ctx<'_>, max: bool) -> Result<(), CmdError> {
     } else {
         None
     };
-    let items = pop(ctx.h, db(ctx), ctx.arg(1), max, count.unwrap_or(1) as u64)?.unwrap_or_default();
+    let (items, emptied) = pop(ctx.h, db(ctx), ctx.arg(1), max, count.unwrap_or(1) as u64)?.unwrap_or_default();
     let nested = resp3(ctx) && count.is_some();
     reply_pairs(ctx, &items, true, nested);
+    notify_pop(ctx, ctx.arg(1), max, &items, emptied);
     Ok(())
 }
 
@@ -1077,8 +1123,9 @@ pub fn reply_mpop(ctx: &mut Ctx<'_>, key: &[u8], items: &[Scored]) {
 fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (keys, max, count) = parse_mpop(ctx, 1)?;
     for k in keys {
-        if let Some(items) = pop(ctx.h, db(ctx), k, max, count)? {
+        if let Some((items, emptied)) = pop(ctx.h, db(ctx), k, max, count)? {
             reply_mpop(ctx, k, &items);
+            notify_pop(ctx, k, max, &items, emptied);
             return Ok(());
         }
     }
@@ -1094,11 +1141,12 @@ fn cmd_zmpop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// BZPOPMIN / BZPOPMAX from one key: `[key, member, score]`.
 fn serve_bzpop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, retry: bool) -> Result<bool, CmdError> {
     match pop_raw(ctx.h, db(ctx), key, max, 1) {
-        Ok(Some(v)) if !v.is_empty() => {
+        Ok(Some((v, emptied))) if !v.is_empty() => {
             ctx.out.array(3);
             ctx.out.bulk(key);
             ctx.out.bulk(&v[0].0);
             reply_score(ctx, v[0].1);
+            notify_pop(ctx, key, max, &v, emptied);
             Ok(true)
         }
         Ok(_) => Ok(false),
@@ -1119,8 +1167,9 @@ fn serve_bzpopmax(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, Cm
 fn serve_bzmpop(ctx: &mut Ctx<'_>, key: &[u8], retry: bool) -> Result<bool, CmdError> {
     let (_, max, count) = parse_mpop(ctx, 2)?;
     match pop_raw(ctx.h, db(ctx), key, max, count) {
-        Ok(Some(v)) if !v.is_empty() => {
+        Ok(Some((v, emptied))) if !v.is_empty() => {
             reply_mpop(ctx, key, &v);
+            notify_pop(ctx, key, max, &v, emptied);
             Ok(true)
         }
         Ok(_) => Ok(false),
@@ -1162,7 +1211,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let key = ctx.arg(1);
     if ctx.argc() == 2 {
         let m = ctx.h.coll_read(db, key, Kind::ZSet, |c| c.get(rand_below(c.len())).map(|(m, _)| m))?;
-        count_lookup(ctx, m.is_some());
+        count_lookup(ctx, ctx.arg(1), m.is_some());
         match m {
             Some(m) => ctx.out.bulk(&m),
             None => ctx.out.null(),
@@ -1206,7 +1255,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             })
             // A half-written array must not stay in front of the error reply.
             .inspect_err(|_| ctx.out.buf().truncate(mark))?;
-        count_lookup(ctx, r.is_some());
+        count_lookup(ctx, ctx.arg(1), r.is_some());
         match r {
             Some(true) => {}
             Some(false) => ctx.conn.close = true,
@@ -1224,7 +1273,7 @@ fn cmd_zrandmember(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
         distinct_positions(n, count).into_iter().map(|p| c.get(p).map(|(m, s)| (m, score_of(&s)))).collect()
     })?;
-    count_lookup(ctx, items.is_some());
+    count_lookup(ctx, ctx.arg(1), items.is_some());
     reply_pairs(ctx, &items.unwrap_or_default(), withscores, nested);
     Ok(())
 }
@@ -1254,18 +1303,25 @@ fn remove_span(c: &mut Coll<'_>, from: u64, to: u64) -> Result<u64, Error> {
 }
 
 fn zremrange(ctx: &mut Ctx<'_>, by: RangeBy<'_>) -> Result<(), CmdError> {
-    let n = ctx.h.coll_write(db(ctx), ctx.argv.get(1), Kind::ZSet, false, |c| {
+    let r = ctx.h.coll_write(db(ctx), ctx.argv.get(1), Kind::ZSet, false, |c| {
         let (f, t) = match by {
             RangeBy::Rank(s, e) => match rank_span(c.len(), s, e, false) {
                 Some(s) => s,
-                None => return Ok(0),
+                None => return Ok((0, false)),
             },
             RangeBy::Score(r) => score_span(c, &r)?,
             RangeBy::Lex(a, b) => lex_span(c, a, b)?,
         };
-        remove_span(c, f, t)
+        Ok((remove_span(c, f, t)?, c.is_empty()))
     })?;
-    ctx.out.integer(n.unwrap_or(0) as i64);
+    let (n, emptied) = r.unwrap_or((0, false));
+    let event = match by {
+        RangeBy::Rank(..) => "zremrangebyrank",
+        RangeBy::Score(_) => "zremrangebyscore",
+        RangeBy::Lex(..) => "zremrangebylex",
+    };
+    notify_removed(ctx, event, ctx.argv.get(1), n, emptied);
+    ctx.out.integer(n as i64);
     Ok(())
 }
 
@@ -1308,8 +1364,11 @@ fn setop_generic(ctx: &mut Ctx<'_>, dst: Option<usize>, nk: usize, op: SetOp, ca
     let setnum = setnum as usize;
     let keys: Vec<&[u8]> = (nk + 1..nk + 1 + setnum).map(|i| ctx.argv.get(i)).collect();
     // Types are checked before the options, as Redis does.
+    // (Each a lookup: a keyspace hit or miss.)
     for k in &keys {
-        match ctx.h.type_of(db(ctx), k)? {
+        let t = ctx.h.type_of(db(ctx), k)?;
+        count_lookup(ctx, k, t.is_some());
+        match t {
             Some(Type::ZSet) | Some(Type::Set) | None => {}
             Some(_) => return Err(Error::WrongType.into()),
         }
@@ -1357,8 +1416,13 @@ fn setop_generic(ctx: &mut Ctx<'_>, dst: Option<usize>, nk: usize, op: SetOp, ca
     let items = op_setop(ctx.h, db(ctx), &keys, &weights, op, agg)?;
     match dst {
         Some(d) => {
-            let n = op_store(ctx.h, db(ctx), ctx.argv.get(d), &items)?;
-            ctx.out.integer(n as i64);
+            let stored = op_store(ctx.h, db(ctx), ctx.argv.get(d), &items)?;
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            reply_stored(ctx, event, ctx.argv.get(d), stored);
         }
         None => {
             let nested = withscores && resp3(ctx);

@@ -154,8 +154,10 @@ struct StoreInner {
     journaling: bool,
     databases: u32,
     limits: Arc<Limits>,
-    /// Pushes this process counted into the push sequence (see [`Store::local_pushes`]).
-    local_pushes: std::sync::atomic::AtomicU32,
+    /// Pushes this process counted into the push sequence (see [`Store::pushes`]): begun
+    /// before the sequence's bump, done after it.
+    local_pushes_begun: std::sync::atomic::AtomicU32,
+    local_pushes_done: std::sync::atomic::AtomicU32,
     /// Until when (Unix ms, inclusive; 0: not) reads leave the expired keys they find in
     /// place (see [`Store::keep_expired_until`]).
     keep_expired_until: std::sync::atomic::AtomicU64,
@@ -220,7 +222,8 @@ impl Store {
                 journaling,
                 databases,
                 limits: Arc::default(),
-                local_pushes: Default::default(),
+                local_pushes_begun: Default::default(),
+                local_pushes_done: Default::default(),
                 keep_expired_until: Default::default(),
             }),
         })
@@ -265,11 +268,19 @@ impl Store {
         now_ms <= self.inner.keep_expired_until.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How many of the push sequence's steps this process made: a waiter that serves its
-    /// own process's pushes by other means can tell whether another process pushed (the
-    /// sequence moved by more than this did).
-    pub fn local_pushes(&self) -> u32 {
-        self.inner.local_pushes.load(std::sync::atomic::Ordering::SeqCst)
+    /// The push sequence and how many of its steps this process made, so a waiter that
+    /// serves its own process's pushes by other means can tell whether another process
+    /// pushed (the sequence moved by more than this process did). None while a push of this
+    /// process is between its two counts: the pair would not be exact, and a push of ours
+    /// taken for another process's would have the waiter act on it out of order.
+    pub fn pushes(&self) -> Option<(u32, u32)> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // A push counts begun, bumps the sequence, counts done: read in the other order,
+        // done <= our steps in the sequence <= begun, and equal ends make it exact.
+        let done = self.inner.local_pushes_done.load(SeqCst);
+        let seq = self.push_seq();
+        let begun = self.inner.local_pushes_begun.load(SeqCst);
+        (done == begun).then_some((seq, done))
     }
 
     /// Declares (`delta > 0`) or withdraws blocked clients waiting for pushes; pushes only
@@ -314,8 +325,9 @@ impl Store {
         // Killed here, a process leaves a push nobody hears of (the server's watcher sweeps
         // for those).
         index::failpoint("push-announce");
-        self.inner.local_pushes.fetch_add(1, SeqCst);
+        self.inner.local_pushes_begun.fetch_add(1, SeqCst);
         seq.fetch_add(1, SeqCst);
+        self.inner.local_pushes_done.fetch_add(1, SeqCst);
         if waiters.load(SeqCst) > 0 {
             let _ = rustix::thread::futex::wake(seq, rustix::thread::futex::Flags::empty(), u32::MAX);
         }

@@ -418,8 +418,14 @@ pub(crate) struct Pushes {
 }
 
 impl Pushes {
+    /// The counts now, once no push of this process is half counted.
     pub(crate) fn now(store: &larder_engine::Store) -> Pushes {
-        Pushes { seq: store.push_seq(), local: store.local_pushes() }
+        loop {
+            if let Some((seq, local)) = store.pushes() {
+                return Pushes { seq, local };
+            }
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -446,18 +452,25 @@ pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
     let mut swept = Instant::now();
     while !shared.shutdown.load(Ordering::Relaxed) {
         store.wait_push(seen, Duration::from_millis(100));
-        let (local_now, now) = (store.local_pushes(), store.push_seq());
-        let foreign = now != seen && now.wrapping_sub(seen) != local_now.wrapping_sub(local);
-        if now != seen {
-            seen = now;
-            local = local_now;
-        }
+        // A push of ours between its two counts would read as another process's, and
+        // serving for it here could run ahead of the pushing command's own events and
+        // serving: wait until it is counted (a few instructions, unless its thread was
+        // preempted there).
+        let Some((now, local_now)) = store.pushes() else {
+            std::thread::yield_now();
+            continue;
+        };
+        let foreign = now.wrapping_sub(seen) != local_now.wrapping_sub(local);
+        (seen, local) = (now, local_now);
         if !foreign && swept.elapsed() < SWEEP {
             continue;
         }
         swept = Instant::now();
         for (w, n) in shared.blocking.per_worker.iter().enumerate() {
             if n.load(Ordering::SeqCst) > 0 {
+                if let Some(m) = shared.mailboxes.get(w) {
+                    m.retry_parked.store(true, Ordering::Release);
+                }
                 wake(&shared, w);
             }
         }

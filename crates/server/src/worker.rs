@@ -655,14 +655,15 @@ impl Worker {
     }
 
     /// Woken: parked clients may have been served by another worker (their replies wait
-    /// in the registry), or something was pushed (the watcher): retry their keys, then
-    /// send what was served.
+    /// in the registry), or the watcher asks for their keys to be retried (another process
+    /// pushed, or its sweep): retry if asked, then send what was served.
     fn wake_parked(&mut self) {
+        let retry = self.shared.mailboxes[self.id].retry_parked.swap(false, Ordering::AcqRel);
         if self.parked.is_empty() {
             return;
         }
-        let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
-        {
+        if retry {
+            let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
             // Serving pops and pushes: not in the middle of another worker's EXEC.
             let _gate = self.shared.gates[self.id].hold();
             crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);

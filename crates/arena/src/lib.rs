@@ -65,7 +65,7 @@ use map::Mapping;
 /// `b"LARDER\0\x01"`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"LARDER\x00\x01");
 /// Bumped whenever any shared layout changes; attaching to another version is refused.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 /// Granularity of stored offsets: offsets are `u32` counts of 8-byte units.
 pub const UNIT: u64 = 8;
 /// The largest arena a `u32` unit offset can address.
@@ -79,6 +79,8 @@ pub const SLOT_SIZE: u64 = 128;
 /// Offset and size of the area of the header the engine owns.
 pub const ROOT_OFF: u64 = 4096;
 pub const ROOT_SIZE: u64 = 4096;
+/// How many participant-backed counters the header has (see [`Arena::counter`]).
+pub const COUNTERS: usize = 4;
 /// Most participants an arena supports (a lock word keeps 10 bits of slot index).
 pub const MAX_PARTICIPANTS: u32 = 1023;
 
@@ -105,6 +107,9 @@ pub(crate) const H_LARGE_FREE_PAGES: u64 = 272;
 pub(crate) const H_LARGE_DIRTY_PAGES: u64 = 280;
 pub(crate) const H_LARGE_DIRTY_OLDEST: u64 = 288;
 pub(crate) const H_VERSION_CTR: u64 = 320;
+/// [`COUNTERS`] u32 words: counts that processes add to and others read, each backed by
+/// its participants' shares (see [`Participant::count`]).
+pub(crate) const H_COUNTERS: u64 = 384;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
 
 /// Errors of the arena. None of them is a panic: a corrupt or foreign segment, an offset out

@@ -13,6 +13,7 @@
 //!  40  retire head u32, 44 retire tail u32, 48 retire count u32   (unit offsets)
 //!  56  counting u64 (see Participant::counting)
 //!  64  pidns   u64  the inode of the owner's pid namespace (/proc/self/ns/pid), 0 unknown
+//!  72  counts  u32 × COUNTERS  this participant's shares of the header's counters
 //! ```
 //!
 //! # Liveness
@@ -47,6 +48,9 @@ const S_RETIRE_COUNT: u64 = 48;
 /// a slot and updating the count; 0 otherwise. See [`Participant::counting`].
 const S_COUNTING: u64 = 56;
 const S_PIDNS: u64 = 64;
+/// [`crate::COUNTERS`] u32 words: what this participant added to each of the header's
+/// counters ([`Participant::count`]); taken back when the slot is freed or reaped.
+const S_COUNTS: u64 = 72;
 
 const FREE: u64 = 0;
 const CLAIMING: u64 = 1;
@@ -568,10 +572,39 @@ impl Arena {
         if let Ok(e) = self.slot_u64(slot, S_EPOCH) {
             e.store(0, Ordering::Release);
         }
+        self.take_back_counts(slot);
         let gen = self.slot_u32(slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
         state.store(free_word(gen), Ordering::Release);
         drop(byte); // only now may the slot be claimed again
         true
+    }
+
+    /// Header counter `k` (< [`crate::COUNTERS`]): the sum of what participants added with
+    /// [`Participant::count`], plus what a participant killed in the middle of a change
+    /// added to it alone. Never less than the live participants' shares, so a reader that
+    /// sees 0 knows nobody counts anything; a killed participant's share is taken back when
+    /// its slot is reaped.
+    pub fn counter(&self, k: usize) -> Result<&AtomicU32, Error> {
+        if k >= crate::COUNTERS {
+            return Err(Error::OutOfRange { off: k as u64, size: 4 });
+        }
+        self.u32(crate::H_COUNTERS + 4 * k as u64)
+    }
+
+    /// Takes slot `slot`'s shares out of the header's counters (the slot is being freed by
+    /// its owner or a reaper, so nobody else changes them). The share is zeroed before the
+    /// counter goes down: a reaper killed in between leaves the counter too high (a reader
+    /// does some needless work), never too low.
+    fn take_back_counts(&self, slot: u32) {
+        for k in 0..crate::COUNTERS {
+            let (Ok(share), Ok(total)) = (self.slot_u32(slot, S_COUNTS + 4 * k as u64), self.counter(k)) else {
+                continue;
+            };
+            let n = share.swap(0, Ordering::AcqRel);
+            if n != 0 {
+                total.fetch_sub(n, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Reaps every slot whose process has died. Returns how many were reaped.
@@ -1049,6 +1082,27 @@ impl Participant {
     /// Records the intent being published (byte offset of a record the recovery handler
     /// understands). Set it after taking every lock the publication needs and after building
     /// everything it publishes; clear it after the last store.
+    /// Adds `delta` to header counter `k` ([`Arena::counter`]) on this participant's behalf:
+    /// the count other processes read stays right when this process is killed, since the
+    /// reaper takes this participant's share back. A rise goes into the counter before the
+    /// share and a fall into the share before the counter, so the counter is never below
+    /// the live shares' sum, even with a process killed in between (only above it). The
+    /// counter is updated SeqCst, for a reader's Dekker-style check against its own store.
+    pub fn count(&self, k: usize, delta: i32) -> Result<(), Error> {
+        let a = &*self.arena;
+        let total = a.counter(k)?;
+        let share = a.slot_u32(self.slot, S_COUNTS + 4 * k as u64)?;
+        let d = delta.unsigned_abs();
+        if delta >= 0 {
+            total.fetch_add(d, Ordering::SeqCst);
+            share.fetch_add(d, Ordering::Release);
+        } else {
+            share.fetch_sub(d, Ordering::Release);
+            total.fetch_sub(d, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
     pub fn set_intent(&self, off: u64) -> Result<(), Error> {
         self.arena.slot_u64(self.slot, S_INTENT)?.store(off, Ordering::SeqCst);
         Ok(())
@@ -1105,6 +1159,7 @@ impl Drop for Participant {
         if let Ok(e) = a.slot_u64(self.slot, S_EPOCH) {
             e.store(0, Ordering::Release);
         }
+        a.take_back_counts(self.slot);
         let _ = self.collect();
         // What is still unripe goes on the slot's list for its next owner, if there is
         // memory for it now; otherwise it is lost to the arena (a leak, never a free).

@@ -952,3 +952,38 @@ fn a_dead_owners_lock_is_taken_over_promptly_on_a_loaded_machine() {
     }
     assert!(worst < std::time::Duration::from_millis(200), "a dead owner's lock was taken over after {worst:?}");
 }
+
+/// Counters backed by participants' shares: a participant's share goes with its slot,
+/// whether its owner frees the slot or a reaper does; a reaped owner's own drop takes
+/// nothing twice.
+#[test]
+fn a_counters_shares_go_with_their_participants() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let total = |k| a.counter(k).unwrap().load(Ordering::SeqCst);
+    let p = a.register().unwrap();
+    let q = a.register().unwrap();
+    p.count(0, 3).unwrap();
+    q.count(0, 2).unwrap();
+    q.count(1, 1).unwrap();
+    p.count(0, -1).unwrap();
+    assert_eq!((total(0), total(1)), (4, 1));
+    assert!(a.counter(crate::COUNTERS).is_err());
+    assert!(p.count(crate::COUNTERS, 1).is_err());
+    // The owner's own drop takes its share back.
+    drop(p);
+    assert_eq!((total(0), total(1)), (2, 1));
+    // A dead owner's is taken back by its reaper, and only once.
+    let (start, ns) = Arena::identity_for_tests();
+    let mut q = q;
+    q.close_liveness_for_tests();
+    a.disguise_owner_for_tests(q.slot(), 1, start, ns + 1);
+    assert!(a.reap(q.slot()));
+    assert_eq!((total(0), total(1)), (0, 0));
+    drop(q);
+    assert_eq!((total(0), total(1)), (0, 0));
+    // The slot's next owner starts with no share.
+    let r = a.register().unwrap();
+    r.count(0, 1).unwrap();
+    drop(r);
+    assert_eq!(total(0), 0);
+}

@@ -158,6 +158,10 @@ struct StoreInner {
     /// before the sequence's bump, done after it.
     local_pushes_begun: std::sync::atomic::AtomicU32,
     local_pushes_done: std::sync::atomic::AtomicU32,
+    /// This process's participant for the counts other processes read (blocked clients, push
+    /// waiters), claimed at first use: a process killed with some counted has them taken
+    /// back when its slot is reaped. None if the arena had no slot for it.
+    counting: std::sync::OnceLock<Option<std::sync::Mutex<larder_arena::Participant>>>,
     /// Until when (Unix ms, inclusive; 0: not) reads leave the expired keys they find in
     /// place (see [`Store::keep_expired_until`]).
     keep_expired_until: std::sync::atomic::AtomicU64,
@@ -224,6 +228,7 @@ impl Store {
                 limits: Arc::default(),
                 local_pushes_begun: Default::default(),
                 local_pushes_done: Default::default(),
+                counting: Default::default(),
                 keep_expired_until: Default::default(),
             }),
         })
@@ -284,10 +289,31 @@ impl Store {
     }
 
     /// Declares (`delta > 0`) or withdraws blocked clients waiting for pushes; pushes only
-    /// pay for a wake-up while the total is above zero.
+    /// pay for a wake-up while the total is above zero. The count is this process's share of
+    /// a shared one: if it is killed, reaping its participant takes its blockers back.
     pub fn add_blockers(&self, delta: i32) {
-        if let Ok(w) = self.push_word(PUSH_BLOCKERS) {
-            w.fetch_add(delta as u32, std::sync::atomic::Ordering::SeqCst);
+        self.count(BLOCKERS, delta);
+    }
+
+    /// Clients blocked on pushes, in every attached process (what [`Store::add_blockers`]
+    /// declared, less the shares of processes reaped since they died), and threads sleeping
+    /// in [`Store::wait_push`]: what `larder segment info` prints.
+    pub fn push_counts(&self) -> (u32, u32) {
+        let a = &self.inner.arena;
+        let get = |k| a.counter(k).map(|w| w.load(std::sync::atomic::Ordering::SeqCst)).unwrap_or(0);
+        (get(BLOCKERS), get(PUSH_WAITERS))
+    }
+
+    /// Adds `delta` to shared counter `k` through this process's counting participant (or,
+    /// with no slot to be had, to the counter alone, as before participants kept shares: a
+    /// kill then leaves it high, so pushes pay a needless wake-up; never low).
+    fn count(&self, k: usize, delta: i32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let p = self.inner.counting.get_or_init(|| self.inner.arena.register().ok().map(std::sync::Mutex::new));
+        if let Some(p) = p {
+            let _ = p.lock().unwrap_or_else(|e| e.into_inner()).count(k, delta);
+        } else if let Ok(w) = self.inner.arena.counter(k) {
+            w.fetch_add(delta as u32, SeqCst);
         }
     }
 
@@ -295,13 +321,13 @@ impl Store {
     /// the shared word, so a push from another process wakes it too).
     pub fn wait_push(&self, seen: u32, timeout: std::time::Duration) {
         use rustix::thread::futex;
-        let (Ok(seq), Ok(waiters)) = (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS)) else { return };
-        waiters.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let Ok(seq) = self.push_word(PUSH_SEQ) else { return };
+        self.count(PUSH_WAITERS, 1);
         if seq.load(std::sync::atomic::Ordering::SeqCst) == seen {
             let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: timeout.subsec_nanos() as _ };
             let _ = futex::wait(seq, futex::Flags::empty(), seen, Some(&ts));
         }
-        waiters.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.count(PUSH_WAITERS, -1);
     }
 
     /// After a push: wakes the waiters of [`Store::wait_push`] if anyone is blocked.
@@ -314,8 +340,9 @@ impl Store {
         // the publication before the check (Dekker's pattern; the blocker's side is a
         // SeqCst read-modify-write).
         std::sync::atomic::fence(SeqCst);
+        let a = &self.inner.arena;
         let (Ok(seq), Ok(waiters), Ok(blockers)) =
-            (self.push_word(PUSH_SEQ), self.push_word(PUSH_WAITERS), self.push_word(PUSH_BLOCKERS))
+            (self.push_word(PUSH_SEQ), a.counter(PUSH_WAITERS), a.counter(BLOCKERS))
         else {
             return;
         };
@@ -360,8 +387,10 @@ impl Store {
 
 // Words in the engine's root area (after the magic, database count and init lock).
 const PUSH_SEQ: u64 = 16;
-const PUSH_WAITERS: u64 = 20;
-const PUSH_BLOCKERS: u64 = 24;
+// The arena's participant-backed counters the engine uses (`Arena::counter`): clients
+// blocked on pushes in every process, and threads sleeping in `Store::wait_push`.
+const BLOCKERS: usize = 0;
+const PUSH_WAITERS: usize = 1;
 
 /// Milliseconds since the Unix epoch.
 #[inline]

@@ -114,6 +114,8 @@ fn segment(op: SegmentOp) -> Result<(), String> {
             );
             println!("epoch      {}", a.epoch());
             println!("databases  {}", store.databases());
+            let (blocked, waiting) = store.push_counts();
+            println!("blocked    {blocked} clients waiting for pushes, {waiting} threads waiting to be told");
             let h = store.handle().map_err(|e| e.to_string())?;
             for db in 0..store.databases() {
                 let n = h.dbsize(db).map_err(|e| e.to_string())?;

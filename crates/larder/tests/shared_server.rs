@@ -628,6 +628,39 @@ fn local_writes_are_visible_to_resp_and_memcached_clients() {
     assert_eq!(h.dbsize(7).unwrap(), 0);
 }
 
+/// A server killed while clients are blocked: its share of the shared blocked-client count
+/// (and its watcher's sleeping count) goes when its participants are reaped, so later
+/// pushes by local processes stop paying for a wake-up nobody waits for.
+#[test]
+fn a_killed_servers_blocked_clients_stop_counting_once_reaped() {
+    let seg = Segment::new("blockers");
+    let mut srv = Server::start(&seg.0, ports(3));
+    let store = Store::attach(&seg.0).unwrap();
+    let mut probe = srv.resp();
+    assert_eq!(store.push_counts().0, 0);
+    let mut clients: Vec<Resp> = (0..3).map(|_| srv.resp()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(&[b"BLPOP", format!("gone:{i}").as_bytes(), b"0"]);
+    }
+    probe.wait_blocked(3);
+    let t = Instant::now();
+    while store.push_counts().1 == 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(store.push_counts(), (3, 1), "three blocked clients, the watcher asleep");
+    srv.kill();
+    drop(clients);
+    assert_eq!(store.push_counts(), (3, 1), "nobody has reaped the server yet");
+    assert!(store.arena().reap_dead() > 0);
+    assert_eq!(store.push_counts(), (0, 0), "the dead server's counts were not taken back");
+    // A local push now leaves the sequence alone: nobody is blocked.
+    let seq = store.push_seq();
+    let mut h = store.handle().unwrap();
+    h.coll_write(0, b"gone:0", Kind::List, true, |c| c.insert_at(0, b"x")).unwrap();
+    assert_eq!(store.push_seq(), seq, "a push announced to nobody");
+    assert!(store.check().unwrap().ok());
+}
+
 /// A local push wakes clients blocked on the server; so does a local RENAME of a list onto
 /// the key; a push whose process died before announcing it is served by the sweep; a push
 /// onto another key leaves the client blocked.

@@ -1127,7 +1127,8 @@ impl Handle {
 
     /// One step of SCAN: from `cursor` (0 to start), returns the next cursor (0 when done)
     /// and appends matching live keys to `out`. Visits whole home buckets, so about `count`
-    /// keys come back; every key present for the whole scan is returned.
+    /// keys come back; every key present for the whole scan is returned. Expired keys the
+    /// pattern matches are deleted on the way, as Redis's SCAN does.
     ///
     /// ```
     /// # use larder_engine::*;
@@ -1153,6 +1154,34 @@ impl Handle {
         ty: Option<Type>,
         out: &mut Vec<Vec<u8>>,
     ) -> Result<u64, Error> {
+        self.scan_step(db, cursor, count, pattern, ty, out, true)
+    }
+
+    /// Every live key of `db` that `pattern` matches, as Redis's KEYS: one whole scan,
+    /// which leaves expired keys in place (Redis's KEYS only skips them).
+    pub fn keys(&self, db: u32, pattern: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
+        let (mut cursor, mut keys) = (0, Vec::new());
+        loop {
+            // A cursor is a hash position, so one pass visits every key exactly once.
+            cursor = self.scan_step(db, cursor, 1024, Some(pattern), None, &mut keys, false)?;
+            if cursor == 0 {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// [`Handle::scan`]; `reap`: delete the expired keys met.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_step(
+        &self,
+        db: u32,
+        cursor: u64,
+        count: usize,
+        pattern: Option<&[u8]>,
+        ty: Option<Type>,
+        out: &mut Vec<Vec<u8>>,
+        reap: bool,
+    ) -> Result<u64, Error> {
         self.check_db(db)?;
         // `*` matches every key, the empty one too (as SCAN's, which skips matching for it).
         let pattern = pattern.filter(|p| *p != b"*");
@@ -1164,7 +1193,8 @@ impl Handle {
         let want = count.max(1);
         let mut key = Vec::new();
         let mut seen = 0usize;
-        loop {
+        let mut expired = Vec::new();
+        let next = loop {
             let loc = index::locate(a, db, cur)?;
             // The buckets after the home only if keys of this home were displaced there: the
             // count is raised before such a key is published and lowered after it is gone,
@@ -1185,13 +1215,18 @@ impl Handle {
                         continue;
                     }
                     seen += 1;
+                    if pattern.is_some_and(|p| !crate::glob_match(p, &key, false)) {
+                        continue;
+                    }
                     if it.expired(a, now)? {
+                        // Deleted once the walk is done, as Redis's SCAN deletes the
+                        // expired keys it meets (those its pattern matches).
+                        if reap {
+                            expired.push((key.clone(), h));
+                        }
                         continue;
                     }
                     if ty.is_some_and(|t| t != it.type_()) {
-                        continue;
-                    }
-                    if pattern.is_some_and(|p| !crate::glob_match(p, &key, false)) {
                         continue;
                     }
                     out.push(key.clone());
@@ -1202,13 +1237,17 @@ impl Handle {
             let shift = 56 - loc.depth;
             let top = (cur >> shift) + 1;
             if top >> (64 - shift) != 0 {
-                return Ok(0);
+                break 0;
             }
             cur = top << shift;
             if seen >= want || visited >= want * 10 {
-                return Ok(cur);
+                break cur;
             }
+        };
+        for (k, h) in expired {
+            self.reap_expired(db, &k, h)?;
         }
+        Ok(next)
     }
 
     /// A random live key, or None if the database is empty.
@@ -1249,13 +1288,15 @@ impl Handle {
                 if n == 0 {
                     continue;
                 }
-                // An expired pick counts as a miss: draw again.
+                // An expired pick is deleted, as Redis's RANDOMKEY does, and counts as a
+                // miss: draw again.
                 let it = ItemView::read(a, Arena::from_units(held[pick as usize % n]))?;
+                let mut k = Vec::new();
+                it.key(a, &mut k)?;
                 if !it.expired(a, now)? {
-                    let mut k = Vec::new();
-                    it.key(a, &mut k)?;
                     return Ok(Some(k));
                 }
+                self.reap_expired(db, &k, self.hash(&k))?;
                 break;
             }
         }
@@ -1435,6 +1476,48 @@ mod tests {
         // 1 for a fair pick (the standard error here is about 0.3%).
         let ratio = (hits as f64 / DRAWS as f64) / (first_half.len() as f64 / KEYS as f64);
         assert!((ratio - 1.0).abs() < 0.03, "the first half of the positions was drawn {ratio:.3}x its share");
+    }
+
+    /// SCAN deletes the expired keys it meets that its pattern matches, and RANDOMKEY the
+    /// expired keys it draws, as Redis's do: DBSIZE stops counting them, and each counts as
+    /// an expiry. KEYS leaves them, as Redis's.
+    #[test]
+    fn scan_and_random_key_delete_the_expired_keys_they_meet() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let soon = SetOptions { expiry: crate::Expiry::At(crate::now_ms() + 20), ..Default::default() };
+        for i in 0..50 {
+            h.set(0, format!("a:{i}").as_bytes(), b"v", &soon).unwrap();
+            h.set(0, format!("b:{i}").as_bytes(), b"v", &soon).unwrap();
+        }
+        h.set(0, b"a:live", b"v", &SetOptions::default()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        assert_eq!(h.dbsize(0).unwrap(), 101);
+        assert_eq!(h.keys(0, b"*").unwrap(), [b"a:live".to_vec()]);
+        assert_eq!(h.dbsize(0).unwrap(), 101);
+        let scan = |h: &crate::Handle, pattern: &[u8]| {
+            let (mut cursor, mut keys) = (0, Vec::new());
+            loop {
+                cursor = h.scan(0, cursor, 10, Some(pattern), None, &mut keys).unwrap();
+                if cursor == 0 {
+                    return keys;
+                }
+            }
+        };
+        assert_eq!(scan(&h, b"a:*"), [b"a:live".to_vec()]);
+        // Only the keys the pattern matched.
+        assert_eq!(h.dbsize(0).unwrap(), 51);
+        assert_eq!(h.take_expired(), 50);
+        // RANDOMKEY draws until it finds the live key (or none is left).
+        h.del(0, &[b"a:live"]).unwrap();
+        h.set(0, b"c:live", b"v", &SetOptions::default()).unwrap();
+        let mut picks = 0;
+        while h.dbsize(0).unwrap() > 1 && picks < 10_000 {
+            assert_eq!(h.random_key(0).unwrap(), Some(b"c:live".to_vec()));
+            picks += 1;
+        }
+        assert_eq!(h.dbsize(0).unwrap(), 1, "RANDOMKEY left expired keys after {picks} picks");
+        assert_eq!(h.take_expired(), 50);
     }
 
     /// Prefetch hints change nothing, whatever they are given: keys present or not, a

@@ -915,3 +915,34 @@ fn a_server_on_an_existing_segment_goes_by_its_database_count() {
         }
     }
 }
+
+/// With active expiry off, expired keys stay until something meets them. As in Redis 7.0:
+/// KEYS skips them and leaves them; SCAN deletes those its pattern matches; RANDOMKEY
+/// deletes those it draws. Each deletion counts in INFO's `expired_keys`.
+#[test]
+fn scan_and_randomkey_delete_the_expired_keys_they_meet_and_keys_does_not() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    for i in 0..20 {
+        ck(&mut c, &format!("SET a:{i} v PX 1"), "+OK\r\n");
+        ck(&mut c, &format!("SET b:{i} v PX 1"), "+OK\r\n");
+    }
+    ck(&mut c, "SET live v", "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(20));
+    let expired_keys = |c: &mut Raw| -> u64 {
+        c.send(&cmd(&[b"INFO", b"stats"]));
+        let info = read_bulk(c);
+        info.lines().find_map(|l| l.strip_prefix("expired_keys:")).unwrap().trim().parse().unwrap()
+    };
+    let before = expired_keys(&mut c);
+    ck(&mut c, "KEYS *", "*1\r\n$4\r\nlive\r\n");
+    ck(&mut c, "DBSIZE", ":41\r\n");
+    ck(&mut c, "SCAN 0 MATCH a:* COUNT 1000", "*2\r\n$1\r\n0\r\n*0\r\n");
+    ck(&mut c, "DBSIZE", ":21\r\n");
+    assert_eq!(expired_keys(&mut c), before + 20);
+    ck(&mut c, "DEL live", ":1\r\n");
+    ck(&mut c, "RANDOMKEY", "$-1\r\n");
+    ck(&mut c, "DBSIZE", ":0\r\n");
+    assert_eq!(expired_keys(&mut c), before + 40);
+}

@@ -286,22 +286,10 @@ fn cmd_persist(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 /// Op: every live key of `db` matching `pattern` (all keys for `*`, which the engine's scan
 /// doesn't match at all, as Redis doesn't).
-fn op_keys(h: &Handle, db: u32, pattern: &[u8]) -> Result<Vec<Vec<u8>>, CmdError> {
-    let mut keys = Vec::new();
-    let mut cursor = 0;
-    loop {
-        // A SCAN cursor is a hash position, so one pass visits every key exactly once.
-        cursor = h.scan(db, cursor, 1024, Some(pattern), None, &mut keys)?;
-        if cursor == 0 {
-            return Ok(keys);
-        }
-    }
-}
-
 /// # Format
 /// `KEYS pattern` → array of the matching key names.
 fn cmd_keys(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let keys = op_keys(ctx.h, ctx.conn.db, ctx.arg(1))?;
+    let keys = ctx.h.keys(ctx.conn.db, ctx.arg(1))?;
     ctx.out.array(keys.len());
     for k in &keys {
         ctx.out.bulk(k);

@@ -273,12 +273,22 @@ impl Shared {
         }
     }
 
-    /// Appends messages to a worker's mailbox and wakes it.
+    /// Appends messages to a worker's mailbox and wakes it if the mailbox was empty: one
+    /// that was not has a wake-up on its way already (whoever filled it sent one, and the
+    /// worker empties the mailbox whole when it wakes), so a burst of publishes costs the
+    /// receiving worker one wake-up, not one system call per message.
     pub fn send(&self, worker: usize, msgs: impl IntoIterator<Item = Msg>) {
         let Some(m) = self.mailboxes.get(worker) else { return };
-        m.msgs.lock().unwrap_or_else(|e| e.into_inner()).extend(msgs);
-        if let Some(w) = self.wakers.get().and_then(|w| w.get(worker)) {
-            let _ = w.wake();
+        let was_empty = {
+            let mut q = m.msgs.lock().unwrap_or_else(|e| e.into_inner());
+            let was_empty = q.is_empty();
+            q.extend(msgs);
+            was_empty
+        };
+        if was_empty {
+            if let Some(w) = self.wakers.get().and_then(|w| w.get(worker)) {
+                let _ = w.wake();
+            }
         }
     }
 }

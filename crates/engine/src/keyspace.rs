@@ -649,6 +649,18 @@ impl Handle {
         self.read(db, key, |a, it| it.meta(a))
     }
 
+    /// Whether `key` has an item in the index, expired or not, without deleting it if it
+    /// expired: for the server to tell that a write just put the key there (WATCH of an
+    /// absent key), whatever its expiry did since.
+    pub fn present(&self, db: u32, key: &[u8]) -> Result<bool, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let h = self.hash(key);
+        let _g = self.p.pin();
+        let loc = index::locate(a, db, h)?;
+        Ok(index::find(a, &loc, h, key)?.is_some())
+    }
+
     /// Sets an absolute expiry (Unix ms) subject to `cond`. An expiry in the past deletes the
     /// key. Returns whether the expiry was set (Redis's 1/0).
     ///

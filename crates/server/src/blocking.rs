@@ -429,6 +429,14 @@ impl Pushes {
     }
 }
 
+/// [`crate::Mailbox::retry_parked`]'s bits: another process pushed (retried under the
+/// worker's own gate, at once); the sweep is due (retried under every worker's gate, as
+/// EXEC runs: a push by another worker of this server may be between its engine write and
+/// its command's end, and serving ahead of it would publish its waiters' events, or serve
+/// them across keys, out of Redis's order; once a second, that costs nothing).
+pub(crate) const RETRY_FOREIGN: u32 = 1;
+pub(crate) const RETRY_SWEEP: u32 = 2;
+
 /// How often the watcher has parked clients retried with no push seen (see [`watch`]).
 pub(crate) const SWEEP: Duration = Duration::from_secs(1);
 
@@ -456,20 +464,28 @@ pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
         // serving for it here could run ahead of the pushing command's own events and
         // serving: wait until it is counted (a few instructions, unless its thread was
         // preempted there).
-        let Some((now, local_now)) = store.pushes() else {
+        let (now, local_now) = loop {
+            if let Some(counts) = store.pushes() {
+                break counts;
+            }
             std::thread::yield_now();
-            continue;
         };
         let foreign = now.wrapping_sub(seen) != local_now.wrapping_sub(local);
         (seen, local) = (now, local_now);
-        if !foreign && swept.elapsed() < SWEEP {
+        let sweep = swept.elapsed() >= SWEEP;
+        if !foreign && !sweep {
             continue;
         }
-        swept = Instant::now();
+        let why = if sweep {
+            swept = Instant::now();
+            RETRY_SWEEP
+        } else {
+            RETRY_FOREIGN
+        };
         for (w, n) in shared.blocking.per_worker.iter().enumerate() {
             if n.load(Ordering::SeqCst) > 0 {
                 if let Some(m) = shared.mailboxes.get(w) {
-                    m.retry_parked.store(true, Ordering::Release);
+                    m.retry_parked.fetch_or(why, Ordering::Release);
                 }
                 wake(&shared, w);
             }

@@ -172,11 +172,12 @@ pub struct Mailbox {
     pub msgs: Mutex<Vec<Msg>>,
     /// Set by CLIENT KILL (through [`Shared::wake_all`]): sweep killed connections.
     pub sweep: AtomicBool,
-    /// Set by the blocking watcher (another process pushed, or its sweep is due): retry the
-    /// keys of the worker's parked clients. Other wake-ups do not: a worker woken by a
-    /// pub/sub message in the middle of another worker's push must not serve a client
-    /// before that push's command has published its events and served its own waiters.
-    pub retry_parked: AtomicBool,
+    /// Set by the blocking watcher ([`blocking::RETRY_FOREIGN`]: another process pushed;
+    /// [`blocking::RETRY_SWEEP`]: its periodic sweep): retry the keys of the worker's
+    /// parked clients. Other wake-ups do not: a worker woken by a pub/sub message in the
+    /// middle of another worker's push must not serve a client before that push's command
+    /// has published its events and served its own waiters.
+    pub retry_parked: AtomicU32,
     /// The notify-keyspace-events flags the worker's engine handle records for (see
     /// [`notify::sync_worker`]).
     pub notify_flags: AtomicU32,

@@ -277,26 +277,25 @@ pub fn take_changes(ctx: &mut Ctx<'_>) -> Vec<KeyChange> {
 }
 
 /// SET ... GET and GETSET of a missing key: Redis looks the key up ("keymiss", after the
-/// "expired" of a key it found expired) before it creates it ("new"), but the engine saw the
-/// creation before the command reported its miss. Publishes what the engine recorded, with
-/// the miss moved before the creation.
-pub fn miss_before_creation(ctx: &mut Ctx<'_>, key: &[u8]) {
+/// "expired" of a key it found expired) and replies with the old value before it creates
+/// the key ("new"), but the engine saw the creation before the command reported its miss.
+/// Publishes what the engine recorded but the key's creation, which it returns for the
+/// caller to publish ([`publish_changes`]) after its reply.
+pub fn miss_before_creation(ctx: &mut Ctx<'_>, key: &[u8]) -> Vec<KeyChange> {
     if !ctx.h.has_changes() {
-        return;
+        return Vec::new();
     }
     let db = ctx.conn.db;
-    let is = |c: &KeyChange, what: Change| c.change == what && c.db == db && c.key == key;
-    let mut changes = ctx.h.take_changes();
-    if let (Some(m), Some(n)) =
-        (changes.iter().rposition(|c| is(c, Change::Missed)), changes.iter().position(|c| is(c, Change::Created)))
-    {
-        if n < m {
-            let miss = changes.remove(m);
-            changes.insert(n, miss);
-        }
-    }
+    let (created, found): (Vec<_>, Vec<_>) =
+        ctx.h.take_changes().into_iter().partition(|c| c.change == Change::Created && c.db == db && c.key == key);
+    publish_changes(ctx, &found);
+    created
+}
+
+/// Publishes changes the engine recorded that a command held back, in order.
+pub fn publish_changes(ctx: &mut Ctx<'_>, changes: &[KeyChange]) {
     let f = flags(ctx.shared);
-    for c in &changes {
+    for c in changes {
         publish_change(ctx, f, c);
     }
 }

@@ -658,15 +658,19 @@ impl Worker {
     /// in the registry), or the watcher asks for their keys to be retried (another process
     /// pushed, or its sweep): retry if asked, then send what was served.
     fn wake_parked(&mut self) {
-        let retry = self.shared.mailboxes[self.id].retry_parked.swap(false, Ordering::AcqRel);
+        let retry = self.shared.mailboxes[self.id].retry_parked.swap(0, Ordering::AcqRel);
         if self.parked.is_empty() {
             return;
         }
-        if retry {
+        if retry != 0 {
             let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
-            // Serving pops and pushes: not in the middle of another worker's EXEC.
-            let _gate = self.shared.gates[self.id].hold();
-            crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
+            // Serving pops and pushes: not in the middle of another worker's EXEC, and for
+            // the sweep not in the middle of any worker's batch (see RETRY_SWEEP).
+            let shared = &*self.shared;
+            let _gate = shared.gates[self.id].hold();
+            let _all = (retry & crate::blocking::RETRY_SWEEP != 0)
+                .then(|| crate::gate::Exclusive::enter(&shared.gates, &shared.exec_lock, self.id));
+            crate::blocking::retry(&mut self.h, shared, self.id, &ids);
         }
         self.settle_parked(false);
     }

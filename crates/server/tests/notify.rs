@@ -78,6 +78,8 @@ fn each_family_emits_redis_events_to_a_subscriber_on_another_worker() {
         ("SADD st m n", ":2\r\n"),
         ("SINTERSTORE st2 st", ":2\r\n"),
         ("SINTERSTORE st2 nosuch", ":0\r\n"),
+        ("SADD mv m", ":1\r\n"),
+        ("SMOVE mv mv2 m", ":1\r\n"),
         ("SPOP st 5", "*2\r\n"),
     ] {
         w.send(&cmd(&req.split(' ').map(str::as_bytes).collect::<Vec<_>>()));
@@ -117,6 +119,12 @@ fn each_family_emits_redis_events_to_a_subscriber_on_another_worker() {
         ("new", "st2"),
         ("sinterstore", "st2"),
         ("del", "st2"),
+        ("new", "mv"),
+        ("sadd", "mv"),
+        ("srem", "mv"),
+        ("del", "mv"),
+        ("new", "mv2"),
+        ("sadd", "mv2"),
         ("spop", "st"),
         ("del", "st"),
     ]);
@@ -200,6 +208,13 @@ fn resp3_clients_get_their_own_events_among_their_replies() {
     ck(&mut c, "SET k v", &format!("{}+OK\r\n", push("set", "k")));
     ck(&mut c, "LPUSH l a", &format!(":1\r\n{}", push("lpush", "l")));
     ck(&mut c, "GETSET k w", &format!("$1\r\nv\r\n{}", push("set", "k")));
+    // A missing key: its miss before the null reply, its creation after (bytes from
+    // redis-server 7.0.15).
+    ck(&mut c, "CONFIG SET notify-keyspace-events E$lnm", "+OK\r\n");
+    for req in ["GETSET fresh w", "SET fresh2 v GET"] {
+        let k = req.split(' ').nth(1).unwrap();
+        ck(&mut c, req, &format!("{}_\r\n{}{}", push("keymiss", k), push("new", k), push("set", k)));
+    }
 }
 
 #[test]

@@ -149,7 +149,9 @@ pub(crate) fn touch_created(ctx: &mut Ctx<'_>, spec: &Spec) {
         None => watches.lock().keys.keys().cloned().collect(),
     };
     for (db, key) in candidates {
-        if !matches!(ctx.h.meta(db, &key), Ok(Some(_))) {
+        // Present, even if already expired (a SET ... PX 1 on a busy machine): the write
+        // created it, as Redis's signalModifiedKey says at once.
+        if !matches!(ctx.h.present(db, &key), Ok(true)) {
             continue;
         }
         let mut g = watches.lock();

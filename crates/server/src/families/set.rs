@@ -334,12 +334,22 @@ fn cmd_smove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (src, dst) = (ctx.arg(1), ctx.arg(2));
     let m = op_smove(ctx.h, ctx.conn.db, src, dst, ctx.arg(3))?;
     if m.moved && src != dst {
-        // Redis's order: "srem" (and "del") of the source, then the destination's "new"
-        // (which the engine recorded) and "sadd".
+        // Redis's order: the keys found expired (its lookups come first), "srem" (and
+        // "del") of the source, then the destination's "new" and "sadd". The engine
+        // recorded the destination's creation before the source's events could be sent,
+        // so it is held back until they are.
         let f = notify::flags(ctx.shared);
+        let (created, found): (Vec<_>, Vec<_>) =
+            notify::take_changes(ctx).into_iter().partition(|c| c.change == larder_engine::Change::Created);
+        for c in &found {
+            notify::publish_change(ctx, f, c);
+        }
         notify::notify_with(ctx, f, SET, "srem", src);
         if m.src_emptied {
             notify::notify_with(ctx, f, GENERIC, "del", src);
+        }
+        for c in &created {
+            notify::publish_change(ctx, f, c);
         }
         if m.added {
             notify::notify_with(ctx, f, SET, "sadd", dst);

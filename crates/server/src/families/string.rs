@@ -308,13 +308,12 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 }
 
 /// SET ... GET's end, in Redis's order: the lookup (a hit or a miss, whose "keymiss"
-/// comes before a "new"), the old value, then the events if it stored.
+/// comes before the reply), the old value, then the "new" and the events if it stored.
 fn set_get_reply(ctx: &mut Ctx<'_>, key: &[u8], r: &larder_engine::SetReply, expiry: Expiry, past: bool) {
     count_lookup(ctx, key, r.old.is_some());
-    if r.old.is_none() {
-        notify::miss_before_creation(ctx, key);
-    }
+    let created = if r.old.is_none() { notify::miss_before_creation(ctx, key) } else { Vec::new() };
     reply_opt(ctx, r.old.as_deref());
+    notify::publish_changes(ctx, &created);
     if r.outcome == Outcome::Stored {
         notify_set(ctx, key, expiry, past);
     }
@@ -361,10 +360,9 @@ fn cmd_getset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     check_string_read(ctx, key)?;
     let r = ctx.h.set(db, key, value, &SetOptions { get: true, ..Default::default() })?;
     count_lookup(ctx, key, r.old.is_some());
-    if r.old.is_none() {
-        notify::miss_before_creation(ctx, key);
-    }
+    let created = if r.old.is_none() { notify::miss_before_creation(ctx, key) } else { Vec::new() };
     reply_opt(ctx, r.old.as_deref());
+    notify::publish_changes(ctx, &created);
     notify(ctx, STRING, "set", key);
     Ok(())
 }

@@ -13,7 +13,8 @@
 //!   freed run's pages are given back to the kernel (`MADV_REMOVE`).
 //!
 //! Free-block layout: word 0 (`u32`) is the next block in a list, word 1 the next batch (in
-//! a batch head on a global stack) or the retire epoch (on a retire list).
+//! a batch head on a global stack) or the retire epoch (on a retire list), word 2 (in a
+//! batch head) the batch's length, 1 to [`BATCH`].
 //!
 //! Page descriptors: one `u32` per page: `0` unused, `1..=NCLASSES` small class + 1,
 //! `LARGE | npages` the first page of a run, `CONT` the rest of a run.
@@ -478,8 +479,11 @@ impl Participant {
         }
         if let Some(batch) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
+            // A batch is BATCH blocks long but for the ones a flush or a page release made
+            // (its head says); a wrong length would only end a later spill early.
+            let len = a.u32(batch + 8)?.load(Ordering::Relaxed).clamp(1, BATCH);
             head.store(rest, Ordering::Relaxed);
-            count.store(BATCH - 1, Ordering::Relaxed);
+            count.store(len - 1, Ordering::Relaxed);
             return Ok(batch);
         }
         let page = self.take_pages(1)?;
@@ -573,7 +577,51 @@ impl Participant {
         head.store(last_word.load(Ordering::Relaxed), Ordering::Relaxed);
         last_word.store(0, Ordering::Relaxed);
         count.store(n - BATCH, Ordering::Relaxed);
+        a.u32(Arena::from_units(first) + 8)?.store(BATCH, Ordering::Relaxed);
         self.push_batch(c, Arena::from_units(first))
+    }
+
+    /// Hands every block on this participant's free lists to the global stacks (in
+    /// batches of up to [`BATCH`]), for a participant going idle: blocks cached here would
+    /// keep their pages from [`Participant::release_free_pages`], and others may need them.
+    /// The list is emptied before its blocks are pushed: killed in between, they are
+    /// leaked, never on two lists.
+    pub fn flush_free_lists(&self) -> Result<(), Error> {
+        let a = &*self.arena;
+        let mut blocks = Vec::new();
+        for c in 0..NCLASSES {
+            let entry = self.cache(c)?;
+            let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
+            if count.load(Ordering::Relaxed) == 0 && head.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            self.drop_corrupt_free_list(c)?;
+            blocks.clear();
+            let mut b = head.load(Ordering::Relaxed);
+            while b != 0 && blocks.len() < 2 * BATCH as usize && a.serves_class(Arena::from_units(b), c) {
+                blocks.push(b);
+                b = a.u32(Arena::from_units(b))?.load(Ordering::Relaxed);
+            }
+            head.store(0, Ordering::Relaxed);
+            count.store(0, Ordering::Relaxed);
+            self.push_batches(c, &blocks)?;
+        }
+        Ok(())
+    }
+
+    /// Links `blocks` (of class `c`, this participant's alone) into batches of up to
+    /// [`BATCH`] and pushes them on the class's global stack.
+    fn push_batches(&self, c: usize, blocks: &[u32]) -> Result<(), Error> {
+        let a = &*self.arena;
+        for chunk in blocks.chunks(BATCH as usize) {
+            for pair in chunk.windows(2) {
+                a.u32(Arena::from_units(pair[0]))?.store(pair[1], Ordering::Relaxed);
+            }
+            a.u32(Arena::from_units(chunk[chunk.len() - 1]))?.store(0, Ordering::Relaxed);
+            a.u32(Arena::from_units(chunk[0]) + 8)?.store(chunk.len() as u32, Ordering::Relaxed);
+            self.push_batch(c, Arena::from_units(chunk[0]))?;
+        }
+        Ok(())
     }
 
     fn push_batch(&self, c: usize, batch: u64) -> Result<(), Error> {
@@ -616,6 +664,107 @@ impl Participant {
                 Err(cur) => h = cur,
             }
         }
+    }
+
+    /// Gives whole free pages of small classes back: for each class whose global stack
+    /// changed since the last pass (`seen`, one tag per class, kept by the caller) and
+    /// holds at least two pages' worth of blocks, takes the whole stack, and every page
+    /// all of whose blocks are on it becomes a free run (given back to the kernel after
+    /// [`DIRTY_DECAY_MS`] by [`Participant::purge_dirty`], and taken again by any class or
+    /// large value); the other blocks go back on the stack. Returns the pages freed.
+    ///
+    /// Without it a small page keeps its class for good: after a FLUSHALL of small values
+    /// a fill with bigger ones takes new pages, and the memory stays at the sum of both.
+    ///
+    /// Why a page found whole is free: a block is in at most one place (a list, a stack,
+    /// a bump range, or in use), and the stack is taken whole with one exchange, so a page
+    /// all of whose blocks came off it has none in use, on another list, or still to be
+    /// bumped. Blocks are counted once each (sorted, duplicates dropped), so a corrupt stack
+    /// that lists one block twice cannot make a page look whole. While the pass runs (a few
+    /// ms per million blocks) allocations of the class find the stack empty and take fresh
+    /// pages or others' frees. Killed in the middle, a process leaks the blocks it held
+    /// (never hands one out twice).
+    pub fn release_free_pages(&self, seen: &mut Vec<u32>) -> Result<u64, Error> {
+        seen.resize(NCLASSES, 0);
+        let mut freed = 0;
+        for (c, seen) in seen.iter_mut().enumerate() {
+            let stack = self.arena.u64(H_CLASS_STACKS + c as u64 * 8)?;
+            let h = stack.load(Ordering::Acquire);
+            let tag = (h >> 32) as u32;
+            if tag == *seen || (h as u32) == 0 {
+                *seen = tag;
+                continue;
+            }
+            freed += self.release_class_pages(c)?;
+            *seen = (stack.load(Ordering::Acquire) >> 32) as u32;
+        }
+        Ok(freed)
+    }
+
+    /// [`Participant::release_free_pages`] for class `c`.
+    fn release_class_pages(&self, c: usize) -> Result<u64, Error> {
+        let a = &*self.arena;
+        let per_page = PAGE / class_size(c);
+        // Enough to be worth taking the stack? Count the batches (a load per batch).
+        let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
+        let mut batches = 0u64;
+        let mut b = stack.load(Ordering::Acquire) as u32;
+        while b != 0 && batches * (BATCH as u64) < 2 * per_page {
+            if !a.serves_class(Arena::from_units(b), c) {
+                return Ok(0); // changed under us (or corrupt): next pass
+            }
+            b = a.u32(Arena::from_units(b) + 4)?.load(Ordering::Acquire);
+            batches += 1;
+        }
+        if batches * (BATCH as u64) < 2 * per_page {
+            return Ok(0);
+        }
+        // Take the whole stack.
+        let mut h = stack.load(Ordering::Acquire);
+        loop {
+            let empty = ((h >> 32).wrapping_add(1)) << 32;
+            match stack.compare_exchange_weak(h, empty, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(cur) => h = cur,
+            }
+        }
+        // Its blocks, checked as `pop_batch` checks a batch head; a corrupt link ends the
+        // walk (what it led to is leaked).
+        let limit = a.capacity() / class_size(c);
+        let mut blocks: Vec<u32> = Vec::new();
+        let mut batch = h as u32;
+        'walk: while batch != 0 {
+            let mut b = batch;
+            while b != 0 {
+                let off = Arena::from_units(b);
+                if !a.serves_class(off, c) || blocks.len() as u64 >= limit {
+                    break 'walk;
+                }
+                blocks.push(b);
+                b = a.u32(off)?.load(Ordering::Acquire);
+            }
+            batch = a.u32(Arena::from_units(batch) + 4)?.load(Ordering::Acquire);
+        }
+        blocks.sort_unstable();
+        blocks.dedup();
+        // Whole pages become free runs; the rest is kept.
+        let mut keep: Vec<u32> = Vec::with_capacity(blocks.len());
+        let mut freed = 0;
+        for group in blocks.chunk_by(|x, y| Arena::from_units(*x) / PAGE == Arena::from_units(*y) / PAGE) {
+            let page = Arena::from_units(group[0]) / PAGE * PAGE;
+            if group.len() as u64 == per_page {
+                // A run of one page: its descriptor first, then the free (killed between
+                // the two, the page is leaked as an unreferenced run).
+                a.page_desc(page / PAGE)?.store(LARGE | 1, Ordering::Release);
+                self.free_large(page)?;
+                freed += 1;
+            } else {
+                keep.extend_from_slice(group);
+            }
+        }
+        // The rest back on the stack.
+        self.push_batches(c, &keep)?;
+        Ok(freed)
     }
 
     /// `n` contiguous pages: first fit from freed runs, else fresh ones.

@@ -987,3 +987,149 @@ fn a_counters_shares_go_with_their_participants() {
     drop(r);
     assert_eq!(total(0), 0);
 }
+
+/// Whole free pages of a small class go back to the page pool: a fill of small blocks,
+/// all freed, then a fill of bigger ones reuses the small ones' pages instead of taking
+/// new ones; a page with one block still in use stays with its class; nothing is handed
+/// out twice, and every free list stays sound.
+#[test]
+fn whole_free_pages_of_a_class_go_back_to_the_pool() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let q = a.register().unwrap();
+    let small_blocks: Vec<u64> = (0..20_000).map(|_| p.alloc(64).unwrap()).collect();
+    let used = a.pages_in_use_bytes();
+    // One block kept per 64 KiB page in the first ten: those pages must stay.
+    let keep: std::collections::HashSet<u64> =
+        small_blocks.iter().copied().filter(|o| o % PAGE < 64).take(10).collect();
+    assert_eq!(keep.len(), 10);
+    for &b in &small_blocks {
+        if !keep.contains(&b) {
+            q.free(b).unwrap();
+        }
+    }
+    let mut seen = Vec::new();
+    let pages = used / PAGE;
+    // Blocks cached on a participant's own list keep their pages.
+    let cached = q.release_free_pages(&mut seen).unwrap();
+    assert!(cached + 10 < pages, "{cached} of {pages} pages freed");
+    q.flush_free_lists().unwrap();
+    let freed = cached + q.release_free_pages(&mut seen).unwrap();
+    // All but the ten kept and p's page still being carved.
+    assert!(freed + 11 >= pages && freed + 10 <= pages, "{freed} of {pages} pages freed");
+    // A second pass with nothing changed does nothing.
+    assert_eq!(q.release_free_pages(&mut seen).unwrap(), 0);
+    let st = a.alloc_stats().unwrap();
+    assert!(st.large_free_bytes >= freed * PAGE, "{st:?}");
+    // Bigger blocks now fill the freed pages: no new pages until they are used up.
+    let big: Vec<u64> = (0..(freed * PAGE / 256) as usize - 300).map(|_| p.alloc(256).unwrap()).collect();
+    assert!(a.pages_in_use_bytes() <= used + 2 * PAGE, "{} > {}", a.pages_in_use_bytes(), used);
+    // Nothing overlaps: the kept blocks, the big ones, and the small class's free blocks
+    // allocated again.
+    let again: Vec<u64> = (0..500).map(|_| p.alloc(64).unwrap()).collect();
+    let mut spans: Vec<(u64, u64)> = keep.iter().chain(&again).map(|&o| (o, o + 64)).collect();
+    spans.extend(big.iter().map(|&o| (o, o + 256)));
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "blocks overlap: {:?} and {:?}", w[0], w[1]);
+    }
+    for &o in keep.iter().chain(&again) {
+        assert_eq!(a.block_size(o).unwrap(), 64);
+    }
+    a.alloc_stats().unwrap();
+}
+
+/// Threads allocating and freeing blocks of two classes while another gives whole free
+/// pages back, over and over: every block keeps what its owner wrote until freed (no
+/// block or page is handed out twice), and the free lists stay sound.
+#[test]
+fn pages_given_back_under_churn_are_never_handed_out_twice() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reclaimer = {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let p = a.register().unwrap();
+            let (mut seen, mut freed) = (Vec::new(), 0);
+            while !stop.load(Ordering::Relaxed) {
+                freed += p.release_free_pages(&mut seen).unwrap();
+                std::thread::yield_now();
+            }
+            freed
+        })
+    };
+    let workers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let p = a.register().unwrap();
+                let mut live: Vec<(u64, u64)> = Vec::new();
+                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t;
+                for i in 0..150_000u64 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    // Waves: fill up, then drain, so whole pages come free.
+                    let filling = (i / 20_000) % 2 == 0;
+                    if filling || live.is_empty() {
+                        let size = if rng.is_multiple_of(3) { 200 } else { 64 };
+                        let off = p.alloc(size).unwrap();
+                        let tag = t << 48 | i;
+                        a.u64(off).unwrap().store(tag, Ordering::Relaxed);
+                        live.push((off, tag));
+                    } else {
+                        let (off, tag) = live.swap_remove(rng as usize % live.len());
+                        assert_eq!(a.u64(off).unwrap().load(Ordering::Relaxed), tag, "block {off} was reused");
+                        p.free(off).unwrap();
+                    }
+                }
+                for (off, tag) in live {
+                    assert_eq!(a.u64(off).unwrap().load(Ordering::Relaxed), tag, "block {off} was reused");
+                    p.free(off).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let during = reclaimer.join().unwrap();
+    // The free lists are sound: no block on two of them, none inside a freed page.
+    let st = a.alloc_stats().unwrap();
+    for (&off, &size) in &st.free_set {
+        if size < PAGE {
+            assert_eq!(a.block_size(off).unwrap(), size, "free block {off} is in a page given back");
+        }
+    }
+    eprintln!("{during} pages given back during the churn; {} small pages left", st.small_pages_bytes / PAGE);
+}
+
+/// A flushed free list goes to the global stack as batches of whatever length it had;
+/// a participant that takes a short batch counts it right, and spills as usual later.
+#[test]
+fn flushed_free_lists_make_batches_of_their_own_length() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let q = a.register().unwrap();
+    let blocks: Vec<u64> = (0..5).map(|_| p.alloc(48).unwrap()).collect();
+    for &b in &blocks {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    let st = a.alloc_stats().unwrap();
+    assert_eq!(st.free_blocks, [(48, 5)]);
+    // q takes the batch of five, then frees enough to spill twice: no error, nothing lost.
+    let mut got: Vec<u64> = (0..5).map(|_| q.alloc(48).unwrap()).collect();
+    got.sort_unstable();
+    let mut want = blocks.clone();
+    want.sort_unstable();
+    assert_eq!(got, want, "the flushed blocks first");
+    let more: Vec<u64> = (0..200).map(|_| q.alloc(48).unwrap()).collect();
+    for &b in got.iter().chain(&more) {
+        q.free(b).unwrap();
+    }
+    let st = a.alloc_stats().unwrap();
+    let free: u64 = st.free_blocks.iter().map(|&(_, n)| n).sum();
+    assert!(free >= 205, "{:?}", st.free_blocks);
+}

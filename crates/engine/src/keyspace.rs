@@ -1416,6 +1416,23 @@ impl Handle {
         Ok(freed)
     }
 
+    /// Gives whole free pages of small size classes back to the page pool (and, after a
+    /// second, to the kernel), so memory freed by values of one size serves values of
+    /// another: see `Participant::release_free_pages`. `seen` carries, between calls, what
+    /// the last pass saw (a class unchanged since is skipped). Returns the pages freed.
+    /// The server calls it once a second; it costs a load per size class when nothing
+    /// changed.
+    pub fn release_free_pages(&self, seen: &mut Vec<u32>) -> Result<u64, Error> {
+        Ok(self.p.release_free_pages(seen)?)
+    }
+
+    /// Hands the free blocks this handle keeps for its next allocations to the shared
+    /// stacks, for a thread going idle: cached, they would keep their pages from
+    /// [`Handle::release_free_pages`].
+    pub fn flush_free_lists(&self) -> Result<(), Error> {
+        Ok(self.p.flush_free_lists()?)
+    }
+
     /// Whether [`Handle::collect`] has anything to do: retired blocks of this handle, or
     /// free large runs whose pages are still resident (anyone's).
     pub fn has_memory_to_return(&self) -> bool {

@@ -422,11 +422,19 @@ fn background(shared: Arc<Shared>) {
     let Ok(mut h) = shared.store.handle() else { return };
     let mut sampler = stats::Sampler::default();
     let mut round = 0u64;
+    let mut pages_seen = Vec::new();
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         round += 1;
         if round.is_multiple_of(REAP_EVERY) {
             reap_dead(&shared);
+            // Whole free pages of one size class go back to the pool (a FLUSHALL of small
+            // values, then bigger ones, does not keep both sets of pages). Idle workers
+            // hand over the blocks they cache; this thread does the same first.
+            let _ = h.flush_free_lists();
+            if let Ok(n @ 1..) = h.release_free_pages(&mut pages_seen) {
+                tracing::debug!("gave {n} free pages of small size classes back");
+            }
         }
         sampler.sample(&shared.stats);
         let used = shared.store.arena().pages_held_bytes();

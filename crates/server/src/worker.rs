@@ -373,9 +373,12 @@ impl Worker {
             }
             let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
-            // Let idle periods return memory: reclaim what readers no longer see.
+            // Let idle periods return memory: reclaim what readers no longer see, and hand
+            // the blocks cached for this worker's next allocations to the shared stacks
+            // (cached, they would keep their pages from the background thread's release).
             if events.is_empty() {
                 let _ = self.h.collect();
+                let _ = self.h.flush_free_lists();
                 self.sweep_killed();
                 self.sweep_idle();
             } else if waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY && self.h.has_memory_to_return() {

@@ -998,6 +998,51 @@ fn appending_to_a_large_string_reuses_memory_and_del_gives_it_back() {
     }
 }
 
+/// Small values flushed: the pages of their size class go back to the pool (the server's
+/// background thread, once a second, after idle workers hand over the blocks they cache),
+/// so used_memory comes down, and values of another size then take those pages instead of
+/// new ones. Before, a small-class page kept its class for good and used_memory stayed at
+/// its peak.
+#[test]
+fn flushed_small_values_give_their_pages_back() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let used = |c: &mut Raw| info_field(&ask(c, &[b"INFO", b"memory"]), "used_memory").parse::<u64>().unwrap();
+    let fill = |c: &mut Raw, n: usize, size: usize| {
+        let value = vec![b'v'; size];
+        for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+            let mut req = Vec::new();
+            for i in chunk {
+                req.extend_from_slice(&cmd(&[b"SET", format!("key:{i:07}").as_bytes(), &value]));
+            }
+            c.send(&req);
+            let want = b"+OK\r\n".repeat(chunk.len());
+            assert_eq!(c.read_n(want.len()), want);
+        }
+    };
+    let base = used(&mut c);
+    fill(&mut c, 60_000, 32);
+    let small = used(&mut c) - base;
+    assert!(small > 3_000_000, "{small}");
+    let flushed = |c: &mut Raw, peak: u64| {
+        ck(c, "FLUSHALL", "+OK\r\n");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while used(c) > base + small / 3 {
+            assert!(Instant::now() < deadline, "used_memory stayed at {} after FLUSHALL (peak {peak})", used(c));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    flushed(&mut c, base + small);
+    // Values three times bigger, flushed too: their pages go back as well, and small
+    // values again take about what they took the first time.
+    fill(&mut c, 60_000, 100);
+    let big = used(&mut c);
+    flushed(&mut c, big);
+    fill(&mut c, 60_000, 32);
+    let again = used(&mut c) - base;
+    assert!(again <= small * 5 / 4, "small values after big ones took {again} bytes, the first time {small}");
+}
+
 /// INFO keyspace's `expires` follows every way a key gains or loses an expiry, over both
 /// protocols (the counts a Redis 7.0 server gives for the same commands).
 #[test]

@@ -110,6 +110,8 @@ pub(crate) const H_VERSION_CTR: u64 = 320;
 /// [`COUNTERS`] u32 words: counts that processes add to and others read, each backed by
 /// its participants' shares (see [`Participant::count`]).
 pub(crate) const H_COUNTERS: u64 = 384;
+/// u64: participants reaped so far (see [`Arena::reaps`]).
+pub(crate) const H_REAPS: u64 = 400;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
 
 /// Errors of the arena. None of them is a panic: a corrupt or foreign segment, an offset out

@@ -576,7 +576,17 @@ impl Arena {
         let gen = self.slot_u32(slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
         state.store(free_word(gen), Ordering::Release);
         drop(byte); // only now may the slot be claimed again
+        if let Ok(r) = self.u64(crate::H_REAPS) {
+            r.fetch_add(1, Ordering::AcqRel);
+        }
         true
+    }
+
+    /// How many dead participants have been reaped in this arena, by anyone: a process that
+    /// waits for others' announcements (pushes, say) can look again for what a process
+    /// killed before announcing it left behind, once it has been reaped.
+    pub fn reaps(&self) -> u64 {
+        self.u64(crate::H_REAPS).map(|r| r.load(Ordering::Acquire)).unwrap_or(0)
     }
 
     /// Header counter `k` (< [`crate::COUNTERS`]): the sum of what participants added with

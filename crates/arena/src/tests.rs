@@ -977,7 +977,9 @@ fn a_counters_shares_go_with_their_participants() {
     let mut q = q;
     q.close_liveness_for_tests();
     a.disguise_owner_for_tests(q.slot(), 1, start, ns + 1);
+    let reaps = a.reaps();
     assert!(a.reap(q.slot()));
+    assert_eq!(a.reaps(), reaps + 1, "a reap is counted");
     assert_eq!((total(0), total(1)), (0, 0));
     drop(q);
     assert_eq!((total(0), total(1)), (0, 0));

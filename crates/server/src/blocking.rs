@@ -36,10 +36,11 @@
 //!
 //! Transactions: serving runs under the worker's exec gate (in a batch, or taken for the
 //! watcher's retry), so an EXEC on another worker is never observed half done; EXEC serves
-//! the keys it wrote, in the order it wrote them, before it releases the other workers. A push by a local process is served when the watcher sees
-//! it, between any two commands. A push whose announcement was lost (its process killed
-//! between publishing the element and bumping the sequence) is served by the watcher's
-//! sweep, which has parked clients retried once a second.
+//! the keys it wrote, in the order it wrote them, before it releases the other workers. A
+//! push by a local process is served when the watcher sees it, between any two commands. A
+//! push whose announcement was lost (its process killed between publishing the element and
+//! bumping the sequence) is served by the watcher's sweep, which has parked clients retried
+//! once the dead process has been reaped (the server reaps once a second).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -430,15 +431,13 @@ impl Pushes {
 }
 
 /// [`crate::Mailbox::retry_parked`]'s bits: another process pushed (retried under the
-/// worker's own gate, at once); the sweep is due (retried under every worker's gate, as
-/// EXEC runs: a push by another worker of this server may be between its engine write and
-/// its command's end, and serving ahead of it would publish its waiters' events, or serve
-/// them across keys, out of Redis's order; once a second, that costs nothing).
+/// worker's own gate, at once); a dead participant was reaped, which may have been a
+/// process killed between its push and the push's announcement (retried under every
+/// worker's gate, as EXEC runs: a push by another worker of this server may be between its
+/// engine write and its command's end, and serving ahead of it would publish its waiters'
+/// events, or serve them across keys, out of Redis's order; reaps are rare).
 pub(crate) const RETRY_FOREIGN: u32 = 1;
 pub(crate) const RETRY_SWEEP: u32 = 2;
-
-/// How often the watcher has parked clients retried with no push seen (see [`watch`]).
-pub(crate) const SWEEP: Duration = Duration::from_secs(1);
 
 /// The watcher thread: sleeps on the engine's push sequence (woken by a push from any
 /// thread or attached process while clients are blocked) and wakes the workers that hold
@@ -453,11 +452,13 @@ pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
     // the sequence moved further than this process's own pushes: another process pushed.
     //
     // A wake-up can still be lost: a local process killed between publishing its push and
-    // bumping the sequence leaves an element under a waited-on key and nobody told. So,
-    // while clients are parked, the workers holding them retry their keys every
-    // [`SWEEP`] anyway (a lookup per waited key).
+    // bumping the sequence leaves an element under a waited-on key and nobody told. Such a
+    // process is reaped (by the server's background thread within a second, or by anyone
+    // who meets it first), so after every reap the workers holding parked clients retry
+    // their keys (a lookup per waited key): the sweep.
     let (mut seen, mut local) = (from.seq, from.local);
-    let mut swept = Instant::now();
+    let arena = store.arena();
+    let mut reaps = arena.reaps();
     while !shared.shutdown.load(Ordering::Relaxed) {
         store.wait_push(seen, Duration::from_millis(100));
         // A push of ours between its two counts would read as another process's, and
@@ -472,16 +473,13 @@ pub(crate) fn watch(shared: Arc<Shared>, from: Pushes) {
         };
         let foreign = now.wrapping_sub(seen) != local_now.wrapping_sub(local);
         (seen, local) = (now, local_now);
-        let sweep = swept.elapsed() >= SWEEP;
+        let reaped = arena.reaps();
+        let sweep = reaped != reaps;
+        reaps = reaped;
         if !foreign && !sweep {
             continue;
         }
-        let why = if sweep {
-            swept = Instant::now();
-            RETRY_SWEEP
-        } else {
-            RETRY_FOREIGN
-        };
+        let why = if sweep { RETRY_SWEEP } else { RETRY_FOREIGN };
         for (w, n) in shared.blocking.per_worker.iter().enumerate() {
             if n.load(Ordering::SeqCst) > 0 {
                 if let Some(m) = shared.mailboxes.get(w) {

@@ -619,38 +619,6 @@ fn a_push_by_a_local_process_serves_a_blocked_client() {
     wait_blocked(&mut p, 0);
 }
 
-/// A push nobody announced (as when its process is killed between publishing the element
-/// and bumping the push sequence; here the pusher hides the push by withdrawing the
-/// server's blocker count around it) is still served: the watcher has parked clients
-/// retried once a second.
-#[test]
-fn a_push_nobody_announced_is_served_by_the_sweep() {
-    struct Unlink(String);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            let _ = larder_engine::Arena::unlink(&self.0);
-        }
-    }
-    let name = format!("larder-list-sweep-{}", std::process::id());
-    let _unlink = Unlink(name.clone());
-    let s = start_with(|a| a.shm = Some(name.clone()));
-    let mut p = Raw::connect(s.resp);
-    let mut w = Raw::connect(s.resp);
-    w.send(&cmd(&[b"BLPOP", b"jobs", b"30"]));
-    wait_blocked(&mut p, 1);
-    let store = larder_engine::Store::attach(&name).unwrap();
-    let mut h = store.handle().unwrap();
-    let seq = store.push_seq();
-    store.add_blockers(-1);
-    h.coll_write(0, b"jobs", larder_engine::Kind::List, true, |c| c.insert_at(0, b"quiet")).unwrap();
-    store.add_blockers(1);
-    assert_eq!(store.push_seq(), seq, "the push was announced");
-    let t = std::time::Instant::now();
-    w.check(b"", b"*2\r\n$4\r\njobs\r\n$5\r\nquiet\r\n");
-    assert!(t.elapsed() < Duration::from_secs(5), "served only after {:?}", t.elapsed());
-    wait_blocked(&mut p, 0);
-}
-
 /// Many waiters and pushers on two workers at once: every element is delivered exactly
 /// once, and no waiter is left blocked while elements remain (no lost wake-up).
 #[test]

@@ -133,6 +133,20 @@ pub fn class_of(size: u64) -> usize {
     CLASSES.0[31..NCLASSES].partition_point(|&c| (c as u64) < size) + 31
 }
 
+/// What [`Participant::release_free_pages`] remembers between passes, per class: the
+/// class stack's tag it last saw, and when it may look again.
+#[derive(Clone, Debug, Default)]
+pub struct PageRelease {
+    classes: Vec<ClassRelease>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct ClassRelease {
+    tag: u32,
+    not_before: u64,
+    backoff_ms: u64,
+}
+
 /// Figures for measuring fragmentation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AllocStats {
@@ -172,7 +186,8 @@ impl Arena {
     /// descriptor serves class `c`, on a block boundary. Every free list, stack and bump
     /// cursor lives in the segment, so in a corrupt one it may point anywhere: at metadata,
     /// at another class's blocks, into the middle of live data. A block a list legitimately
-    /// holds always passes (a small page keeps its class for good), so the allocator checks
+    /// holds always passes (a small page keeps its class while any of its blocks is on a
+    /// list or in use: a page release takes only pages with none), so the allocator checks
     /// each one before handing it out: a load of the page's descriptor and a multiply.
     #[inline]
     fn serves_class(&self, off: u64, c: usize) -> bool {
@@ -403,6 +418,8 @@ impl Participant {
     fn alloc_refill(&self, c: usize) -> Result<u64, Error> {
         self.drop_corrupt_free_list(c)?;
         match self.refill(c) {
+            // A page release may hold this class's free blocks for a moment.
+            Err(Error::Full) if self.wait_for_release() => self.refill(c),
             Err(Error::Full) if self.reclaim_for_space() => {
                 // Reclaimed blocks of this class are on this participant's free list now
                 // (each checked by `free`).
@@ -532,7 +549,8 @@ impl Participant {
         // stalls the other attached processes (a concurrent reader's p99.9 was 2-4.5 µs
         // against 1.1-1.5 µs, `bench-engine` growth to 10M keys). A table that
         // shrinks still returns all but those few; the blocks spilled to the global stack
-        // (the BATCH freed last, past the first BATCH) have all been discarded.
+        // (the BATCH freed last, past the first BATCH) have all been discarded
+        // (`flush_free_lists` leaves these classes alone).
         if class_size(c) >= 16 * 1024 && n > BATCH {
             self.discard_block(off, class_size(c))?;
         }
@@ -589,7 +607,9 @@ impl Participant {
     pub fn flush_free_lists(&self) -> Result<(), Error> {
         let a = &*self.arena;
         let mut blocks = Vec::new();
-        for c in 0..NCLASSES {
+        // (Not the classes of 16 KiB and more: index segments, whose first BATCH free
+        // blocks stay resident on purpose, see `free`; their pages are not released.)
+        for c in (0..NCLASSES).filter(|&c| class_size(c) < 16 * 1024) {
             let entry = self.cache(c)?;
             let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
             if count.load(Ordering::Relaxed) == 0 && head.load(Ordering::Relaxed) == 0 {
@@ -597,8 +617,11 @@ impl Participant {
             }
             self.drop_corrupt_free_list(c)?;
             blocks.clear();
+            // A list is under 2 × BATCH blocks; one far longer is corrupt (a loop), and
+            // what is past the bound is leaked.
+            let bound = count.load(Ordering::Relaxed) as usize + 4 * BATCH as usize;
             let mut b = head.load(Ordering::Relaxed);
-            while b != 0 && blocks.len() < 2 * BATCH as usize && a.serves_class(Arena::from_units(b), c) {
+            while b != 0 && blocks.len() < bound && a.serves_class(Arena::from_units(b), c) {
                 blocks.push(b);
                 b = a.u32(Arena::from_units(b))?.load(Ordering::Relaxed);
             }
@@ -611,7 +634,7 @@ impl Participant {
 
     /// Links `blocks` (of class `c`, this participant's alone) into batches of up to
     /// [`BATCH`] and pushes them on the class's global stack.
-    fn push_batches(&self, c: usize, blocks: &[u32]) -> Result<(), Error> {
+    pub(crate) fn push_batches(&self, c: usize, blocks: &[u32]) -> Result<(), Error> {
         let a = &*self.arena;
         for chunk in blocks.chunks(BATCH as usize) {
             for pair in chunk.windows(2) {
@@ -648,12 +671,18 @@ impl Participant {
             if top == 0 {
                 return Ok(None);
             }
-            // Every block ever pushed here is of class `c`, even one popped and reused since
-            // this load: anything else is a corrupt stack, dropped whole.
+            // Every block pushed here is of class `c`. One that is not any more was taken
+            // since this load and its page given back by a page release (the head moved
+            // on: load it again); at the head still, it is a corrupt stack, dropped whole.
             if !a.serves_class(Arena::from_units(top), c) {
-                let _ =
-                    stack.compare_exchange(h, ((h >> 32).wrapping_add(1)) << 32, Ordering::AcqRel, Ordering::Acquire);
-                return Ok(None);
+                match stack.compare_exchange(h, ((h >> 32).wrapping_add(1)) << 32, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return Ok(None),
+                    Err(cur) => {
+                        h = cur;
+                        continue;
+                    }
+                }
             }
             // The block may be popped and reused under us; then this read is garbage but in
             // bounds, and the tagged CAS below fails.
@@ -667,36 +696,51 @@ impl Participant {
     }
 
     /// Gives whole free pages of small classes back: for each class whose global stack
-    /// changed since the last pass (`seen`, one tag per class, kept by the caller) and
-    /// holds at least two pages' worth of blocks, takes the whole stack, and every page
-    /// all of whose blocks are on it becomes a free run (given back to the kernel after
-    /// [`DIRTY_DECAY_MS`] by [`Participant::purge_dirty`], and taken again by any class or
-    /// large value); the other blocks go back on the stack. Returns the pages freed.
+    /// changed since its last pass, takes the whole stack, and every page all of whose
+    /// blocks are on it becomes free (adjacent ones merged into runs, reused by any class
+    /// or large value, given back to the kernel after [`DIRTY_DECAY_MS`] by
+    /// [`Participant::purge_dirty`]); the other blocks go back on the stack. Returns the
+    /// pages freed. `state` carries what the last passes saw, per class.
     ///
-    /// Without it a small page keeps its class for good: after a FLUSHALL of small values
-    /// a fill with bigger ones takes new pages, and the memory stays at the sum of both.
+    /// Without it a page would keep its class for good: after a FLUSHALL of small values a
+    /// fill with bigger ones took new pages, and the memory stayed at the sum of both.
     ///
     /// Why a page found whole is free: a block is in at most one place (a list, a stack,
     /// a bump range, or in use), and the stack is taken whole with one exchange, so a page
     /// all of whose blocks came off it has none in use, on another list, or still to be
-    /// bumped. Blocks are counted once each (sorted, duplicates dropped), so a corrupt stack
-    /// that lists one block twice cannot make a page look whole. While the pass runs (a few
-    /// ms per million blocks) allocations of the class find the stack empty and take fresh
-    /// pages or others' frees. Killed in the middle, a process leaks the blocks it held
+    /// bumped. Blocks are counted once each, so a corrupt stack that lists one block twice
+    /// cannot make a page look whole.
+    ///
+    /// The cost is a read of every free block of the class (about 50 ms per million in
+    /// address order, several times that scattered). While a pass holds the stack,
+    /// allocations of its class take fresh pages, or, when the arena is full, wait for the
+    /// pass ([`Participant::wait_for_release`]). A class whose pass freed nothing waits
+    /// twice as long for its next (up to about a minute), so a fragmented heap is not read
+    /// every second. Classes of 16 KiB and more (index segments, whose pages `free` already
+    /// discards) are left alone. Killed in the middle, a process leaks the blocks it held
     /// (never hands one out twice).
-    pub fn release_free_pages(&self, seen: &mut Vec<u32>) -> Result<u64, Error> {
-        seen.resize(NCLASSES, 0);
+    pub fn release_free_pages(&self, state: &mut PageRelease) -> Result<u64, Error> {
+        state.classes.resize(NCLASSES, ClassRelease::default());
+        let now = now_ms();
         let mut freed = 0;
-        for (c, seen) in seen.iter_mut().enumerate() {
-            let stack = self.arena.u64(H_CLASS_STACKS + c as u64 * 8)?;
-            let h = stack.load(Ordering::Acquire);
-            let tag = (h >> 32) as u32;
-            if tag == *seen || (h as u32) == 0 {
-                *seen = tag;
+        for c in 0..NCLASSES {
+            if class_size(c) >= 16 * 1024 {
                 continue;
             }
-            freed += self.release_class_pages(c)?;
-            *seen = (stack.load(Ordering::Acquire) >> 32) as u32;
+            let stack = self.arena.u64(H_CLASS_STACKS + c as u64 * 8)?;
+            let h = stack.load(Ordering::Acquire);
+            let st = &mut state.classes[c];
+            let tag = (h >> 32) as u32;
+            if tag == st.tag || (h as u32) == 0 || now < st.not_before {
+                st.tag = tag;
+                continue;
+            }
+            let n = self.release_class_pages(c)?;
+            let st = &mut state.classes[c];
+            st.tag = (stack.load(Ordering::Acquire) >> 32) as u32;
+            st.backoff_ms = if n > 0 { 0 } else { (st.backoff_ms * 2).clamp(1000, 64_000) };
+            st.not_before = now + st.backoff_ms;
+            freed += n;
         }
         Ok(freed)
     }
@@ -705,20 +749,11 @@ impl Participant {
     fn release_class_pages(&self, c: usize) -> Result<u64, Error> {
         let a = &*self.arena;
         let per_page = PAGE / class_size(c);
-        // Enough to be worth taking the stack? Count the batches (a load per batch).
+        let first = a.data_off / PAGE;
+        let pages = a.next_page()?.saturating_sub(first);
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
-        let mut batches = 0u64;
-        let mut b = stack.load(Ordering::Acquire) as u32;
-        while b != 0 && batches * (BATCH as u64) < 2 * per_page {
-            if !a.serves_class(Arena::from_units(b), c) {
-                return Ok(0); // changed under us (or corrupt): next pass
-            }
-            b = a.u32(Arena::from_units(b) + 4)?.load(Ordering::Acquire);
-            batches += 1;
-        }
-        if batches * (BATCH as u64) < 2 * per_page {
-            return Ok(0);
-        }
+        let releasing = a.u64(crate::H_RELEASING)?;
+        releasing.store(now_ms(), Ordering::Release);
         // Take the whole stack.
         let mut h = stack.load(Ordering::Acquire);
         loop {
@@ -728,43 +763,126 @@ impl Participant {
                 Err(cur) => h = cur,
             }
         }
-        // Its blocks, checked as `pop_batch` checks a batch head; a corrupt link ends the
-        // walk (what it led to is leaked).
-        let limit = a.capacity() / class_size(c);
+        // Its blocks, checked as `pop_batch` checks a batch head, counted per page. A batch
+        // is at most BATCH blocks and there are at most `pages × per_page` blocks: a
+        // longer walk is a corrupt (looping) stack, cut there (the rest is leaked).
+        let mut per = vec![0u32; pages as usize];
         let mut blocks: Vec<u32> = Vec::new();
         let mut batch = h as u32;
         'walk: while batch != 0 {
             let mut b = batch;
-            while b != 0 {
+            for _ in 0..BATCH {
+                if b == 0 {
+                    break;
+                }
                 let off = Arena::from_units(b);
-                if !a.serves_class(off, c) || blocks.len() as u64 >= limit {
+                if !a.serves_class(off, c) || blocks.len() as u64 >= pages * per_page {
                     break 'walk;
                 }
+                per[(off / PAGE - first) as usize] += 1;
                 blocks.push(b);
                 b = a.u32(off)?.load(Ordering::Acquire);
             }
             batch = a.u32(Arena::from_units(batch) + 4)?.load(Ordering::Acquire);
         }
-        blocks.sort_unstable();
-        blocks.dedup();
-        // Whole pages become free runs; the rest is kept.
-        let mut keep: Vec<u32> = Vec::with_capacity(blocks.len());
-        let mut freed = 0;
-        for group in blocks.chunk_by(|x, y| Arena::from_units(*x) / PAGE == Arena::from_units(*y) / PAGE) {
-            let page = Arena::from_units(group[0]) / PAGE * PAGE;
-            if group.len() as u64 == per_page {
-                // A run of one page: its descriptor first, then the free (killed between
-                // the two, the page is leaked as an unreferenced run).
-                a.page_desc(page / PAGE)?.store(LARGE | 1, Ordering::Release);
-                self.free_large(page)?;
-                freed += 1;
-            } else {
-                keep.extend_from_slice(group);
+        // Pages with as many blocks on the stack as they hold are whole, unless one is
+        // listed twice (a corrupt stack): their blocks are grouped by page (a counting
+        // sort) and each page's checked against a bitmap of its block indexes.
+        let mut at = vec![u32::MAX; pages as usize];
+        let mut candidates = 0u32;
+        for (i, &n) in per.iter().enumerate() {
+            if n as u64 == per_page {
+                at[i] = candidates * per_page as u32;
+                candidates += 1;
             }
         }
-        // The rest back on the stack.
-        self.push_batches(c, &keep)?;
+        let mut grouped = vec![0u32; candidates as usize * per_page as usize];
+        for &b in &blocks {
+            let i = (Arena::from_units(b) / PAGE - first) as usize;
+            if at[i] != u32::MAX {
+                grouped[at[i] as usize] = b;
+                at[i] += 1;
+            }
+        }
+        let mut whole = vec![false; pages as usize];
+        let mut bits = vec![0u64; per_page.div_ceil(64) as usize];
+        for group in grouped.chunks_exact(per_page as usize) {
+            bits.iter_mut().for_each(|w| *w = 0);
+            let mut distinct = true;
+            for &b in group {
+                let k = (Arena::from_units(b) % PAGE / class_size(c)) as usize;
+                distinct &= bits[k / 64] & (1 << (k % 64)) == 0;
+                bits[k / 64] |= 1 << (k % 64);
+            }
+            if distinct {
+                whole[(Arena::from_units(group[0]) / PAGE - first) as usize] = true;
+            }
+        }
+        drop(grouped);
+        let free_pages: Vec<u64> = (0..pages).filter(|&i| whole[i as usize]).map(|i| first + i).collect();
+        blocks.retain(|&b| !whole[(Arena::from_units(b) / PAGE - first) as usize]);
+        let keep = blocks;
+        // The rest goes back first, then the pages, adjacent ones as one run, all under
+        // one hold of the large lock.
+        let pushed = self.push_batches(c, &keep);
+        let freed = free_pages.len() as u64;
+        let r = self.free_pages_sorted(&free_pages);
+        releasing.store(0, Ordering::Release);
+        pushed?;
+        r?;
         Ok(freed)
+    }
+
+    /// Frees pages (sorted page indexes, each a small-class page with no block in use or on
+    /// a list) as free runs, adjacent ones merged, under one hold of the large lock, each
+    /// insertion walking on from the last.
+    fn free_pages_sorted(&self, pages: &[u64]) -> Result<(), Error> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let a = &*self.arena;
+        let lock = a.large_lock()?;
+        self.lock(lock);
+        let mut r = Ok(());
+        let mut hint = None;
+        let mut i = 0;
+        while i < pages.len() {
+            let mut j = i + 1;
+            while j < pages.len() && pages[j] == pages[j - 1] + 1 {
+                j += 1;
+            }
+            let n = (j - i) as u64;
+            match self.insert_free_run_after(pages[i] * PAGE, n, hint) {
+                Ok(node) => hint = Some(node),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+            i = j;
+        }
+        if r.is_ok() && a.u64(H_LARGE_DIRTY_PAGES)?.load(Ordering::Relaxed) > DIRTY_MAX_PAGES {
+            r = self.purge_locked(0).map(|_| ());
+        }
+        self.unlock(lock);
+        r
+    }
+
+    /// An allocation found the arena full: if a page release holds a stack now (one that
+    /// began less than two seconds ago: a releaser killed in the middle leaves its mark),
+    /// waits for it to end and says so, so the caller tries again.
+    #[inline(never)]
+    fn wait_for_release(&self) -> bool {
+        let Ok(releasing) = self.arena.u64(crate::H_RELEASING) else { return false };
+        let mut waited = false;
+        loop {
+            let t = releasing.load(Ordering::Acquire);
+            if t == 0 || now_ms().saturating_sub(t) > 2000 {
+                return waited;
+            }
+            waited = true;
+            std::thread::yield_now();
+        }
     }
 
     /// `n` contiguous pages: first fit from freed runs, else fresh ones.
@@ -805,10 +923,15 @@ impl Participant {
     fn take_free_run(&self, n: u64) -> Result<Option<u64>, Error> {
         let a = &*self.arena;
         let head = a.u64(H_LARGE_HEAD)?;
+        let max_run = a.u64(crate::H_LARGE_MAX_RUN)?;
+        if max_run.load(Ordering::Relaxed) < n {
+            return Ok(None);
+        }
         let next_page = a.next_page()?;
         let mut prev: Option<u64> = None;
         let mut run = head.load(Ordering::Acquire) as u32;
         let mut steps = 0u64;
+        let mut longest = 0;
         while run != 0 && steps < a.total_pages() {
             let Some((off, len, next)) = a.free_run(run, next_page)? else {
                 // A corrupt link: the list ends before it (what it led to is leaked).
@@ -856,9 +979,14 @@ impl Participant {
                 free.store(free.load(Ordering::Relaxed).saturating_sub(n), Ordering::Relaxed);
                 return Ok(Some(off));
             }
+            longest = longest.max(len);
             prev = Some(off);
             run = next;
             steps += 1;
+        }
+        if run == 0 {
+            // The whole list walked: the longest run is known.
+            max_run.store(longest, Ordering::Relaxed);
         }
         Ok(None)
     }
@@ -1009,6 +1137,13 @@ impl Participant {
     /// from now; a merged run is dirty since the earliest of its parts, so a purge never
     /// waits longer for any of them.
     fn insert_free_run(&self, off: u64, n: u64) -> Result<(), Error> {
+        self.insert_free_run_after(off, n, None).map(|_| ())
+    }
+
+    /// [`Participant::insert_free_run`], walking the list from `hint` (a run node below
+    /// `off` that this lock holder put there) instead of its head; returns the node that
+    /// now holds the run (a later, higher insertion's hint).
+    fn insert_free_run_after(&self, off: u64, n: u64, hint: Option<u64>) -> Result<u64, Error> {
         let a = &*self.arena;
         let head = a.u64(H_LARGE_HEAD)?;
         for p in off / PAGE..off / PAGE + n {
@@ -1019,6 +1154,11 @@ impl Participant {
         // rest. Runs that overlap, which only a corrupt list holds, are caught when taken.)
         let next_page = a.next_page()?;
         let (mut below, mut below_len, mut above) = (None::<u64>, 0, head.load(Ordering::Acquire) as u32);
+        if let Some(h) = hint.filter(|&h| h < off) {
+            if let Some((o, len, next)) = a.free_run(Arena::to_units(h), next_page)? {
+                (below, below_len, above) = (Some(o), len, next);
+            }
+        }
         let mut above_run = None;
         let mut steps = 0u64;
         while above != 0 && steps < a.total_pages() {
@@ -1043,7 +1183,7 @@ impl Participant {
                 since = earliest(since, a.u64(o + 8)?.load(Ordering::Relaxed));
             }
         }
-        match below {
+        let node = match below {
             Some(b) if b + below_len * PAGE == off => {
                 // Grow the run below: first unlink the absorbed one (a crash here leaks
                 // it), then its dirty time (a crash before the length leaves a free run
@@ -1054,6 +1194,8 @@ impl Participant {
                 let t = a.u64(b + 8)?;
                 t.store(earliest(t.load(Ordering::Relaxed), since), Ordering::Relaxed);
                 a.u32(b + 4)?.store((below_len + len) as u32, Ordering::Release);
+                len += below_len;
+                b
             }
             _ => {
                 // A new node, published by one store (which also unlinks an absorbed run).
@@ -1065,13 +1207,15 @@ impl Participant {
                     None => head.store(units as u64, Ordering::Release),
                     Some(b) => a.u32(b)?.store(units, Ordering::Release),
                 }
+                off
             }
-        }
+        };
         a.u64(H_LARGE_FREE_PAGES)?.fetch_add(n, Ordering::Relaxed);
         a.u64(H_LARGE_DIRTY_PAGES)?.fetch_add(n, Ordering::Relaxed);
+        a.u64(crate::H_LARGE_MAX_RUN)?.fetch_max(len, Ordering::Relaxed);
         let oldest = a.u64(H_LARGE_DIRTY_OLDEST)?;
         oldest.store(earliest(oldest.load(Ordering::Relaxed), since), Ordering::Relaxed);
-        Ok(())
+        Ok(node)
     }
 }
 

@@ -57,7 +57,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
-pub use alloc::{class_of, class_size, AllocStats, DIRTY_DECAY_MS, LARGE_MIN, NCLASSES};
+pub use alloc::{class_of, class_size, AllocStats, PageRelease, DIRTY_DECAY_MS, LARGE_MIN, NCLASSES};
 pub use participant::{Guard, Participant, SlotInfo};
 
 use map::Mapping;
@@ -112,6 +112,14 @@ pub(crate) const H_VERSION_CTR: u64 = 320;
 pub(crate) const H_COUNTERS: u64 = 384;
 /// u64: participants reaped so far (see [`Arena::reaps`]).
 pub(crate) const H_REAPS: u64 = 400;
+/// u64: when (monotonic ms) a page release took a class's stack, 0 when none holds one
+/// (see `Participant::release_free_pages`): an allocation that finds the arena full waits
+/// for it.
+pub(crate) const H_RELEASING: u64 = 408;
+/// u64, under the large lock: at least the length in pages of the longest free run (exact
+/// after a walk that found none long enough), so a large allocation skips a walk that
+/// cannot succeed (many one-page runs from page releases would make every one slow).
+pub(crate) const H_LARGE_MAX_RUN: u64 = 416;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
 
 /// Errors of the arena. None of them is a panic: a corrupt or foreign segment, an offset out

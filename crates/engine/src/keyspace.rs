@@ -10,7 +10,7 @@ use larder_arena::{Arena, Participant};
 
 use crate::index::{self, Loc, Room};
 use crate::item::{self, ItemView, Meta, NewItem, Type, Value};
-use crate::{now_ms, Error, Record, Store};
+use crate::{now_ms, Error, PageRelease, Record, Store};
 
 /// What a write decided.
 pub(crate) enum Action {
@@ -1418,12 +1418,12 @@ impl Handle {
 
     /// Gives whole free pages of small size classes back to the page pool (and, after a
     /// second, to the kernel), so memory freed by values of one size serves values of
-    /// another: see `Participant::release_free_pages`. `seen` carries, between calls, what
-    /// the last pass saw (a class unchanged since is skipped). Returns the pages freed.
+    /// another: see `Participant::release_free_pages`. `state` carries, between calls, what
+    /// the last passes saw (a class unchanged since is skipped). Returns the pages freed.
     /// The server calls it once a second; it costs a load per size class when nothing
     /// changed.
-    pub fn release_free_pages(&self, seen: &mut Vec<u32>) -> Result<u64, Error> {
-        Ok(self.p.release_free_pages(seen)?)
+    pub fn release_free_pages(&self, state: &mut PageRelease) -> Result<u64, Error> {
+        Ok(self.p.release_free_pages(state)?)
     }
 
     /// Hands the free blocks this handle keeps for its next allocations to the shared

@@ -224,7 +224,7 @@ fn exercise(store: &Store, h: &mut Handle) -> u64 {
     count(h.flushdb(1).is_err());
     count(h.collect().is_err());
     count(h.flush_free_lists().is_err());
-    count(h.release_free_pages(&mut Vec::new()).is_err());
+    count(h.release_free_pages(&mut Default::default()).is_err());
     // Writes after all that: new keys land somewhere.
     for i in 0..200 {
         count(h.set(4, format!("after:{i}").as_bytes(), b"v", &opt).is_err());

@@ -422,7 +422,7 @@ fn background(shared: Arc<Shared>) {
     let Ok(mut h) = shared.store.handle() else { return };
     let mut sampler = stats::Sampler::default();
     let mut round = 0u64;
-    let mut pages_seen = Vec::new();
+    let mut pages_seen = larder_engine::PageRelease::default();
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         round += 1;

@@ -165,6 +165,11 @@ pub struct ConnState {
     /// it waits at (see [`crate::pause`]). The worker leaves the request in the read buffer
     /// and runs it again when the pause ends.
     pub postponed: Option<u64>,
+    /// CLIENT TRACKING's flags ([`crate::tracking::ON`] ...; [`crate::tracking::PENDING`]
+    /// while invalidations wait for the reply): 0 for a client that does not track, the
+    /// one check a command pays.
+    pub tracking: u32,
+    pub tracking_state: Option<Box<crate::tracking::ConnTracking>>,
 }
 
 impl ConnState {
@@ -190,6 +195,8 @@ impl ConnState {
             ready: Vec::new(),
             unchanged: false,
             postponed: None,
+            tracking: 0,
+            tracking_state: None,
         }
     }
 }
@@ -684,6 +691,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
         // A command held by CLIENT PAUSE has not run: the skip is still for it.
         ctx.conn.reply = if ctx.conn.postponed.is_some() { ReplyMode::SkipNext } else { ReplyMode::On };
     }
+    // A tracking client's own invalidations go out after its reply, whatever the reply mode.
+    if ctx.conn.tracking != 0 {
+        crate::tracking::after_dispatch(ctx);
+    }
 }
 
 fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
@@ -860,11 +871,23 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
         ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
     }
     ctx.conn.unchanged = false;
+    // A tracking client's read remembers its keys (see `tracking`: before and after it runs).
+    let tracked_read = spec.flags & READONLY != 0 && ctx.conn.tracking != 0;
+    if tracked_read {
+        crate::tracking::before_read(ctx, spec);
+    }
     let r = (spec.handler)(ctx);
-    // Keys the engine found expired, created or missed and no keyspace event published yet
-    // (a plain load; set only while notify-keyspace-events asks for them).
+    // Keys the engine found expired, created or missed and no keyspace event published yet,
+    // and keys it changed while clients track (a plain load; set only while
+    // notify-keyspace-events or tracking asks for them).
     if ctx.h.has_changes() {
         crate::notify::flush(ctx);
+        if ctx.h.has_modified() {
+            crate::tracking::after_command(ctx);
+        }
+    }
+    if tracked_read {
+        crate::tracking::after_read(ctx, spec);
     }
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;

@@ -345,6 +345,12 @@ impl Worker {
                     }
                 }
             }
+            // Invalidations of the keys memcached requests changed, and the BCAST ones this
+            // round's commands noted, before the replies go out (Redis's beforeSleep).
+            if self.h.has_modified() {
+                crate::tracking::flush_detached(&self.shared, &self.h, self.id);
+            }
+            crate::tracking::broadcast_due(&self.shared, self.id);
             // Replies are written after every read of the round, back to back: a client
             // waiting on several connections is then woken once for all of them rather
             // than once per reply, and finds more of them ready when it looks.
@@ -428,9 +434,6 @@ impl Worker {
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-            let info =
-                Arc::new(ClientInfo::new(id, addr.to_string(), laddr, proto, self.id, fd, self.shared.uptime_ms()));
-            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -438,6 +441,17 @@ impl Worker {
                     self.conns.len() - 1
                 }
             };
+            let info = Arc::new(ClientInfo::new(
+                id,
+                addr.to_string(),
+                laddr,
+                proto,
+                self.id,
+                slot as u32,
+                fd,
+                self.shared.uptime_ms(),
+            ));
+            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             if self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE).is_err() {
                 self.free.push(slot);
                 self.forget(&info);
@@ -480,6 +494,7 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
             crate::families::multi::unwatch_all(&self.shared, &mut c.state);
+            crate::tracking::disable(&self.shared, &mut c.state);
             self.shared.monitors.leave(&c.state.info);
             self.forget(&c.state.info);
             self.free.push(i);
@@ -606,6 +621,8 @@ impl Worker {
         // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
         // end, and the batch for the EXEC).
         let _gate = self.shared.gates[self.id].hold();
+        // Changed keys are reported while anyone tracks (one relaxed load while nobody does).
+        crate::tracking::sync_worker(&self.h, &self.shared);
         c.state.clock = std::time::Instant::now();
         c.state
             .info
@@ -666,6 +683,7 @@ impl Worker {
             let ids: Vec<u64> = self.parked.iter().map(|p| p.1).collect();
             // Serving pops and pushes: not in the middle of another worker's EXEC.
             let _gate = self.shared.gates[self.id].hold();
+            crate::tracking::sync_worker(&self.h, &self.shared);
             crate::blocking::retry(&mut self.h, &self.shared, self.id, &ids);
         }
         self.settle_parked(false);

@@ -199,6 +199,9 @@ pub struct Mailbox {
     /// The notify-keyspace-events flags the worker's engine handle records for (see
     /// [`notify::sync_worker`]).
     pub notify_flags: AtomicU32,
+    /// Set when messages were appended: the worker delivers them before it reads its
+    /// connections (the waker's event may come after theirs in a round).
+    pub posted: AtomicBool,
 }
 
 /// Everything the workers share.
@@ -301,6 +304,7 @@ impl Shared {
     pub fn send(&self, worker: usize, msgs: impl IntoIterator<Item = Msg>) {
         let Some(m) = self.mailboxes.get(worker) else { return };
         m.msgs.lock().unwrap_or_else(|e| e.into_inner()).extend(msgs);
+        m.posted.store(true, Ordering::Release);
         if let Some(w) = self.wakers.get().and_then(|w| w.get(worker)) {
             let _ = w.wake();
         }

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use larder_engine::{Handle, Modified, Reporting};
 use larder_resp::Protocol;
 
-use crate::command::{Argv, Ctx, Spec, MOVABLEKEYS, PUBSUB};
+use crate::command::{Argv, Ctx, Spec, MOVABLEKEYS, PUBSUB, READONLY};
 use crate::{ClientInfo, Msg, Shared};
 
 // A client's tracking flags (ClientInfo::tracking, mirrored in ConnState::tracking).
@@ -484,12 +484,15 @@ fn flush_with(shared: &Shared, cur: Option<&mut Current<'_>>) {
     out.send(shared);
 }
 
-/// After the client's command and its reply (and outside a transaction): its own
-/// invalidations (Redis's `trackingHandlePendingKeyInvalidations`), and the end of a CLIENT
+/// After the client's command and its reply (and outside a transaction): the keys of a
+/// read-only command remembered ([`after_read`]), its own invalidations (Redis's `trackingHandlePendingKeyInvalidations`), and the end of a CLIENT
 /// CACHING's effect (Redis's `resetClient`: kept inside MULTI and after CLIENT commands).
 #[cold]
 #[inline(never)]
-pub fn after_dispatch(ctx: &mut Ctx<'_>) {
+pub fn after_dispatch(ctx: &mut Ctx<'_>, ran: Option<usize>) {
+    if let Some(spec) = ran.and_then(|i| crate::command::table().specs.get(i)) {
+        after_read(ctx, spec);
+    }
     if ctx.conn.tracking & CACHING != 0 && ctx.conn.multi.is_none() {
         let last = ctx.conn.info.last_cmd.load(Ordering::Relaxed);
         let client = crate::command::table().specs.get(last as usize).is_some_and(|s| s.name.starts_with("client"));
@@ -560,7 +563,7 @@ fn remembers(flags: u32, spec: &Spec) -> bool {
 #[cold]
 #[inline(never)]
 pub fn before_read(ctx: &mut Ctx<'_>, spec: &Spec) {
-    if !remembers(ctx.conn.tracking, spec) {
+    if spec.flags & READONLY == 0 || !remembers(ctx.conn.tracking, spec) {
         return;
     }
     let fresh = remember(ctx, spec);
@@ -574,6 +577,9 @@ pub fn before_read(ctx: &mut Ctx<'_>, spec: &Spec) {
 #[cold]
 #[inline(never)]
 pub fn after_read(ctx: &mut Ctx<'_>, spec: &Spec) {
+    if spec.flags & READONLY == 0 {
+        return;
+    }
     if let Some(st) = ctx.conn.tracking_state.as_mut() {
         st.fresh.clear();
     }

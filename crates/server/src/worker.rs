@@ -326,6 +326,13 @@ impl Worker {
             // What the engine records for keyspace notifications follows a CONFIG SET on
             // another worker from the next round on.
             crate::notify::sync_worker(&self.h, &self.shared, self.id);
+            // While clients track, the mailbox first: an invalidation posted before another
+            // client's reply went out reaches its connection before the reply to anything
+            // that connection sent after that, as in Redis, where it is in the connection's
+            // buffer already. (Nothing to load while nobody tracks: the handle's flag.)
+            if self.h.reporting().modified && self.shared.mailboxes[self.id].posted.load(Ordering::Relaxed) {
+                self.on_wake();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -345,12 +352,12 @@ impl Worker {
                     }
                 }
             }
-            // Invalidations of the keys memcached requests changed, and the BCAST ones this
-            // round's commands noted, before the replies go out (Redis's beforeSleep).
-            if self.h.has_modified() {
-                crate::tracking::flush_detached(&self.shared, &self.h, self.id);
+            // The BCAST invalidations this round's commands noted, before the replies go out
+            // (Redis's beforeSleep). Only while the handle reports changed keys: no load
+            // otherwise.
+            if self.h.reporting().modified {
+                crate::tracking::broadcast_due(&self.shared, self.id);
             }
-            crate::tracking::broadcast_due(&self.shared, self.id);
             // Replies are written after every read of the round, back to back: a client
             // waiting on several connections is then woken once for all of them rather
             // than once per reply, and finds more of them ready when it looks.
@@ -632,6 +639,11 @@ impl Worker {
             Proto::Resp => run_resp(c, &mut self.batch, &mut self.h, &self.shared, self.id),
             Proto::Memcache => {
                 let pos = run_memcache(c, &mut self.h, &self.shared, self.id);
+                // Invalidations of the keys the requests changed (memcached clients do not
+                // track: nothing waits for their replies).
+                if self.h.has_modified() {
+                    crate::tracking::flush_detached(&self.shared, &self.h, self.id);
+                }
                 (pos, c.state.postponed.take().map(|g| Held::Postponed(g, 0)))
             }
         };
@@ -812,7 +824,9 @@ impl Worker {
         if mb.sweep.swap(false, Ordering::AcqRel) {
             self.sweep_killed();
         }
-        let msgs = std::mem::take(&mut *self.shared.mailboxes[self.id].msgs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mb = &self.shared.mailboxes[self.id];
+        mb.posted.store(false, Ordering::Relaxed);
+        let msgs = std::mem::take(&mut *mb.msgs.lock().unwrap_or_else(|e| e.into_inner()));
         let mut touched: Vec<usize> = Vec::new();
         for m in msgs {
             match m {
@@ -1128,6 +1142,8 @@ fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
 /// Whether a connection's pending output is over its class's `client-output-buffer-limit`:
 /// the hard limit at once, the soft limit once it has lasted more than its seconds (as
 /// Redis's `checkClientOutputBufferLimits`). Logs the disconnection.
+// Always inlined: out of line it cost 30 instructions a write more (see the tracking commit).
+#[inline(always)]
 fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
     let len = (c.wbuf.len() - c.wsent) as u64;
     let cfg = &shared.config;

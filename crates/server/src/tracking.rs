@@ -67,6 +67,10 @@ pub struct ConnTracking {
     fresh: Vec<Vec<u8>>,
 }
 
+/// BCAST keys waiting for the end of a round: prefix → key → the client whose command last
+/// changed it (None: expiry, memcached).
+type Due = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Option<u64>>>;
+
 #[derive(Default)]
 struct Tables {
     /// key → ids of the clients that may cache it.
@@ -77,7 +81,7 @@ struct Tables {
     prefixes: BTreeMap<Vec<u8>, Vec<Arc<ClientInfo>>>,
     /// Per worker (and one for active expiry): prefix → key → the client whose command last
     /// changed it (None: expiry, memcached), sent at the end of that worker's round.
-    due: Vec<BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Option<u64>>>>,
+    due: Vec<Due>,
     /// The clients in tracking mode.
     clients: HashMap<u64, Arc<ClientInfo>>,
     /// How many times in a row the limit could not be reached (Redis's `timeout_counter`).

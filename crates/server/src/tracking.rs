@@ -173,7 +173,7 @@ fn enforce_limit_if_over(shared: &Shared) {
 /// could not get under it) a call.
 pub fn enforce_limit(shared: &Shared) {
     let max = shared.config.tracking_table_max_keys.load(Ordering::Relaxed) as usize;
-    let mut out = Outbox::new(shared);
+    let mut out = Outbox::new();
     {
         let mut t = shared.tracking.lock();
         if max == 0 || t.keys.len() <= max {
@@ -220,8 +220,10 @@ struct OwnOut<'a> {
 }
 
 impl Outbox {
-    fn new(shared: &Shared) -> Outbox {
-        Outbox { to: Vec::new(), per_worker: (0..shared.mailboxes.len()).map(|_| Vec::new()).collect() }
+    /// Empty, allocating nothing until a message is collected (most writes invalidate
+    /// nothing).
+    fn new() -> Outbox {
+        Outbox { to: Vec::new(), per_worker: Vec::new() }
     }
 
     /// Routes what was collected (Redis's `sendTrackingMessage` for each) and sends it.
@@ -230,6 +232,10 @@ impl Outbox {
     }
 
     fn send_with(&mut self, shared: &Shared, mut own: Option<&mut OwnOut<'_>>) {
+        if self.to.is_empty() {
+            return;
+        }
+        self.per_worker.resize_with(shared.mailboxes.len(), Vec::new);
         for (c, p) in std::mem::take(&mut self.to) {
             message(shared, &mut self.per_worker, own.as_deref_mut(), &c, &p);
         }
@@ -370,7 +376,7 @@ fn invalidate(shared: &Shared, slot: usize, mut cur: Option<&mut Current<'_>>, c
     if changed.is_empty() {
         return;
     }
-    let mut out = Outbox::new(shared);
+    let mut out = Outbox::new();
     {
         let mut t = shared.tracking.lock();
         let bcast = !t.prefixes.is_empty();
@@ -409,7 +415,7 @@ pub fn broadcast_due(shared: &Shared, slot: usize) {
 #[inline(never)]
 fn broadcast(shared: &Shared, slot: usize) {
     shared.tracking.due[slot].store(false, Ordering::Relaxed);
-    let mut out = Outbox::new(shared);
+    let mut out = Outbox::new();
     {
         let mut t = shared.tracking.lock();
         let due = std::mem::take(&mut t.due[slot]);
@@ -461,7 +467,7 @@ fn flush_with(shared: &Shared, cur: Option<&mut Current<'_>>) {
     if !shared.tracking.armed.load(Ordering::Relaxed) {
         return;
     }
-    let mut out = Outbox::new(shared);
+    let mut out = Outbox::new();
     {
         let mut t = shared.tracking.lock();
         let mut clients: Vec<Arc<ClientInfo>> = t.clients.values().cloned().collect();
@@ -509,7 +515,7 @@ pub fn after_dispatch(ctx: &mut Ctx<'_>, ran: Option<usize>) {
         ctx.conn.tracking &= !PENDING;
         let pending = ctx.conn.tracking_state.as_mut().map(|s| std::mem::take(&mut s.pending)).unwrap_or_default();
         let info = ctx.conn.info.clone();
-        let mut out = Outbox::new(ctx.shared);
+        let mut out = Outbox::new();
         for p in pending {
             out.to.push((info.clone(), p.map_or(Payload::Null, Payload::Key)));
         }
@@ -525,7 +531,7 @@ pub fn pending_into(shared: &Shared, conn: &mut crate::command::ConnState, out: 
     }
     conn.tracking &= !PENDING;
     let pending = conn.tracking_state.as_mut().map(|s| std::mem::take(&mut s.pending)).unwrap_or_default();
-    let mut o = Outbox::new(shared);
+    let mut o = Outbox::new();
     for p in pending {
         o.to.push((conn.info.clone(), p.map_or(Payload::Null, Payload::Key)));
     }

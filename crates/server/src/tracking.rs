@@ -356,7 +356,12 @@ fn invalidate_locked(t: &mut Tables, out: &mut Outbox, mut cur: Option<&mut Curr
 #[cold]
 #[inline(never)]
 pub fn after_command(ctx: &mut Ctx<'_>) {
-    let changed = ctx.h.take_modified();
+    let mut changed = ctx.h.take_modified();
+    // A write that left its value as it was (SETBIT of a bit to its value, a BITFIELD that
+    // wrote what was there) wrote a new item all the same; Redis does not signal the key.
+    if ctx.conn.unchanged {
+        changed.retain(|m| m.expired);
+    }
     let mut cur = Current { id: ctx.conn.id, state: &mut ctx.conn.tracking_state, flags: &mut ctx.conn.tracking };
     invalidate(ctx.shared, ctx.worker, Some(&mut cur), &changed);
 }

@@ -76,6 +76,8 @@ fn a_write_on_another_worker_invalidates_a_key_read_in_resp3() {
     ck(&mut w, "SET other 1", "+OK\r\n");
     ck(&mut w, "SET k 4 NX", "$-1\r\n");
     ck(&mut w, "DEL nosuch", ":0\r\n");
+    // SETBIT of a bit to its value changes nothing either (as in Redis).
+    ck(&mut w, "SETBIT k 2 1", ":1\r\n");
     ck(&mut c, "PING", "+PONG\r\n");
     // Keys are tracked across databases, as Redis tracks them.
     ck(&mut w, "SELECT 3", "+OK\r\n");

@@ -58,7 +58,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"
@@ -107,7 +107,10 @@ COMMAND GETKEYS XGROUP
 XREAD command is marked with movablekeys
 MIGRATE command is marked with movablekeys
 TTL, TYPE and EXISTS do not alter the last access time of a key
-TOUCH alters the last access time of a key}"
+TOUCH alters the last access time of a key
+Invalid keys should not be tracked for scripts in NOLOOP mode
+Tracking only occurs for scripts when a command calls a read-only command
+Tracking invalidation message of eviction keys should be before response}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
 # notifications of stream commands; the two COPY tests build a stream with XADD; "Blocking
 # commands ignores the timeout" runs XREADGROUP beside the list and sorted-set pops, which
@@ -120,7 +123,9 @@ TOUCH alters the last access time of a key}"
 # FCALL runs). Then commands Larder does not have at all: streams (COMMAND
 # GETKEYS XGROUP, XREAD's movablekeys) and MIGRATE (its movablekeys). And the two OBJECT
 # IDLETIME tests: Larder does not track a key's last access time yet (OBJECT IDLETIME
-# answers 0; it needs a clock in every item, which comes with LRU eviction). (The "evicted"
+# answers 0; it needs a clock in every item, which comes with LRU eviction). In
+# unit/tracking: the two tests of keys tracked through EVAL (no Lua), and the invalidation of
+# a key evicted under maxmemory (no eviction yet). (The "evicted"
 # keyspace notification test needs an enforced maxmemory: its tag leaves it out.) Every
 # other test of the units below runs, and must pass.
 

@@ -4,7 +4,8 @@ connection received after each step compared frame by frame (raw RESP bytes).
 
 This covers what the single-connection test (test_differential_resp.py) cannot: blocking
 commands served by other clients (FIFO order, chains, timeouts, CLIENT UNBLOCK), pub/sub
-(deliveries, counts, the subscribed context of RESP2, RESP3 pushes), MULTI/EXEC/WATCH against
+(deliveries, counts, the subscribed context of RESP2, RESP3 pushes), client-side caching
+(invalidations, BCAST, redirects), MULTI/EXEC/WATCH against
 other clients' writes, and CLIENT commands that act on other connections (KILL, UNBLOCK).
 
 Runs when LARDER_REF_RESP_PORT names a redis-server 7 (scripts/test.sh starts one). Each
@@ -787,6 +788,34 @@ NOTIFY = [
 ]
 
 
+# Client-side caching (ids differ by design: no TRACKINGINFO or GETREDIR while redirected):
+# connection 0 is a RESP2 subscriber of __redis__:invalidate, connection 1
+# tracks every key in BCAST mode (RESP3: pushes to itself, its own writes too, after their
+# replies), connection 2 tracks the prefixes s and h with NOLOOP, redirected to connection 0;
+# connection 3 runs the writes of the notification scenario (every family, STORE commands,
+# blocked clients served, expiry). Then the default mode: keys remembered by reads, one
+# invalidation each, a client's own after its reply and after EXEC's, OPTIN/OPTOUT, flushes.
+_WRITES = NOTIFY[NOTIFY.index(S(3, "SET s v")):NOTIFY.index(S(3, "GET nothere"))]
+TRACKING = [
+    S(3, "FLUSHALL"), S(0, "SUBSCRIBE __redis__:invalidate"), S(1, "HELLO 3"), S(1, "CLIENT TRACKING on BCAST"),
+    S(2, "CLIENT TRACKING on BCAST REDIRECT {id:0} PREFIX s PREFIX h NOLOOP"),
+    *_WRITES,
+    S(2, "SET s1 own"), S(2, "SET x other"),
+    S(1, "CLIENT TRACKING off"), S(2, "CLIENT TRACKING off"), S(1, "CLIENT TRACKING on"),
+    S(1, "MGET a b c"), S(3, "SET a 1"), S(3, "MSET b 1 c 2 a 3"), S(3, "SET a 4"), S(1, "GET a"),
+    S(3, "SELECT %d" % DB_B), S(3, "SET a x"), S(3, "SELECT %d" % DB_A),
+    S(1, "GET a"), S(1, "SET a 2"), S(1, "HSET h f 1"), S(1, "HGET h f"), S(1, "HDEL h f"),
+    S(1, "MSET a 1 b 2"), S(1, "GET a"), S(1, "MULTI"), S(1, "INCR a"), S(1, "GET b"), S(1, "EXEC"),
+    S(1, "MULTI"), S(1, "FLUSHDB"), S(1, "EXEC"),
+    S(1, "CLIENT TRACKING on NOLOOP"), S(1, "GET a"), S(1, "SET a 1"), S(3, "SET a 2"),
+    S(1, "CLIENT TRACKING on OPTIN"), S(1, "CLIENT TRACKING off"), S(1, "CLIENT TRACKING on OPTIN"),
+    S(1, "GET o1"), S(1, "CLIENT CACHING yes"), S(1, "GET o2"), S(3, "MSET o1 1 o2 2"), S(1, "CLIENT TRACKINGINFO"),
+    S(2, "CLIENT TRACKING on REDIRECT {id:0}"), S(2, "GET r"), S(3, "SET r 1"),
+    S(3, "SET e v PX 50"), S(1, "CLIENT CACHING yes"), S(1, "GET e"), ("sleep", 1.0),
+    S(1, "BLMOVE nosrc dst LEFT LEFT 0"), S(3, "RPUSH dst z"), S(2, "LRANGE dst 0 -1"), S(3, "RPUSH nosrc y"),
+    S(3, "FLUSHALL"), S(1, "CLIENT TRACKING off"), S(2, "CLIENT TRACKING off"), S(2, "CLIENT TRACKINGINFO"),
+]
+
 # ---------------------------------------------------------------------------------------------
 # Random scenarios: the same building blocks, mixed. Blocking timeouts are 0 or 30 (never fire).
 
@@ -1012,6 +1041,10 @@ def test_multi_scripted(name):
 def test_multi_random(seed):
     run_scenario(f"random seed {seed} (rerun: LARDER_DIFF_SEEDS={seed}-{seed})",
                  RandomGen(seed).scenario(RANDOM_STEPS), skip_blocked=True)
+
+
+def test_multi_tracking():
+    run_scenario("client-side-caching", TRACKING)
 
 
 def test_multi_notifications():

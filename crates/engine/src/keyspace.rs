@@ -87,12 +87,26 @@ pub struct KeyChange {
     pub key: Vec<u8>,
 }
 
-/// Which changes a handle records, for [`Handle::take_changes`]. Nothing by default.
+/// Which changes a handle records, for [`Handle::take_changes`] (and, for `modified`,
+/// [`Handle::take_modified`]). Nothing by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reporting {
     pub expired: bool,
     pub created: bool,
     pub missed: bool,
+    /// Every key a write changed or deleted, and every key found expired and deleted (the
+    /// server's client-side caching invalidations).
+    pub modified: bool,
+}
+
+/// A key that a write changed (see [`Reporting::modified`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Modified {
+    pub db: u32,
+    pub key: Vec<u8>,
+    /// Deleted because it had expired (by a read or a write that met it, or active expiry),
+    /// not by what the caller asked for.
+    pub expired: bool,
 }
 
 /// How many keys [`Handle::prefetch_group`] brings in at once: enough misses in flight to
@@ -127,7 +141,13 @@ pub struct Handle {
     /// `pending` set while there are any: the one check a caller makes after each command).
     report: std::cell::Cell<Reporting>,
     changes: std::cell::Cell<Vec<KeyChange>>,
+    /// Keys written since [`Handle::take_modified`] (while `report.modified`).
+    modified: std::cell::Cell<Vec<Modified>>,
+    /// Set while either list holds something: the one check a caller makes after each
+    /// command. `changes_pending` / `modified_pending` say which.
     pending: std::cell::Cell<bool>,
+    changes_pending: std::cell::Cell<bool>,
+    modified_pending: std::cell::Cell<bool>,
 }
 
 impl Handle {
@@ -144,7 +164,10 @@ impl Handle {
             expired: Default::default(),
             report: Default::default(),
             changes: Default::default(),
+            modified: Default::default(),
             pending: Default::default(),
+            changes_pending: Default::default(),
+            modified_pending: Default::default(),
         })
     }
 
@@ -167,7 +190,7 @@ impl Handle {
     /// # use larder_engine::*;
     /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
     /// # let mut h = store.handle().unwrap();
-    /// h.report(Reporting { expired: true, created: true, missed: false });
+    /// h.report(Reporting { expired: true, created: true, missed: false, modified: false });
     /// h.set(0, b"k", b"v", &SetOptions::default()).unwrap();
     /// h.set(0, b"k", b"w", &SetOptions::default()).unwrap(); // exists: no change to report
     /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 20), ..Default::default() };
@@ -191,7 +214,8 @@ impl Handle {
         self.report.get()
     }
 
-    /// Whether changes were recorded since [`Handle::take_changes`] last took them.
+    /// Whether changes (or modified keys) were recorded since [`Handle::take_changes`] and
+    /// [`Handle::take_modified`] last took them.
     #[inline]
     pub fn has_changes(&self) -> bool {
         self.pending.get()
@@ -199,8 +223,34 @@ impl Handle {
 
     /// The changes recorded since the last call, in the order they happened.
     pub fn take_changes(&self) -> Vec<KeyChange> {
-        self.pending.set(false);
+        self.changes_pending.set(false);
+        self.pending.set(self.modified_pending.get());
         self.changes.take()
+    }
+
+    /// Whether modified keys were recorded since [`Handle::take_modified`] last took them.
+    #[inline]
+    pub fn has_modified(&self) -> bool {
+        self.modified_pending.get()
+    }
+
+    /// The keys written since the last call (with [`Reporting::modified`] on), in the order
+    /// they were written.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// h.report(Reporting { modified: true, ..Default::default() });
+    /// h.set(0, b"a", b"1", &SetOptions::default()).unwrap();
+    /// h.del(0, &[&b"a"[..], &b"missing"[..]]).unwrap(); // only what existed
+    /// let keys: Vec<_> = h.take_modified().into_iter().map(|m| m.key).collect();
+    /// assert_eq!(keys, [b"a".to_vec(), b"a".to_vec()]);
+    /// ```
+    pub fn take_modified(&self) -> Vec<Modified> {
+        self.modified_pending.set(false);
+        self.pending.set(self.changes_pending.get());
+        self.modified.take()
     }
 
     #[cold]
@@ -209,7 +259,44 @@ impl Handle {
         let mut v = self.changes.take();
         v.push(KeyChange { change, db, key: key.to_vec() });
         self.changes.set(v);
+        self.changes_pending.set(true);
         self.pending.set(true);
+    }
+
+    /// Records, if asked, that a write changed `key` (or deleted it, found expired).
+    #[inline]
+    fn record_modified(&self, db: u32, key: &[u8], expired: bool) {
+        if self.report.get().modified {
+            self.push_modified(db, key.to_vec(), expired);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_modified(&self, db: u32, key: Vec<u8>, expired: bool) {
+        let mut v = self.modified.take();
+        v.push(Modified { db, key, expired });
+        self.modified.set(v);
+        self.modified_pending.set(true);
+        self.pending.set(true);
+    }
+
+    /// [`Handle::record_modified`] for a write that knows its item, not its key.
+    #[inline]
+    fn record_modified_item(&self, db: u32, item: u64) {
+        if self.report.get().modified {
+            self.push_modified_item(db, item);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_modified_item(&self, db: u32, item: u64) {
+        let a = self.arena();
+        let mut k = Vec::new();
+        if ItemView::read(a, item).and_then(|v| v.key(a, &mut k)).is_ok() {
+            self.push_modified(db, k, false);
+        }
     }
 
     /// Counts (and reports, if asked) a key found expired and deleted.
@@ -379,7 +466,7 @@ impl Handle {
     fn remove_locked(&self, db: u32, key: &[u8], loc: &Loc, f: &index::Found) -> Result<(), Error> {
         index::remove(self.arena(), loc, f, Some(&self.p))?;
         self.count_expired(db, key);
-        self.journal_del(db, key);
+        self.journal_del_expired(db, key);
         item::retire_view(&self.p, &f.item)
     }
 
@@ -555,10 +642,11 @@ impl Handle {
         Ok(())
     }
 
-    /// Journals an item's post-image. The check is inlined into every write; the record is
-    /// built out of line.
+    /// Journals an item's post-image (and reports its key modified, if asked). The checks
+    /// are inlined into every write; the record is built out of line.
     #[inline]
     pub(crate) fn journal_item(&self, db: u32, item: u64) {
+        self.record_modified_item(db, item);
         if self.store.journaling() {
             self.journal_item_record(db, item);
         }
@@ -583,6 +671,15 @@ impl Handle {
     }
 
     pub(crate) fn journal_del(&self, db: u32, key: &[u8]) {
+        self.record_modified(db, key, false);
+        if self.store.journaling() {
+            self.store.journal().append(&Record::Del { db, key });
+        }
+    }
+
+    /// [`Handle::journal_del`] of a key deleted because it had expired.
+    fn journal_del_expired(&self, db: u32, key: &[u8]) {
+        self.record_modified(db, key, true);
         if self.store.journaling() {
             self.store.journal().append(&Record::Del { db, key });
         }
@@ -1660,7 +1757,7 @@ mod tests {
         use crate::{Change, Expiry, Kind, Reporting, SetOptions, Store, StoreConfig};
 
         fn both() -> Reporting {
-            Reporting { expired: true, created: true, missed: false }
+            Reporting { expired: true, created: true, missed: false, modified: false }
         }
 
         /// (change, db, key) of what the handle recorded, taken.
@@ -1697,7 +1794,7 @@ mod tests {
             h.report_miss(0, b"y");
             assert_eq!(taken(&h), [(Change::Expired, 0, "y".into())]);
             // Misses are the caller's to report, in order with the rest.
-            h.report(Reporting { missed: true, expired: true, created: false });
+            h.report(Reporting { missed: true, expired: true, created: false, modified: false });
             brief(&mut h, 0, b"z");
             wait();
             assert_eq!(h.get(0, b"z").unwrap(), None);

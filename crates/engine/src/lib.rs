@@ -37,7 +37,9 @@ pub use check::Report;
 pub use coll::{Coll, Entries, Kind, Limits};
 pub use index::{split_totals, SplitTotals, MAX_DBS};
 pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
-pub use keyspace::{Change, ExpireCond, ExpireRound, Handle, Hint, KeyChange, Reporting, Ttl, PREFETCH_GROUP};
+pub use keyspace::{
+    Change, ExpireCond, ExpireRound, Handle, Hint, KeyChange, Modified, Reporting, Ttl, PREFETCH_GROUP,
+};
 pub use larder_arena::{Arena, Backing, Config as ArenaConfig, PageRelease};
 pub use pattern::glob_match;
 pub use string::{Cond, Edit, Expiry, Outcome, SetOptions, SetReply};

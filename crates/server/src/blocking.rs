@@ -288,14 +288,21 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                     shared,
                     worker,
                 };
-                match (w.park.serve)(&mut ctx, &key, true) {
+                let served = match (w.park.serve)(&mut ctx, &key, true) {
                     Ok(served) => served,
                     Err(e) => {
                         ctx.out.buf().clear();
                         reply_error(&mut ctx, &e, None);
                         true
                     }
+                };
+                // What serving changed is invalidated as changed by the served client, whose
+                // own invalidations follow its reply (Redis runs it as the current client).
+                if ctx.h.has_modified() {
+                    crate::tracking::after_command(&mut ctx);
                 }
+                crate::tracking::pending_into(shared, ctx.conn, ctx.out.buf());
+                served
             };
             if !served {
                 break;

@@ -165,6 +165,11 @@ pub struct ConnState {
     /// it waits at (see [`crate::pause`]). The worker leaves the request in the read buffer
     /// and runs it again when the pause ends.
     pub postponed: Option<u64>,
+    /// CLIENT TRACKING's flags ([`crate::tracking::ON`] ...; [`crate::tracking::PENDING`]
+    /// while invalidations wait for the reply): 0 for a client that does not track, the
+    /// one check a command pays.
+    pub tracking: u32,
+    pub tracking_state: Option<Box<crate::tracking::ConnTracking>>,
 }
 
 impl ConnState {
@@ -190,6 +195,8 @@ impl ConnState {
             ready: Vec::new(),
             unchanged: false,
             postponed: None,
+            tracking: 0,
+            tracking_state: None,
         }
     }
 }
@@ -672,7 +679,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
     if ctx.conn.reply == ReplyMode::SkipNext {
         ctx.conn.reply = ReplyMode::Skipping;
     }
-    execute(ctx, cmd);
+    let ran = execute(ctx, cmd);
     // Whether the reply goes out is decided after the command ran, as Redis checks the flags
     // when a reply is added: CLIENT REPLY ON is answered, CLIENT REPLY OFF is not. Pub/sub
     // pushes go out whatever the mode.
@@ -684,9 +691,15 @@ pub fn dispatch(ctx: &mut Ctx<'_>, cmd: Option<usize>) {
         // A command held by CLIENT PAUSE has not run: the skip is still for it.
         ctx.conn.reply = if ctx.conn.postponed.is_some() { ReplyMode::SkipNext } else { ReplyMode::On };
     }
+    // A tracking client's read remembers its keys (again: see `tracking`), and its own
+    // invalidations go out after its reply, whatever the reply mode.
+    if ctx.conn.tracking != 0 {
+        crate::tracking::after_dispatch(ctx, ran);
+    }
 }
 
-fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
+/// Returns the command that ran (None: unknown, refused or queued).
+fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) -> Option<usize> {
     let t = table();
     let name = ctx.arg(0);
     let Some(mut i) = known.or_else(|| t.lookup(name)) else {
@@ -707,7 +720,7 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
         // CLIENT LIST's cmd= is Redis's lastcmd: what the lookup found, here nothing.
         ctx.conn.info.last_cmd.store(u32::MAX, Ordering::Relaxed);
         reject(ctx, None, msg);
-        return;
+        return None;
     };
     if ctx.argc() >= 2 && !t.subcommands(i).is_empty() {
         match t.lookup_sub(i, ctx.arg(1)) {
@@ -720,7 +733,7 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
                 msg.extend_from_slice(b" HELP.");
                 ctx.conn.info.last_cmd.store(u32::MAX, Ordering::Relaxed);
                 reject(ctx, None, msg);
-                return;
+                return None;
             }
         }
     }
@@ -731,18 +744,23 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
         ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
         let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
         reject(ctx, Some(i), msg);
-        return;
+        return None;
     }
     // The rare states (in MULTI, subscribed) cost one branch on the common path, and
     // CLIENT PAUSE one relaxed load.
     if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() {
         if !admit(ctx, i) {
-            return;
+            return None;
         }
     } else if ctx.shared.pause.mode() != crate::pause::OFF && crate::pause::postpones(ctx, i) {
-        return;
+        return None;
+    }
+    // A tracking client's read remembers its keys before it runs (see `tracking`).
+    if ctx.conn.tracking != 0 {
+        crate::tracking::before_read(ctx, spec);
     }
     call(ctx, i);
+    Some(i)
 }
 
 /// The checks Redis's `processCommand` makes for a client in MULTI or subscribed, in its
@@ -861,10 +879,14 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     }
     ctx.conn.unchanged = false;
     let r = (spec.handler)(ctx);
-    // Keys the engine found expired, created or missed and no keyspace event published yet
-    // (a plain load; set only while notify-keyspace-events asks for them).
+    // Keys the engine found expired, created or missed and no keyspace event published yet,
+    // and keys it changed while clients track (a plain load; set only while
+    // notify-keyspace-events or tracking asks for them).
     if ctx.h.has_changes() {
         crate::notify::flush(ctx);
+        if ctx.h.has_modified() {
+            crate::tracking::after_command(ctx);
+        }
     }
     let end = Instant::now();
     let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;

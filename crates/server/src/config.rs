@@ -136,6 +136,8 @@ pub struct Config {
     pub hll_sparse_max_bytes: AtomicU64,
     /// `notify-keyspace-events` as Redis's flags (see [`crate::notify`]); 0: none.
     pub notify_keyspace_events: AtomicU32,
+    /// `tracking-table-max-keys` (0: no limit; see [`crate::tracking`]).
+    pub tracking_table_max_keys: AtomicU64,
     /// Canonical values of the parameters Larder accepts and reports but does not act on yet
     /// (save, appendonly, … until persistence exists). Absent = the default of [`PARAMS`].
     pub passive: RwLock<Vec<(String, String)>>,
@@ -270,6 +272,7 @@ pub const PARAMS: &[Param] = &[
     p("latency-tracking", Kind::Bool, "yes"),
     p("latency-monitor-threshold", Kind::Int(0, I64MAX), "0"),
     p("notify-keyspace-events", Kind::Events, ""),
+    p("tracking-table-max-keys", Kind::Int(0, I64MAX), "1000000"),
     p("list-max-listpack-size", Kind::Int(i32::MIN as i64, INTMAX), "-2"),
     p("list-compress-depth", Kind::Int(0, INTMAX), "0"),
     // The collection thresholds (see LIMIT_PARAMS): Redis 7.0's defaults (its config.c, not
@@ -535,6 +538,7 @@ impl Config {
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
             notify_keyspace_events: AtomicU32::new(0),
+            tracking_table_max_keys: AtomicU64::new(1_000_000),
             passive: RwLock::new(vec![("dir".into(), dir)]),
             file,
         }
@@ -670,6 +674,7 @@ impl Config {
             "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
             "hll-sparse-max-bytes" => self.hll_sparse_max_bytes.store(num() as u64, Ordering::Relaxed),
+            "tracking-table-max-keys" => self.tracking_table_max_keys.store(num() as u64, Ordering::Relaxed),
             "notify-keyspace-events" => {
                 let flags = crate::notify::parse(v.as_bytes()).unwrap_or(0);
                 self.notify_keyspace_events.store(flags, Ordering::Relaxed)
@@ -757,6 +762,7 @@ impl Config {
             "slowlog-max-len" => self.slowlog_max_len.load(Ordering::Relaxed).to_string(),
             "timeout" => l(&self.timeout),
             "hll-sparse-max-bytes" => l(&self.hll_sparse_max_bytes),
+            "tracking-table-max-keys" => l(&self.tracking_table_max_keys),
             "notify-keyspace-events" => crate::notify::render(self.notify_keyspace_events.load(Ordering::Relaxed)),
             "client-output-buffer-limit" => {
                 // The normal class's hard limit may have come from the flag.

@@ -35,6 +35,7 @@ pub mod monitor;
 pub mod notify;
 pub mod pause;
 pub mod stats;
+pub mod tracking;
 mod worker;
 
 use std::collections::HashMap;
@@ -67,6 +68,8 @@ pub struct ClientInfo {
     pub laddr: String,
     pub proto: Proto,
     pub worker: usize,
+    /// The connection's slot in its worker (with the id, how other threads address it).
+    pub slot: u32,
     pub created: Instant,
     pub name: Mutex<Vec<u8>>,
     pub lib_name: Mutex<Vec<u8>>,
@@ -103,17 +106,31 @@ pub struct ClientInfo {
     pub rbuf_peak: AtomicU64,
     /// Bytes held by the connection's buffers (CLIENT LIST `tot-mem`).
     pub mem: AtomicU64,
+    /// CLIENT TRACKING's flags ([`tracking::ON`], ...) and redirect client id (0: none).
+    pub tracking: AtomicU32,
+    pub redirect: AtomicU64,
 }
 
 impl ClientInfo {
     /// A client that just connected.
-    pub fn new(id: u64, addr: String, laddr: String, proto: Proto, worker: usize, fd: i32, now_ms: u64) -> ClientInfo {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: u64,
+        addr: String,
+        laddr: String,
+        proto: Proto,
+        worker: usize,
+        slot: u32,
+        fd: i32,
+        now_ms: u64,
+    ) -> ClientInfo {
         ClientInfo {
             id,
             addr,
             laddr,
             proto,
             worker,
+            slot,
             created: Instant::now(),
             name: Default::default(),
             lib_name: Default::default(),
@@ -138,6 +155,8 @@ impl ClientInfo {
             rbuf_cap: Default::default(),
             rbuf_peak: Default::default(),
             mem: Default::default(),
+            tracking: Default::default(),
+            redirect: Default::default(),
         }
     }
 
@@ -181,6 +200,9 @@ pub struct Mailbox {
     /// The notify-keyspace-events flags the worker's engine handle records for (see
     /// [`notify::sync_worker`]).
     pub notify_flags: AtomicU32,
+    /// Set when messages were appended: the worker delivers them before it reads its
+    /// connections (the waker's event may come after theirs in a round).
+    pub posted: AtomicBool,
 }
 
 /// Everything the workers share.
@@ -228,6 +250,11 @@ pub struct Shared {
     pub watches: families::multi::AbsentWatches,
     /// The clients in MONITOR mode (see [`monitor`]).
     pub monitors: monitor::Monitors,
+    /// Client-side caching: the tracking table and BCAST prefixes (see [`tracking`]).
+    pub tracking: tracking::Tracking,
+    /// DEBUG PAUSE-CRON: the background thread's rounds (active expiry, the tracking table's
+    /// limit) are skipped while set.
+    pub cron_paused: AtomicBool,
 }
 
 impl Shared {
@@ -286,6 +313,7 @@ impl Shared {
             q.extend(msgs);
             was_empty
         };
+        m.posted.store(true, Ordering::Release);
         if was_empty {
             if let Some(w) = self.wakers.get().and_then(|w| w.get(worker)) {
                 let _ = w.wake();
@@ -366,6 +394,8 @@ impl Server {
             pause: Default::default(),
             watches: Default::default(),
             monitors: Default::default(),
+            tracking: tracking::Tracking::new(threads),
+            cron_paused: AtomicBool::new(false),
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a
@@ -420,6 +450,9 @@ impl Server {
 /// segment.
 fn background(shared: Arc<Shared>) {
     let Ok(mut h) = shared.store.handle() else { return };
+    // The keys active expiry deletes are always reported: a client may start tracking one
+    // while a round runs (see `tracking`), and it costs only the expired keys.
+    h.report(larder_engine::Reporting { modified: true, ..h.reporting() });
     let mut sampler = stats::Sampler::default();
     let mut round = 0u64;
     let mut pages_seen = larder_engine::PageRelease::default();
@@ -437,6 +470,12 @@ fn background(shared: Arc<Shared>) {
             }
         }
         sampler.sample(&shared.stats);
+        if shared.cron_paused.load(Ordering::Relaxed) {
+            continue;
+        }
+        if shared.tracking.armed() {
+            tracking::enforce_limit(&shared);
+        }
         let used = shared.store.arena().pages_held_bytes();
         shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
         // A CLIENT PAUSE past its deadline ends here if no command or paused client saw it
@@ -459,6 +498,7 @@ fn background(shared: Arc<Shared>) {
                 continue;
             }
             while let Ok(r) = h.expire_cycle(db, 64) {
+                tracking::flush_detached(&shared, &h, shared.config.threads);
                 // (The handle counts the keys it deleted: `take_expired` below.)
                 if let Some(avg) = r.ttl_sum_ms.checked_div(r.ttl_samples) {
                     avg_ttl.store(running_avg_ttl(avg_ttl.load(Ordering::Relaxed), avg), Ordering::Relaxed);
@@ -469,6 +509,7 @@ fn background(shared: Arc<Shared>) {
             }
         }
         notify::flush_detached(&shared, &h);
+        tracking::broadcast_due(&shared, shared.config.threads);
         shared.stats.worker(shared.config.threads).expired_keys.add(h.take_expired());
         let _ = h.collect();
     }

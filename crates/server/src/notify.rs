@@ -128,12 +128,19 @@ fn reporting(flags: u32) -> Reporting {
         expired: on && flags & EXPIRED != 0,
         created: on && flags & NEW != 0,
         missed: on && flags & KEY_MISS != 0,
+        modified: false,
     }
+}
+
+/// What to record for `flags`, keeping what client-side caching asks for (see
+/// [`crate::tracking`]).
+fn with_flags(h: &Handle, flags: u32) -> Reporting {
+    Reporting { modified: h.reporting().modified, ..reporting(flags) }
 }
 
 /// Tells a handle what to record for the current flags (active expiry, before each round).
 pub fn sync(h: &Handle, shared: &Shared) {
-    let want = reporting(flags(shared));
+    let want = with_flags(h, flags(shared));
     if h.reporting() != want {
         h.report(want);
     }
@@ -154,7 +161,7 @@ pub fn sync_worker(h: &Handle, shared: &Shared, w: usize) {
 #[cold]
 #[inline(never)]
 fn sync_to(h: &Handle, m: &crate::Mailbox, f: u32) {
-    h.report(reporting(f));
+    h.report(with_flags(h, f));
     m.notify_flags.store(f, Ordering::Relaxed);
 }
 
@@ -399,7 +406,7 @@ mod tests {
         assert_eq!(r("KA"), Reporting { expired: true, ..Reporting::default() });
         assert_eq!(r("En"), Reporting { created: true, ..Reporting::default() });
         assert_eq!(r("Km"), Reporting { missed: true, ..Reporting::default() });
-        assert_eq!(r("KEAnm"), Reporting { expired: true, created: true, missed: true });
+        assert_eq!(r("KEAnm"), Reporting { expired: true, created: true, missed: true, modified: false });
     }
 
     #[test]

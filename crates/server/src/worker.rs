@@ -326,6 +326,13 @@ impl Worker {
             // What the engine records for keyspace notifications follows a CONFIG SET on
             // another worker from the next round on.
             crate::notify::sync_worker(&self.h, &self.shared, self.id);
+            // While clients track, the mailbox first: an invalidation posted before another
+            // client's reply went out reaches its connection before the reply to anything
+            // that connection sent after that, as in Redis, where it is in the connection's
+            // buffer already. (Nothing to load while nobody tracks: the handle's flag.)
+            if self.h.reporting().modified && self.shared.mailboxes[self.id].posted.load(Ordering::Relaxed) {
+                self.on_wake();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     RESP_LISTENER => self.accept(Proto::Resp),
@@ -344,6 +351,12 @@ impl Worker {
                         }
                     }
                 }
+            }
+            // The BCAST invalidations this round's commands noted, before the replies go out
+            // (Redis's beforeSleep). Only while the handle reports changed keys: no load
+            // otherwise.
+            if self.h.reporting().modified {
+                crate::tracking::broadcast_due(&self.shared, self.id);
             }
             // Replies are written after every read of the round, back to back: a client
             // waiting on several connections is then woken once for all of them rather
@@ -431,9 +444,6 @@ impl Worker {
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
             let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-            let info =
-                Arc::new(ClientInfo::new(id, addr.to_string(), laddr, proto, self.id, fd, self.shared.uptime_ms()));
-            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -441,6 +451,17 @@ impl Worker {
                     self.conns.len() - 1
                 }
             };
+            let info = Arc::new(ClientInfo::new(
+                id,
+                addr.to_string(),
+                laddr,
+                proto,
+                self.id,
+                slot as u32,
+                fd,
+                self.shared.uptime_ms(),
+            ));
+            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             if self.poll.registry().register(&mut stream, Token(slot + FIRST_CONN), Interest::READABLE).is_err() {
                 self.free.push(slot);
                 self.forget(&info);
@@ -483,6 +504,7 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut c.stream);
             crate::families::pubsub::forget(&self.shared, &mut c.state);
             crate::families::multi::unwatch_all(&self.shared, &mut c.state);
+            crate::tracking::disable(&self.shared, &mut c.state);
             self.shared.monitors.leave(&c.state.info);
             self.forget(&c.state.info);
             self.free.push(i);
@@ -609,6 +631,8 @@ impl Worker {
         // Holding the worker's exec gate (an EXEC on another worker waits for the batch to
         // end, and the batch for the EXEC).
         let _gate = self.shared.gates[self.id].hold();
+        // Changed keys are reported while anyone tracks (one relaxed load while nobody does).
+        crate::tracking::sync_worker(&self.h, &self.shared);
         c.state.clock = std::time::Instant::now();
         c.state
             .info
@@ -618,6 +642,11 @@ impl Worker {
             Proto::Resp => run_resp(c, &mut self.batch, &mut self.h, &self.shared, self.id),
             Proto::Memcache => {
                 let pos = run_memcache(c, &mut self.h, &self.shared, self.id);
+                // Invalidations of the keys the requests changed (memcached clients do not
+                // track: nothing waits for their replies).
+                if self.h.has_modified() {
+                    crate::tracking::flush_detached(&self.shared, &self.h, self.id);
+                }
                 (pos, c.state.postponed.take().map(|g| Held::Postponed(g, 0)))
             }
         };
@@ -673,6 +702,7 @@ impl Worker {
             let _gate = shared.gates[self.id].hold();
             let _all = (retry & crate::blocking::RETRY_SWEEP != 0)
                 .then(|| crate::gate::Exclusive::enter(&shared.gates, &shared.exec_lock, self.id));
+            crate::tracking::sync_worker(&self.h, shared);
             crate::blocking::retry(&mut self.h, shared, self.id, &ids);
         }
         self.settle_parked(false);
@@ -801,7 +831,9 @@ impl Worker {
         if mb.sweep.swap(false, Ordering::AcqRel) {
             self.sweep_killed();
         }
-        let msgs = std::mem::take(&mut *self.shared.mailboxes[self.id].msgs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mb = &self.shared.mailboxes[self.id];
+        mb.posted.store(false, Ordering::Relaxed);
+        let msgs = std::mem::take(&mut *mb.msgs.lock().unwrap_or_else(|e| e.into_inner()));
         let mut touched: Vec<usize> = Vec::new();
         for m in msgs {
             match m {
@@ -1117,6 +1149,8 @@ fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
 /// Whether a connection's pending output is over its class's `client-output-buffer-limit`:
 /// the hard limit at once, the soft limit once it has lasted more than its seconds (as
 /// Redis's `checkClientOutputBufferLimits`). Logs the disconnection.
+// Always inlined: out of line it cost 30 instructions a write more (see the tracking commit).
+#[inline(always)]
 fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
     let len = (c.wbuf.len() - c.wsent) as u64;
     let cfg = &shared.config;

@@ -16,7 +16,7 @@ use crate::command::{
     table, Argv, CmdError, Ctx, Handler, ReplyMode, Spec, ADMIN, ALLOW_BUSY, FAST, LOADING, NOSCRIPT, NO_AUTH, STALE,
 };
 use crate::families::server::reply_help;
-use crate::{ClientInfo, Shared};
+use crate::{tracking, ClientInfo, Shared};
 
 const fn spec(name: &'static str, arity: i32, flags: u32, summary: &'static str, handler: Handler) -> Spec {
     Spec { name, arity, flags, first_key: 0, last_key: 0, step: 0, group: "connection", summary, handler }
@@ -68,6 +68,28 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("client|pause", -3, ADMIN | CS, "Suspends commands processing.", cmd_client_pause),
     spec("client|unpause", 2, ADMIN | CS, "Resumes processing commands from paused clients.", cmd_client_unpause),
     spec("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", cmd_client_help),
+    spec(
+        "client|tracking",
+        -3,
+        CS,
+        "Enable or disable server assisted client side caching support",
+        cmd_client_tracking,
+    ),
+    spec(
+        "client|caching",
+        3,
+        CS,
+        "Instruct the server about tracking or not keys in the next request",
+        cmd_client_caching,
+    ),
+    spec("client|getredir", 2, CS, "Get tracking notifications redirection client ID if any", cmd_client_getredir),
+    spec(
+        "client|trackinginfo",
+        2,
+        CS,
+        "Return information about server assisted client side caching for the current connection",
+        cmd_client_trackinginfo,
+    ),
 ];
 
 /// The handler of a container command called without a subcommand. The dispatcher only
@@ -258,6 +280,7 @@ fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
     ctx.shared.monitors.leave(&ctx.conn.info);
+    crate::tracking::disable(ctx.shared, ctx.conn);
     ctx.out.simple(b"RESET");
     Ok(())
 }
@@ -423,6 +446,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     if c.blocked.load(Ordering::Relaxed) {
         flags.push('b');
     }
+    crate::tracking::list_flags(c, &mut flags);
     if c.killed.load(Ordering::Relaxed) {
         flags.push('A');
     }
@@ -445,7 +469,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
          qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
-         user=default redir=-1 resp={} lib-name={} lib-ver={}",
+         user=default redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -467,6 +491,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         c.mem.load(Ordering::Relaxed).max(rbs + obl),
         if obl > 0 { "rw" } else { "r" },
         cmd,
+        redirect_of(c),
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name),
         text(&c.lib_ver),
@@ -671,6 +696,10 @@ fn cmd_client_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         ctx,
         "CLIENT",
         &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "GETNAME",
             "    Return the name of the current connection.",
             "ID",
@@ -715,9 +744,203 @@ fn cmd_client_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    * LIB-VER: the client lib version.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
         ],
     );
+    Ok(())
+}
+
+/// CLIENT LIST's `redir`: the redirect client while tracking (0: none), else -1.
+fn redirect_of(c: &ClientInfo) -> i64 {
+    if c.tracking.load(Ordering::Relaxed) & tracking::ON != 0 {
+        c.redirect.load(Ordering::Relaxed) as i64
+    } else {
+        -1
+    }
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: two prefixes of one client overlap when one
+/// starts with the other (the empty prefix overlaps every one).
+fn prefix_collision(existing: &[Vec<u8>], new: &[Vec<u8>]) -> Option<CmdError> {
+    let overlap = |a: &[u8], b: &[u8]| a[..a.len().min(b.len())] == b[..a.len().min(b.len())];
+    // Redis's '%s': up to a NUL.
+    let c_str =
+        |s: &[u8]| String::from_utf8_lossy(&s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())]).into_owned();
+    for (i, p) in new.iter().enumerate() {
+        if let Some(e) = existing.iter().find(|e| overlap(e, p)) {
+            return Some(CmdError::new(format!(
+                "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                c_str(p),
+                c_str(e)
+            )));
+        }
+        if let Some(q) = new[i + 1..].iter().find(|q| overlap(p, q)) {
+            return Some(CmdError::new(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                c_str(p),
+                c_str(q)
+            )));
+        }
+    }
+    None
+}
+
+/// # Format
+/// `CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX prefix ...] [OPTIN] [OPTOUT]
+/// [NOLOOP]` → `+OK`; see [`crate::tracking`].
+pub(crate) fn cmd_client_tracking(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut redir: i64 = 0;
+    let mut options = 0u32;
+    let mut prefixes: Vec<Vec<u8>> = Vec::new();
+    let mut j = 3;
+    while j < ctx.argc() {
+        let more = ctx.argc() - 1 - j;
+        let opt = ctx.arg(j).to_ascii_lowercase();
+        match opt.as_slice() {
+            b"redirect" if more > 0 => {
+                j += 1;
+                if redir != 0 {
+                    return Err(CmdError::new("ERR A client can only redirect to a single other client"));
+                }
+                redir = ctx.int(j)?;
+                let exists = redir > 0
+                    && ctx.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&(redir as u64));
+                if !exists {
+                    return Err(CmdError::new("ERR The client ID you want redirect to does not exist"));
+                }
+            }
+            b"bcast" => options |= tracking::BCAST,
+            b"optin" => options |= tracking::OPTIN,
+            b"optout" => options |= tracking::OPTOUT,
+            b"noloop" => options |= tracking::NOLOOP,
+            b"prefix" if more > 0 => {
+                j += 1;
+                prefixes.push(ctx.arg(j).to_vec());
+            }
+            _ => return Err(CmdError::syntax()),
+        }
+        j += 1;
+    }
+    let mode = ctx.arg(2);
+    if mode.eq_ignore_ascii_case(b"on") {
+        let flags = ctx.conn.tracking;
+        if options & tracking::BCAST == 0 && !prefixes.is_empty() {
+            return Err(CmdError::new("ERR PREFIX option requires BCAST mode to be enabled"));
+        }
+        if flags & tracking::ON != 0 && (flags & tracking::BCAST != 0) != (options & tracking::BCAST != 0) {
+            return Err(CmdError::new(
+                "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
+        }
+        if options & tracking::BCAST != 0 && options & (tracking::OPTIN | tracking::OPTOUT) != 0 {
+            return Err(CmdError::new("ERR OPTIN and OPTOUT are not compatible with BCAST"));
+        }
+        if options & tracking::OPTIN != 0 && options & tracking::OPTOUT != 0 {
+            return Err(CmdError::new("ERR You can't specify both OPTIN mode and OPTOUT mode"));
+        }
+        if (options & tracking::OPTIN != 0 && flags & tracking::OPTOUT != 0)
+            || (options & tracking::OPTOUT != 0 && flags & tracking::OPTIN != 0)
+        {
+            return Err(CmdError::new(
+                "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.",
+            ));
+        }
+        if options & tracking::BCAST != 0 {
+            let existing = ctx.conn.tracking_state.as_ref().map(|s| s.prefixes.clone()).unwrap_or_default();
+            if let Some(e) = prefix_collision(&existing, &prefixes) {
+                return Err(e);
+            }
+        }
+        tracking::enable(ctx, redir as u64, options, &prefixes);
+    } else if mode.eq_ignore_ascii_case(b"off") {
+        tracking::disable(ctx.shared, ctx.conn);
+    } else {
+        return Err(CmdError::syntax());
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT CACHING YES|NO` → `+OK`: the next command (or transaction) of an OPTIN client
+/// remembers its keys (YES), or of an OPTOUT client does not (NO).
+fn cmd_client_caching(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let flags = ctx.conn.tracking;
+    if flags & tracking::ON == 0 {
+        return Err(CmdError::new(
+            "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
+        ));
+    }
+    let opt = ctx.arg(2);
+    if opt.eq_ignore_ascii_case(b"yes") {
+        if flags & tracking::OPTIN == 0 {
+            return Err(CmdError::new("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode."));
+        }
+    } else if opt.eq_ignore_ascii_case(b"no") {
+        if flags & tracking::OPTOUT == 0 {
+            return Err(CmdError::new("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode."));
+        }
+    } else {
+        return Err(CmdError::syntax());
+    }
+    ctx.conn.tracking |= tracking::CACHING;
+    ctx.conn.info.tracking.fetch_or(tracking::CACHING, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT GETREDIR` → the redirect client's id, 0 for none, -1 when not tracking.
+fn cmd_client_getredir(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let r = redirect_of(&ctx.conn.info);
+    ctx.out.integer(r);
+    Ok(())
+}
+
+/// # Format
+/// `CLIENT TRACKINGINFO` → a map: `flags` (a set: on/off, bcast, optin, caching-yes,
+/// optout, caching-no, noloop, broken_redirect), `redirect`, `prefixes`.
+fn cmd_client_trackinginfo(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let f = ctx.conn.info.tracking.load(Ordering::Relaxed);
+    let mut flags: Vec<&[u8]> = vec![if f & tracking::ON != 0 { b"on" } else { b"off" }];
+    if f & tracking::BCAST != 0 {
+        flags.push(b"bcast");
+    }
+    if f & tracking::OPTIN != 0 {
+        flags.push(b"optin");
+        if f & tracking::CACHING != 0 {
+            flags.push(b"caching-yes");
+        }
+    }
+    if f & tracking::OPTOUT != 0 {
+        flags.push(b"optout");
+        if f & tracking::CACHING != 0 {
+            flags.push(b"caching-no");
+        }
+    }
+    if f & tracking::NOLOOP != 0 {
+        flags.push(b"noloop");
+    }
+    if f & tracking::BROKEN_REDIR != 0 {
+        flags.push(b"broken_redirect");
+    }
+    let redirect = redirect_of(&ctx.conn.info);
+    let prefixes = ctx.conn.tracking_state.as_ref().map(|s| s.prefixes.clone()).unwrap_or_default();
+    ctx.out.map(3);
+    ctx.out.bulk(b"flags").set(flags.len());
+    for fl in flags {
+        ctx.out.bulk(fl);
+    }
+    ctx.out.bulk(b"redirect").integer(redirect);
+    ctx.out.bulk(b"prefixes").array(prefixes.len());
+    for p in &prefixes {
+        ctx.out.bulk(p);
+    }
     Ok(())
 }

@@ -547,6 +547,7 @@ fn check_flush_args(ctx: &Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_flushdb(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     check_flush_args(ctx)?;
     ctx.h.flushdb(ctx.conn.db)?;
+    crate::tracking::on_flush(ctx);
     ctx.out.ok();
     Ok(())
 }
@@ -556,6 +557,7 @@ fn cmd_flushdb(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_flushall(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     check_flush_args(ctx)?;
     ctx.h.flushall()?;
+    crate::tracking::on_flush(ctx);
     ctx.out.ok();
     Ok(())
 }

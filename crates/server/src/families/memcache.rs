@@ -900,6 +900,7 @@ impl<'a> Mc<'a> {
         } else {
             self.st.schedule_flush(self.h.store(), None);
             self.h.flushdb(DB)?;
+            crate::tracking::on_flush_detached(self.shared);
         }
         if !noreply {
             reply::ok(self.out);
@@ -1829,7 +1830,7 @@ mod tests {
         let shared = server.shared.clone();
         let mut h = shared.store.handle().unwrap();
         let new_conn = || {
-            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, -1, 0));
+            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, 0, -1, 0));
             ConnState::new(1, 0, info)
         };
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
@@ -1889,7 +1890,7 @@ mod tests {
         input.extend_from_slice(&b"get a b c x a a c\r\ngat 100 c b a\r\nget b\r\n".repeat(3));
         input.extend_from_slice(b"mn\r\nget c c c c c c c c\r\nversion\r\n");
         let mut run = |cap: usize| {
-            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, -1, 0));
+            let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, 0, -1, 0));
             let mut conn = ConnState::new(1, 0, info);
             let (mut out, mut pos, mut calls) = (Vec::new(), 0, 0);
             while pos < input.len() {

@@ -336,7 +336,15 @@ fn run(ctx: &mut Ctx<'_>, q: &Queue) {
                     worker: ctx.worker,
                 };
                 let mark = inner.out.buf().len();
+                let spec = crate::command::table().specs[i as usize];
+                // A tracking client's reads remember their keys, as outside a transaction.
+                if inner.conn.tracking != 0 {
+                    crate::tracking::before_read(&mut inner, spec);
+                }
                 crate::command::call(&mut inner, i as usize);
+                if inner.conn.tracking != 0 {
+                    crate::tracking::after_read(&mut inner, spec);
+                }
                 // CLIENT REPLY OFF inside the transaction silences the replies after it,
                 // as Redis decides per reply (the array header is already out).
                 if inner.conn.reply == ReplyMode::Off && !inner.conn.pushed {

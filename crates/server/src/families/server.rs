@@ -489,7 +489,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 "blocked_clients:{}",
                 shared.blocked_clients.load(Ordering::Relaxed) + shared.pause.postponed.load(Ordering::Relaxed)
             );
-            line!("tracking_clients:0");
+            line!("tracking_clients:{}", shared.tracking.counts().0);
             line!("pubsub_clients:{pubsub}");
         }
         "memory" => {
@@ -561,6 +561,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("pubsubshard_channels:{}", shared.pubsub.shard_count());
             line!("latest_fork_usec:0");
             line!("total_forks:0");
+            let (_, keys, items, prefixes) = shared.tracking.counts();
+            line!("tracking_total_keys:{keys}");
+            line!("tracking_total_items:{items}");
+            line!("tracking_total_prefixes:{prefixes}");
             line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
             line!("unexpected_error_replies:0");
         }
@@ -775,6 +779,10 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     // This worker's engine handle records what the new notify-keyspace-events asks for from
     // the next command on (the other workers' from their next round).
     crate::notify::sync_worker(ctx.h, ctx.shared, ctx.worker);
+    // A lower tracking-table-max-keys is reached at once (Redis: before the next command).
+    if checked.iter().any(|(p, _)| p.name == "tracking-table-max-keys") && ctx.shared.tracking.armed() {
+        crate::tracking::enforce_limit(ctx.shared);
+    }
     ctx.out.ok();
     Ok(())
 }
@@ -1424,6 +1432,11 @@ fn cmd_debug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             ctx.shared.active_expire.store(on, Ordering::Relaxed);
             ctx.out.ok();
         }
+        (b"pause-cron", 3) => {
+            let on = leading_number(ctx.arg(2)) as i64 != 0;
+            ctx.shared.cron_paused.store(on, Ordering::Relaxed);
+            ctx.out.ok();
+        }
         (b"log", 3) => {
             tracing::warn!("DEBUG LOG: {}", lossy(ctx.arg(2)));
             ctx.out.ok();
@@ -1434,6 +1447,8 @@ fn cmd_debug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             &[
                 "LOG <message>",
                 "    Write <message> to the server log.",
+                "PAUSE-CRON <0|1>",
+                "    Stop periodic cron job processing.",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Setting it to 0 disables expiring keys in background when they are not accessed (otherwise the Redis behavior). Setting it to 1 reenables back the default.",
                 "SLEEP <seconds>",

@@ -60,8 +60,7 @@ fn earliest(x: u64, y: u64) -> u64 {
 /// Milliseconds on the monotonic clock, which every process on the machine shares; never 0
 /// (0 marks a clean run).
 fn now_ms() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000).max(1)
+    crate::map::monotonic_ms().max(1)
 }
 
 const fn build_classes() -> ([u32; 96], usize) {
@@ -875,9 +874,10 @@ impl Participant {
     fn wait_for_release(&self) -> bool {
         let Ok(releasing) = self.arena.u64(crate::H_RELEASING) else { return false };
         let mut waited = false;
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
         loop {
             let t = releasing.load(Ordering::Acquire);
-            if t == 0 || now_ms().saturating_sub(t) > 2000 {
+            if t == 0 || now_ms().saturating_sub(t) > 2000 || std::time::Instant::now() > give_up {
                 return waited;
             }
             waited = true;

@@ -416,9 +416,7 @@ impl Participant {
     #[inline(never)]
     fn alloc_refill(&self, c: usize) -> Result<u64, Error> {
         self.drop_corrupt_free_list(c)?;
-        match self.refill(c) {
-            // A page release may hold this class's free blocks for a moment.
-            Err(Error::Full) if self.wait_for_release() => self.refill(c),
+        match self.refill_past_release(c) {
             Err(Error::Full) if self.reclaim_for_space() => {
                 // Reclaimed blocks of this class are on this participant's free list now
                 // (each checked by `free`).
@@ -867,20 +865,32 @@ impl Participant {
         r
     }
 
-    /// An allocation found the arena full: if a page release holds a stack now (one that
-    /// began less than two seconds ago: a releaser killed in the middle leaves its mark),
-    /// waits for it to end and says so, so the caller tries again.
-    #[inline(never)]
-    fn wait_for_release(&self) -> bool {
-        let Ok(releasing) = self.arena.u64(crate::H_RELEASING) else { return false };
-        let mut waited = false;
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    /// [`Participant::refill`], which, when the arena is full, tries again while a page
+    /// release holds free blocks (a pass in progress: its mark in the header, less than two
+    /// seconds old, as a releaser killed in the middle leaves it) or has just given them
+    /// back (the class's stack changed since the try), for up to two seconds.
+    fn refill_past_release(&self, c: usize) -> Result<u64, Error> {
+        let a = &*self.arena;
+        let (Ok(stack), Ok(releasing)) = (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING)) else {
+            return self.refill(c);
+        };
+        let mut give_up = None;
         loop {
-            let t = releasing.load(Ordering::Acquire);
-            if t == 0 || now_ms().saturating_sub(t) > 2000 || std::time::Instant::now() > give_up {
-                return waited;
+            let before = stack.load(Ordering::Acquire);
+            let r = self.refill(c);
+            if !matches!(r, Err(Error::Full)) {
+                return r;
             }
-            waited = true;
+            let t = releasing.load(Ordering::Acquire);
+            let releasing_now = t != 0 && now_ms().saturating_sub(t) <= 2000;
+            if !releasing_now && stack.load(Ordering::Acquire) == before {
+                return r;
+            }
+            let deadline =
+                *give_up.get_or_insert_with(|| std::time::Instant::now() + std::time::Duration::from_secs(2));
+            if std::time::Instant::now() > deadline {
+                return r;
+            }
             std::thread::yield_now();
         }
     }

@@ -81,6 +81,9 @@ pub struct Park {
     /// (set by the worker when it parks the client).
     req: Vec<u8>,
     args: Args,
+    /// How long the command's first run took, if that reached `slowlog-log-slower-than`
+    /// (set by `command::run`); the slow log entry is written when the client is served.
+    pub first_usec: u64,
 }
 
 impl std::fmt::Debug for Park {
@@ -128,8 +131,16 @@ pub fn serve_or_block(
     // A deadline past what Instant can hold is as good as forever.
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
     let dst = dst.map(|i| ctx.arg(i).to_vec());
-    ctx.conn.park =
-        Some(Box::new(Park { db: ctx.conn.db, keys, dst, deadline, serve, req: Vec::new(), args: Args::new() }));
+    ctx.conn.park = Some(Box::new(Park {
+        db: ctx.conn.db,
+        keys,
+        dst,
+        deadline,
+        serve,
+        req: Vec::new(),
+        args: Args::new(),
+        first_usec: 0,
+    }));
     Ok(())
 }
 
@@ -184,6 +195,9 @@ impl Registry {
         } else {
             Writer::new(&mut out, w.proto).null_array();
         }
+        // Logged as Redis 7.0.15 logs it: after the client's arguments were freed, so with
+        // none.
+        slowlog_unblocked(shared, w, 0, false);
         let worker = w.worker;
         unqueue(shared, &mut g, id);
         if let Some(w) = g.waiters.get_mut(&id) {
@@ -192,6 +206,21 @@ impl Registry {
         drop(g);
         wake(shared, worker);
         true
+    }
+}
+
+/// A blocked client is served or unblocked (CLIENT UNBLOCK): its command goes into the slow
+/// log with its whole duration, its first run and `serve_usec`, as Redis's
+/// `updateStatsOnUnblock` logs it (not when it blocked; a timeout logs nothing).
+/// `with_args` false logs the entry with no arguments.
+fn slowlog_unblocked(shared: &Shared, w: &Waiter, serve_usec: u64, with_args: bool) {
+    let usec = w.park.first_usec + serve_usec;
+    if usec >= shared.config.slowlog_log_slower_than.load(Ordering::Relaxed) {
+        // Blocking commands have no arguments to redact: no command name needed.
+        let none = Args::new();
+        let argv =
+            if with_args { Argv { args: &w.park.args, buf: &w.park.req } } else { Argv { args: &none, buf: &[] } };
+        crate::command::slowlog_add(shared, "", &argv, &w.info, usec);
     }
 }
 
@@ -287,14 +316,19 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                     shared,
                     worker,
                 };
-                match (w.park.serve)(&mut ctx, &key, true) {
+                let start = Instant::now();
+                let served = match (w.park.serve)(&mut ctx, &key, true) {
                     Ok(served) => served,
                     Err(e) => {
                         ctx.out.buf().clear();
                         reply_error(&mut ctx, &e, None);
                         true
                     }
+                };
+                if served {
+                    slowlog_unblocked(shared, w, start.elapsed().as_micros() as u64, true);
                 }
+                served
             };
             if !served {
                 break;

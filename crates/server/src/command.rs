@@ -13,7 +13,7 @@ use std::time::Instant;
 use larder_engine::Handle;
 use larder_resp::{Args, Protocol, Writer};
 
-use crate::Shared;
+use crate::{ClientInfo, Shared};
 
 // Command flags, as COMMAND INFO names them.
 pub const WRITE: u32 = 1;
@@ -894,7 +894,12 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     }
     let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
     if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {
-        slowlog_add(ctx, spec, usec);
+        match ctx.conn.park.as_mut() {
+            // A client that blocked is logged when it is served or unblocked, with its
+            // whole duration (Redis's `updateStatsOnUnblock`).
+            Some(park) => park.first_usec = usec,
+            None => slowlog_add(ctx.shared, spec.name, &ctx.argv, &ctx.conn.info, usec),
+        }
     }
 }
 
@@ -917,17 +922,17 @@ pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) 
     ctx.out.error(&line);
 }
 
-fn slowlog_add(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
-    let max = ctx.shared.config.slowlog_max_len.load(Ordering::Relaxed);
+/// Adds command `name` with arguments `argv`, run by client `info` in `usec`, to the slow log.
+pub(crate) fn slowlog_add(shared: &Shared, name: &str, argv: &Argv<'_>, info: &ClientInfo, usec: u64) {
+    let max = shared.config.slowlog_max_len.load(Ordering::Relaxed);
     // Credentials are logged as Redis logs them: "(redacted)".
-    let redacted = crate::families::connection::redacted_args(spec.name, ctx.argv);
-    let mut log = ctx.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
+    let redacted = crate::families::connection::redacted_args(name, *argv);
+    let mut log = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
     let id = log.next_id;
     log.next_id += 1;
     // As Redis: at most 32 arguments, each at most 128 bytes, with a note of what was cut.
-    let argc = ctx.argc();
-    let mut args: Vec<Vec<u8>> = ctx
-        .argv
+    let argc = argv.len();
+    let mut args: Vec<Vec<u8>> = argv
         .iter()
         .take(if argc > 32 { 31 } else { 32 })
         .enumerate()
@@ -951,8 +956,8 @@ fn slowlog_add(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
         time: larder_engine::now_ms() / 1000,
         usec,
         args,
-        addr: ctx.conn.info.addr.clone(),
-        name: ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        addr: info.addr.clone(),
+        name: info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
     log.entries.push_front(entry);
     while log.entries.len() > max {

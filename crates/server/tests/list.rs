@@ -2,6 +2,8 @@
 //! Expected replies were taken from redis-server 7.0.15.
 
 mod common;
+#[path = "common/reply.rs"]
+mod reply;
 
 use std::time::{Duration, Instant};
 
@@ -832,4 +834,43 @@ fn blocked_reply_is_dropped_under_client_reply_off_and_skip() {
     wait_blocked(&mut other, 1);
     ck(&mut other, "RPUSH l c", ":1\r\n");
     c.check(b"", b"*2\r\n$1\r\nl\r\n$1\r\nc\r\n");
+}
+
+/// A blocked command goes into the slow log when it is served (or unblocked by CLIENT
+/// UNBLOCK), with its original arguments, not when it blocks; a timeout logs nothing
+/// (Redis 7.0.15's `updateStatsOnUnblock`; the suite's "SLOWLOG - Rewritten commands are
+/// logged as their original command").
+#[test]
+fn blocked_commands_are_slowlogged_when_served() {
+    let s = start();
+    let (mut p, mut w) = one_per_worker(&s);
+    c(&mut p, &["CONFIG", "SET", "slowlog-log-slower-than", "0"], "+OK\r\n");
+    w.send(&cmd(&[b"BLPOP", b"l", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    c(&mut p, &["LPUSH", "l", "foo"], "+QUEUED\r\n");
+    c(&mut p, &["SLOWLOG", "RESET"], "+QUEUED\r\n");
+    c(&mut p, &["EXEC"], "*2\r\n:1\r\n+OK\r\n");
+    w.check(b"", b"*2\r\n$1\r\nl\r\n$3\r\nfoo\r\n");
+    // The arguments of the newest entries.
+    let newest = |p: &mut Raw| {
+        let entry = |e: reply::Val| e.arr()[3].clone().strings().join(" ");
+        let log: Vec<String> = reply::call(p, "SLOWLOG GET 2").arr().into_iter().map(entry).collect();
+        (log[0].clone(), log.get(1).cloned().unwrap_or_default())
+    };
+    // Newest first: the BLPOP, served after EXEC's commands.
+    assert_eq!(newest(&mut p), ("BLPOP l 0".into(), "SLOWLOG RESET".into()));
+    // Blocked, then timed out: nothing.
+    c(&mut p, &["SLOWLOG", "RESET"], "+OK\r\n");
+    w.send(&cmd(&[b"BRPOP", b"x", b"0.05"]));
+    w.check(b"", b"*-1\r\n");
+    assert_eq!(newest(&mut p), ("SLOWLOG RESET".into(), String::new()));
+    let id = client_id(&mut w);
+    w.send(&cmd(&[b"BRPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id.to_string()], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    // Blocked, then CLIENT UNBLOCK: logged before the CLIENT UNBLOCK, with no arguments
+    // (Redis 7.0.15 logs it once the client's arguments are gone).
+    assert_eq!(newest(&mut p), (format!("CLIENT UNBLOCK {id}"), String::new()));
 }

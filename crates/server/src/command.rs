@@ -874,6 +874,9 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     if let Some(c) = ws.cmd.get(i) {
         c.calls.incr();
         c.usec.add(usec);
+        if ctx.shared.config.latency_tracking.load(Ordering::Relaxed) {
+            c.hist[crate::latency::bucket(usec)].incr();
+        }
     }
     let ok = r.is_ok();
     match r {
@@ -892,8 +895,24 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     if ok && spec.flags & WRITE != 0 && ctx.shared.watches.any() {
         crate::families::multi::touch_created(ctx, spec);
     }
-    let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
-    if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {
+    // One threshold for the slow log and the latency monitor.
+    if usec >= ctx.shared.config.slow_usec.load(Ordering::Relaxed) {
+        slow(ctx, spec, usec);
+    }
+}
+
+/// A command that took long enough for the slow log or the latency monitor (Redis's
+/// `call`: the "command" / "fast-command" latency sample, then the slow log entry).
+#[cold]
+#[inline(never)]
+fn slow(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
+    let cfg = &ctx.shared.config;
+    let threshold_ms = cfg.latency_monitor_threshold.load(Ordering::Relaxed);
+    if threshold_ms > 0 && usec / 1000 >= threshold_ms {
+        let event = if spec.flags & FAST != 0 { "fast-command" } else { "command" };
+        ctx.shared.latency.lock().unwrap_or_else(|e| e.into_inner()).add(event, usec / 1000);
+    }
+    if usec >= cfg.slowlog_log_slower_than.load(Ordering::Relaxed) && spec.flags & SKIP_SLOWLOG == 0 {
         match ctx.conn.park.as_mut() {
             // A client that blocked is logged when it is served or unblocked, with its
             // whole duration (Redis's `updateStatsOnUnblock`).

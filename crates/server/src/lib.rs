@@ -8,7 +8,7 @@
 //!                                  → replies appended to the write buffer → one write
 //!   1 background thread:     active expiry, every 100 ms (and the end of a CLIENT PAUSE)
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
-//!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
+//!   Shared (Arc):            the Store, config, stats, client registry, slowlog, latency events,
 //!                            pub/sub registry, one mailbox and one exec gate per worker,
 //!                            the CLIENT PAUSE state and the MONITOR count (one relaxed
 //!                            load each per command)
@@ -31,6 +31,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod latency;
 pub mod monitor;
 pub mod notify;
 pub mod pause;
@@ -191,6 +192,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub connected: AtomicU64,
     pub slowlog: Mutex<Slowlog>,
+    /// The latency monitor's events (LATENCY LATEST, HISTORY, …).
+    pub latency: Mutex<latency::Events>,
     pub started: Instant,
     pub run_id: String,
     pub shutdown: AtomicBool,
@@ -337,6 +340,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             connected: AtomicU64::new(0),
             slowlog: Mutex::new(Slowlog::default()),
+            latency: Mutex::new(latency::Events::default()),
             started: Instant::now(),
             run_id,
             shutdown: AtomicBool::new(false),

@@ -59,6 +59,8 @@ pub struct CmdStats {
     pub usec: Counter,
     pub rejected: Counter,
     pub failed: Counter,
+    /// Calls by duration, in the buckets of [`crate::latency::bucket`] (`latency-tracking`).
+    pub hist: [Counter; crate::latency::BUCKETS],
 }
 
 #[derive(Default, Debug)]
@@ -181,6 +183,17 @@ impl Stats {
         t
     }
 
+    /// Per command: its latency histogram, summed over workers.
+    pub fn histogram(&self, i: usize) -> [u64; crate::latency::BUCKETS] {
+        let mut h = [0; crate::latency::BUCKETS];
+        for c in self.workers.iter().filter_map(|w| w.cmd.get(i)) {
+            for (n, b) in h.iter_mut().zip(&c.hist) {
+                *n += b.get();
+            }
+        }
+        h
+    }
+
     /// Error counts by prefix, summed over workers.
     pub fn errors(&self) -> Vec<(String, u64)> {
         let mut all: HashMap<String, u64> = HashMap::new();
@@ -213,7 +226,7 @@ impl Stats {
             }
             w.errors.lock().unwrap_or_else(|e| e.into_inner()).clear();
             for c in &w.cmd {
-                for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                for a in [&c.calls, &c.usec, &c.rejected, &c.failed].into_iter().chain(&c.hist) {
                     a.reset();
                 }
             }

@@ -159,6 +159,7 @@ pub(crate) fn spawn_all(
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
             collected: std::time::Instant::now(),
+            clients_cron: (std::time::Instant::now(), 0),
         };
         handles.push(
             std::thread::Builder::new()
@@ -225,7 +226,13 @@ struct Worker {
     round_reads: u64,
     /// When this worker last collected retired memory while busy (see `run`).
     collected: std::time::Instant,
+    /// When [`Worker::resize_query_buffers`] last ran, and the slot it goes on from.
+    clients_cron: (std::time::Instant, usize),
 }
+
+/// How often a worker looks at some of its connections' read buffers (Redis's
+/// `clientsCron` at the default `hz 10`).
+const CLIENTS_CRON_EVERY: Duration = Duration::from_millis(100);
 
 /// How often a busy worker that holds retired memory collects it (and, when free large
 /// runs are still resident, gives back those free for long enough). An idle one collects
@@ -373,6 +380,10 @@ impl Worker {
             }
             let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
+            if waiting.duration_since(self.clients_cron.0) >= CLIENTS_CRON_EVERY {
+                self.clients_cron.0 = waiting;
+                self.resize_query_buffers();
+            }
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
                 let _ = self.h.collect();
@@ -880,6 +891,42 @@ impl Worker {
     }
 
     /// Closes clients idle longer than `timeout` seconds (0 = never).
+    /// Redis's `clientsCronResizeQueryBuffer`, on a tenth of the connections (at least 5)
+    /// each [`CLIENTS_CRON_EVERY`], so each about once a second: a read buffer with more than
+    /// 4 KiB spare is given back when its client has been idle over 2 s, or cut down to its
+    /// recent peak when it is over 32 KiB and twice that peak. A connection that once sent a
+    /// large value does not keep a buffer of its size for good. The peak starts again from
+    /// what the buffer holds.
+    fn resize_query_buffers(&mut self) {
+        const RESIZE_THRESHOLD: usize = 32 * 1024;
+        let n = self.conns.len();
+        if n == 0 {
+            return;
+        }
+        let now = self.shared.uptime_ms();
+        let mut i = self.clients_cron.1 % n;
+        for _ in 0..(n / 10).max(5).min(n) {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                let (len, cap) = (c.rbuf.len(), c.rbuf.capacity());
+                let peak = c.state.info.rbuf_peak.load(Ordering::Relaxed) as usize;
+                let idle_secs = now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) / 1000;
+                if cap - len > 4 * 1024 {
+                    if idle_secs > 2 {
+                        c.rbuf.shrink_to(len);
+                    } else if cap > RESIZE_THRESHOLD && cap / 2 > peak {
+                        c.rbuf.shrink_to(len.max(peak));
+                    }
+                    c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
+                    let mem = c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>();
+                    c.state.info.mem.store(mem as u64, Ordering::Relaxed);
+                }
+                c.state.info.rbuf_peak.store(len as u64, Ordering::Relaxed);
+            }
+            i = (i + 1) % n;
+        }
+        self.clients_cron.1 = i;
+    }
+
     fn sweep_idle(&mut self) {
         let timeout = self.shared.config.timeout.load(Ordering::Relaxed);
         if timeout == 0 {

@@ -1100,3 +1100,50 @@ fn client_list_cmd_after_rejected_commands() {
     ck(&mut c, "CLIENT ID x", "-ERR wrong number of arguments for 'client|id' command\r\n");
     assert_eq!(cmd_of(&mut other), "cmd=client|id");
 }
+
+/// qbuf + qbuf-free of the client named `name`, from CLIENT LIST.
+fn query_buffer(c: &mut Raw, name: &str) -> u64 {
+    let list = ask(c, &[b"CLIENT", b"LIST"]);
+    let line = bulk(&list).lines().find(|l| l.contains(&format!(" name={name} "))).unwrap().to_string();
+    let field =
+        |k: &str| -> u64 { line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap() };
+    field("qbuf") + field("qbuf-free")
+}
+
+/// Redis's `clientsCronResizeQueryBuffer` (the suite's unit/querybuf): a read buffer grown
+/// by a large request shrinks to the recent peak once smaller requests follow, and is given
+/// back when its client stays idle over 2 s. Before, it kept its size for good.
+#[test]
+fn query_buffers_shrink_after_a_large_request() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let mut big = Raw::connect(t.resp);
+    big.check(&cmd(&[b"CLIENT", b"SETNAME", b"big"]), b"+OK\r\n");
+    big.check(&cmd(&[b"SET", b"x", &vec![b'A'; 400_000]]), b"+OK\r\n");
+    let grown = query_buffer(&mut c, "big");
+    assert!(grown > 400_000, "{grown}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        big.check(&cmd(&[b"SET", b"x", &[b'A'; 100]]), b"+OK\r\n");
+        let now = query_buffer(&mut c, "big");
+        if now < grown {
+            assert!(now > 0, "shrunk to the recent peak, not dropped: {now}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never shrunk from {grown}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Under 32 KiB it stays while the client is active, and is given back once the client
+    // has been idle over 2 s (only a buffer with more than 4 KiB spare is resized).
+    big.check(&cmd(&[b"SET", b"x", &vec![b'A'; 10_000]]), b"+OK\r\n");
+    let start = Instant::now();
+    assert!(query_buffer(&mut c, "big") > 4096);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(query_buffer(&mut c, "big") > 4096);
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while query_buffer(&mut c, "big") != 0 {
+        assert!(Instant::now() < deadline, "an idle client's buffer was never given back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(start.elapsed() > Duration::from_secs(2));
+}

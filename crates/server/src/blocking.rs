@@ -181,16 +181,23 @@ impl Registry {
         self.lock().queues.get(&(db, key.to_vec())).map_or(0, |q| q.len())
     }
 
-    /// CLIENT UNBLOCK: ends client `id`'s wait with a timeout's null, or with
-    /// `-UNBLOCKED` if `error`. False if it is not blocked.
-    pub fn unblock(&self, shared: &Shared, id: u64, error: bool) -> bool {
+    /// CLIENT UNBLOCK (run on `worker`): ends client `id`'s wait with a timeout's null, or
+    /// with `-UNBLOCKED` if `error`. False if it is not blocked. As Redis 7.0.15 counts it,
+    /// the blocked command has failed either way (commandstats' `failed_calls`), and the
+    /// error is an error reply (errorstats, `total_error_replies`).
+    pub fn unblock(&self, shared: &Shared, worker: usize, id: u64, error: bool) -> bool {
         let mut g = self.lock();
         let Some(w) = g.waiters.get(&id) else { return false };
         if w.reply.is_some() {
             return false;
         }
+        let ws = shared.stats.worker(worker);
+        if let Some(c) = ws.cmd.get(w.info.last_cmd.load(Ordering::Relaxed) as usize) {
+            c.failed.incr();
+        }
         let mut out = Vec::new();
         if error {
+            ws.count_error(b"UNBLOCKED");
             Writer::new(&mut out, w.proto).error(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
             Writer::new(&mut out, w.proto).null_array();

@@ -537,6 +537,7 @@ impl Worker {
                 }
                 Ok(n) => {
                     ws.net_input.add(n as u64);
+                    ws.reads.incr();
                     if c.rbuf.len() > limit {
                         tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
                         self.close(i);
@@ -763,7 +764,10 @@ impl Worker {
                 }
             }
         }
-        ws.net_output.add(written as u64);
+        if written > 0 {
+            ws.net_output.add(written as u64);
+            ws.writes.incr();
+        }
         c.wsent = drop_written(&mut c.wbuf, c.wsent + written);
         c.state.info.obuf.store((c.wbuf.len() - c.wsent) as u64, Ordering::Relaxed);
         c.state

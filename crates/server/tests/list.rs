@@ -874,3 +874,34 @@ fn blocked_commands_are_slowlogged_when_served() {
     // (Redis 7.0.15 logs it once the client's arguments are gone).
     assert_eq!(newest(&mut p), (format!("CLIENT UNBLOCK {id}"), String::new()));
 }
+
+/// CLIENT UNBLOCK counts as Redis 7.0.15 counts it: the blocked command has failed either
+/// way (failed_calls), the ERROR reply is an error reply (errorstats, total_error_replies),
+/// and CLIENT UNBLOCK ... ERROR itself failed too (Redis counts the error reply it added
+/// against the running command).
+#[test]
+fn client_unblock_counts_failed_calls_and_the_error() {
+    let s = start();
+    let (mut p, mut w) = one_per_worker(&s);
+    c(&mut p, &["CONFIG", "RESETSTAT"], "+OK\r\n");
+    let id = client_id(&mut w).to_string();
+    w.send(&cmd(&[b"BRPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    w.send(&cmd(&[b"BLPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "ERROR"], ":1\r\n");
+    w.check(b"", b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    let info = String::from_utf8(reply::call(&mut p, "INFO all").bulk()).unwrap();
+    let field = |name: &str| {
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap_or_default();
+        line.split_once(':').map(|(_, v)| v.to_string()).unwrap_or_default()
+    };
+    assert!(field("cmdstat_brpop").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert!(field("cmdstat_blpop").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert!(field("cmdstat_client|unblock").starts_with("calls=2,"), "{info}");
+    assert!(field("cmdstat_client|unblock").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert_eq!(field("errorstat_UNBLOCKED"), "count=1");
+    assert_eq!(field("total_error_replies"), "1");
+}

@@ -1147,3 +1147,31 @@ fn query_buffers_shrink_after_a_large_request() {
     }
     assert!(start.elapsed() > Duration::from_secs(2));
 }
+
+/// INFO stats has Redis 7.0.15's fields in its order (what Larder has nothing to count for,
+/// replication, eviction, defrag, tracking, is 0), and counts reads and writes.
+#[test]
+fn info_stats_fields_are_redis_fields() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    let names: Vec<&str> = bulk(&stats).lines().skip(1).map(|l| l.split_once(':').unwrap().0).collect();
+    let redis = "total_connections_received total_commands_processed instantaneous_ops_per_sec \
+        total_net_input_bytes total_net_output_bytes total_net_repl_input_bytes total_net_repl_output_bytes \
+        instantaneous_input_kbps instantaneous_output_kbps instantaneous_input_repl_kbps \
+        instantaneous_output_repl_kbps rejected_connections sync_full sync_partial_ok sync_partial_err \
+        expired_keys expired_stale_perc expired_time_cap_reached_count expire_cycle_cpu_milliseconds \
+        evicted_keys evicted_clients total_eviction_exceeded_time current_eviction_exceeded_time \
+        keyspace_hits keyspace_misses pubsub_channels pubsub_patterns pubsubshard_channels latest_fork_usec \
+        total_forks migrate_cached_sockets slave_expires_tracked_keys active_defrag_hits active_defrag_misses \
+        active_defrag_key_hits active_defrag_key_misses total_active_defrag_time current_active_defrag_time \
+        tracking_total_keys tracking_total_items tracking_total_prefixes unexpected_error_replies \
+        total_error_replies dump_payload_sanitizations total_reads_processed total_writes_processed \
+        io_threaded_reads_processed io_threaded_writes_processed reply_buffer_shrinks reply_buffer_expands";
+    assert_eq!(names, redis.split_whitespace().collect::<Vec<_>>());
+    // This connection's INFO request was one read; its reply one write (counted once written).
+    ask(&mut c, &[b"PING"]);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    assert!(info_field(bulk(&stats), "total_reads_processed").parse::<u64>().unwrap() >= 3, "{stats}");
+    assert!(info_field(bulk(&stats), "total_writes_processed").parse::<u64>().unwrap() >= 2, "{stats}");
+}

@@ -301,7 +301,15 @@ fn cmd_client_unblock(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let id = ctx.int(2)?;
-    let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, id as u64, error);
+    let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, ctx.worker, id as u64, error);
+    if done && error {
+        // Redis counts the error reply it gave the blocked client against the command that
+        // was running, so CLIENT UNBLOCK ... ERROR itself has failed too.
+        let ws = ctx.shared.stats.worker(ctx.worker);
+        if let Some(c) = crate::command::table().lookup_full("client|unblock").and_then(|i| ws.cmd.get(i)) {
+            c.failed.incr();
+        }
+    }
     ctx.out.integer(done as i64);
     Ok(())
 }

@@ -558,17 +558,31 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         "stats" => {
             out.push_str("# Stats\r\n");
             let kbps = |a: &std::sync::atomic::AtomicU64| f64::from_bits(a.load(Ordering::Relaxed));
+            // Redis 7.0.15's fields in its order; replication, eviction, defrag, tracking
+            // and forks are not there to count (0).
             line!("total_connections_received:{}", st.sum(|w| &w.connections));
             line!("total_commands_processed:{}", st.sum(|w| &w.commands));
             line!("instantaneous_ops_per_sec:{}", st.inst_ops.load(Ordering::Relaxed));
             line!("total_net_input_bytes:{}", st.sum(|w| &w.net_input));
             line!("total_net_output_bytes:{}", st.sum(|w| &w.net_output));
+            line!("total_net_repl_input_bytes:0");
+            line!("total_net_repl_output_bytes:0");
             line!("instantaneous_input_kbps:{:.2}", kbps(&st.inst_in_kbps));
             line!("instantaneous_output_kbps:{:.2}", kbps(&st.inst_out_kbps));
+            line!("instantaneous_input_repl_kbps:0.00");
+            line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", st.sum(|w| &w.rejected_connections));
+            line!("sync_full:0");
+            line!("sync_partial_ok:0");
+            line!("sync_partial_err:0");
             line!("expired_keys:{}", st.sum(|w| &w.expired_keys));
+            line!("expired_stale_perc:0.00");
+            line!("expired_time_cap_reached_count:0");
+            line!("expire_cycle_cpu_milliseconds:0");
             line!("evicted_keys:0");
             line!("evicted_clients:0");
+            line!("total_eviction_exceeded_time:0");
+            line!("current_eviction_exceeded_time:0");
             line!("keyspace_hits:{}", st.sum(|w| &w.keyspace_hits));
             line!("keyspace_misses:{}", st.sum(|w| &w.keyspace_misses));
             line!("pubsub_channels:{}", shared.pubsub.channel_count());
@@ -576,8 +590,26 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("pubsubshard_channels:{}", shared.pubsub.shard_count());
             line!("latest_fork_usec:0");
             line!("total_forks:0");
-            line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
+            line!("migrate_cached_sockets:0");
+            line!("slave_expires_tracked_keys:0");
+            line!("active_defrag_hits:0");
+            line!("active_defrag_misses:0");
+            line!("active_defrag_key_hits:0");
+            line!("active_defrag_key_misses:0");
+            line!("total_active_defrag_time:0");
+            line!("current_active_defrag_time:0");
+            line!("tracking_total_keys:0");
+            line!("tracking_total_items:0");
+            line!("tracking_total_prefixes:0");
             line!("unexpected_error_replies:0");
+            line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
+            line!("dump_payload_sanitizations:0");
+            line!("total_reads_processed:{}", st.sum(|w| &w.reads));
+            line!("total_writes_processed:{}", st.sum(|w| &w.writes));
+            line!("io_threaded_reads_processed:0");
+            line!("io_threaded_writes_processed:0");
+            line!("reply_buffer_shrinks:0");
+            line!("reply_buffer_expands:0");
         }
         "replication" => {
             // No replication: a master without replicas, as a fresh Redis reports.

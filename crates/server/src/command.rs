@@ -165,6 +165,10 @@ pub struct ConnState {
     /// it waits at (see [`crate::pause`]). The worker leaves the request in the read buffer
     /// and runs it again when the pause ends.
     pub postponed: Option<u64>,
+    /// Authenticated (Redis's `c->authenticated`): a client that connected while
+    /// `requirepass` was empty is, and stays so when a password is set later; one that
+    /// connected with a password set is not until AUTH (or HELLO ... AUTH) gives it.
+    pub authenticated: bool,
 }
 
 impl ConnState {
@@ -190,6 +194,7 @@ impl ConnState {
             ready: Vec::new(),
             unchanged: false,
             postponed: None,
+            authenticated: true,
         }
     }
 }
@@ -733,9 +738,9 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
         reject(ctx, Some(i), msg);
         return;
     }
-    // The rare states (in MULTI, subscribed) cost one branch on the common path, and
-    // CLIENT PAUSE one relaxed load.
-    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() {
+    // The rare states (in MULTI, subscribed, not authenticated) cost one branch on the
+    // common path, and CLIENT PAUSE one relaxed load.
+    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() || !ctx.conn.authenticated {
         if !admit(ctx, i) {
             return;
         }
@@ -751,6 +756,10 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) {
 fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     let spec = table().specs[i];
     let top = spec.name.split('|').next().unwrap_or(spec.name);
+    if auth_required(ctx.shared, ctx.conn) && spec.flags & NO_AUTH == 0 {
+        reject(ctx, Some(i), "NOAUTH Authentication required.");
+        return false;
+    }
     if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
         reject(ctx, Some(i), "ERR Command not allowed inside a transaction");
         return false;
@@ -791,6 +800,11 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
         return false;
     }
     true
+}
+
+/// Redis's `authRequired`: a password is set and the client has not authenticated.
+pub(crate) fn auth_required(shared: &Shared, conn: &ConnState) -> bool {
+    !conn.authenticated && shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// What a client in MONITOR mode gets for a command that reads or writes the keyspace
@@ -945,7 +959,7 @@ pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) 
 pub(crate) fn slowlog_add(shared: &Shared, name: &str, argv: &Argv<'_>, info: &ClientInfo, usec: u64) {
     let max = shared.config.slowlog_max_len.load(Ordering::Relaxed);
     // Credentials are logged as Redis logs them: "(redacted)".
-    let redacted = crate::families::connection::redacted_args(name, *argv);
+    let redacted = crate::families::connection::redacted_args(shared, name, *argv);
     let mut log = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
     let id = log.next_id;
     log.next_id += 1;

@@ -135,6 +135,8 @@ pub struct Config {
     pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold` in ms; 0: the latency monitor is off.
     pub latency_monitor_threshold: AtomicU64,
+    /// `requirepass`: the default user's password; None: no password (Redis's `nopass`).
+    pub requirepass: RwLock<Option<Vec<u8>>>,
     /// The shortest duration (µs) the slow log or the latency monitor wants to hear of
     /// (u64::MAX: neither), so a command's end compares its duration with one value.
     pub slow_usec: AtomicU64,
@@ -268,6 +270,7 @@ pub const PARAMS: &[Param] = &[
     p("lazyfree-lazy-user-del", Kind::Bool, "no"),
     p("lazyfree-lazy-user-flush", Kind::Bool, "no"),
     p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
+    p("requirepass", Kind::Str, ""),
     p("dir", Kind::Str, "."),
     p("dbfilename", Kind::Str, "dump.rdb"),
     p("rdbcompression", Kind::Bool, "yes"),
@@ -542,6 +545,7 @@ impl Config {
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold: AtomicU64::new(0),
             slow_usec: AtomicU64::new(10_000),
+            requirepass: RwLock::new(None),
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
             notify_keyspace_events: AtomicU32::new(0),
@@ -677,6 +681,11 @@ impl Config {
                 let n = num();
                 self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed);
                 self.update_slow_usec();
+            }
+            "requirepass" => {
+                let pw = (!v.is_empty()).then(|| v.as_bytes().to_vec());
+                *self.requirepass.write().unwrap_or_else(|e| e.into_inner()) = pw;
+                self.store_passive(p.name, v.to_string());
             }
             "latency-tracking" => {
                 self.latency_tracking.store(v == "yes", Ordering::Relaxed);

@@ -234,6 +234,14 @@ struct Worker {
 /// `clientsCron` at the default `hz 10`).
 const CLIENTS_CRON_EVERY: Duration = Duration::from_millis(100);
 
+/// Output a client that has not authenticated (with `requirepass` set) may leave unread.
+const UNAUTH_OUTPUT_LIMIT: u64 = 16 * 1024 + 1024;
+
+/// What a client that has not authenticated may send (Redis's limits in
+/// `processMultibulkBuffer`): at most 10 arguments, each at most 16 KiB.
+const UNAUTH_MULTIBULK: u64 = 10;
+const UNAUTH_BULK: u64 = 16384;
+
 /// How often a busy worker that holds retired memory collects it (and, when free large
 /// runs are still resident, gives back those free for long enough). An idle one collects
 /// whenever a poll times out; a busy one with only reads to do would otherwise never
@@ -460,7 +468,12 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 wsent: 0,
-                state: ConnState::new(id, slot as u32, info),
+                state: ConnState {
+                    // Redis's `clientSetDefaultAuth`: without a password the default user
+                    // needs none.
+                    authenticated: self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_none(),
+                    ..ConnState::new(id, slot as u32, info)
+                },
                 writing: false,
                 soft_since: None,
                 parked: false,
@@ -976,18 +989,27 @@ fn run_resp(
     let (mut next, mut filled, mut used) = (0, 0, 0);
     while pos < c.rbuf.len() && !c.state.close {
         if next == filled {
+            // Before AUTH (with a password set) requests are small, and parsed one at a time:
+            // the AUTH that lifts the limits may be the one before.
+            let unauth = !c.state.authenticated && crate::command::auth_required(shared, &c.state);
+            let unauth_limits = Limits {
+                max_multibulk: UNAUTH_MULTIBULK,
+                proto_max_bulk_len: limits.proto_max_bulk_len.min(UNAUTH_BULK),
+                ..limits
+            };
+            let (lim, ahead) = if unauth { (&unauth_limits, 1) } else { (&limits, batch.len()) };
             // A request still arriving over many reads is checked on from where
             // the last read left it, and parsed again only once it is whole.
-            if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], &limits) {
+            if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], lim) {
                 break;
             }
             next = 0;
-            let parsed = parse_ahead(&c.rbuf[pos..], &limits, batch);
+            let parsed = parse_ahead(&c.rbuf[pos..], lim, &mut batch[..ahead]);
             // The requests it parsed, and the one it stopped at.
             used = used.max(parsed.as_ref().map_or(1, |&k| k + 1).min(batch.len()));
             filled = match parsed {
                 Ok(0) => {
-                    c.progress.ready(&c.rbuf[pos..], &limits);
+                    c.progress.ready(&c.rbuf[pos..], lim);
                     break;
                 }
                 Ok(k) => {
@@ -997,7 +1019,19 @@ fn run_resp(
                 Err(e) => {
                     // Redis replies with the protocol error and closes.
                     shared.stats.worker(worker).count_error(b"ERR");
-                    e.write_reply(&mut c.wbuf);
+                    if unauth && parse_ahead(&c.rbuf[pos..], &limits, &mut batch[..1]).is_ok() {
+                        // Only the unauthenticated limits refuse it.
+                        let what = if matches!(e, larder_resp::ProtoError::InvalidMultibulkLength) {
+                            "multibulk"
+                        } else {
+                            "bulk"
+                        };
+                        c.wbuf.extend_from_slice(
+                            format!("-ERR Protocol error: unauthenticated {what} length\r\n").as_bytes(),
+                        );
+                    } else {
+                        e.write_reply(&mut c.wbuf);
+                    }
                     c.state.close = true;
                     pos = c.rbuf.len();
                     break;
@@ -1163,6 +1197,12 @@ fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
 /// Redis's `checkClientOutputBufferLimits`). Logs the disconnection.
 fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
     let len = (c.wbuf.len() - c.wsent) as u64;
+    // A client that has to authenticate first may not pile up replies (its NOAUTH errors)
+    // by not reading them: Redis closes it past 1 KiB beyond its 16 KiB reply buffer.
+    if !c.state.authenticated && len > UNAUTH_OUTPUT_LIMIT && crate::command::auth_required(shared, &c.state) {
+        tracing::warn!(client = c.state.id, "closing unauthenticated client for overcoming of output buffer limits");
+        return true;
+    }
     let cfg = &shared.config;
     let (hard, soft, secs) = if c.state.subs.is_some() {
         let l = &cfg.pubsub_output_limit;

@@ -128,14 +128,31 @@ fn cmd_select(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Larder has one user, `default`, with no password (Redis's default ACL): any password
-/// is accepted for it, and every other user name is refused.
-fn authenticate(user: &[u8]) -> Result<(), CmdError> {
-    if user == b"default" {
+/// Larder has one user, `default` (Redis's default ACL user): with `requirepass` empty it
+/// has no password and any password is accepted for it, else only that one. Every other
+/// user name is refused. Success authenticates the connection; a failure leaves it as it
+/// was (Redis's `ACLAuthenticateUser`).
+fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
+    if credentials_ok(ctx.shared, user, pass) {
+        ctx.conn.authenticated = true;
         Ok(())
     } else {
         Err(CmdError::new("WRONGPASS invalid username-password pair or user is disabled."))
     }
+}
+
+/// Whether `user` / `pass` are the default user's credentials.
+fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
+    user == b"default"
+        && match &*shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()) {
+            None => true,
+            Some(pw) => pw == pass,
+        }
+}
+
+/// Whether the default user has a password (`requirepass`).
+fn password_set(shared: &Shared) -> bool {
+    shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// # Format
@@ -158,7 +175,8 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         let more = ctx.argc() - 1 - j;
         let opt = ctx.arg(j);
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            authenticate(ctx.arg(j + 1))?;
+            let (user, pass) = (ctx.arg(j + 1), ctx.arg(j + 2));
+            authenticate(ctx, user, pass)?;
             j += 3;
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
             set_name(&ctx.conn.info, ctx.arg(j + 1))?;
@@ -169,6 +187,13 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             crate::command::quote_arg(&mut msg, opt, usize::MAX);
             return Err(CmdError(msg));
         }
+    }
+    // Redis looks at the connection's flag here, not at whether a password is set: a client
+    // that connected while one was set must authenticate even after it was removed.
+    if !ctx.conn.authenticated {
+        return Err(CmdError::new(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        ));
     }
     if let Some(p) = proto {
         ctx.conn.proto = p;
@@ -192,7 +217,7 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// those Redis's handlers redact, up to where they stop. AUTH: the password and the user
 /// name, unless it has too many arguments. HELLO: each AUTH option's user and password,
 /// in the options read before one fails (a bad protocol version stops before any).
-pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
+pub(crate) fn redacted_args(shared: &Shared, name: &str, argv: Argv<'_>) -> Vec<usize> {
     let argc = argv.len();
     match name {
         "auth" if argc <= 3 => (1..argc).collect(),
@@ -207,7 +232,7 @@ pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
                 let (opt, more) = (argv.get(j), argc - 1 - j);
                 if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
                     out.extend([j + 1, j + 2]);
-                    if authenticate(argv.get(j + 1)).is_err() {
+                    if !credentials_ok(shared, argv.get(j + 1), argv.get(j + 2)) {
                         break;
                     }
                     j += 3;
@@ -224,19 +249,23 @@ pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
 }
 
 /// # Format
-/// `AUTH [username] password` → `+OK`, or the error Redis gives with no password set.
+/// `AUTH [username] password` → `+OK` if the password is the default user's (any password
+/// while `requirepass` is empty), else `-WRONGPASS`; `AUTH password` with no password set
+/// is the error Redis gives.
 fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    match ctx.argc() {
-        2 => Err(CmdError::new(
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        )),
-        3 => {
-            authenticate(ctx.arg(1))?;
-            ctx.out.ok();
-            Ok(())
+    let (user, pass) = match ctx.argc() {
+        2 if !password_set(ctx.shared) => {
+            return Err(CmdError::new(
+                "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ))
         }
-        _ => Err(CmdError::syntax()),
-    }
+        2 => (&b"default"[..], ctx.arg(1)),
+        3 => (ctx.arg(1), ctx.arg(2)),
+        _ => return Err(CmdError::syntax()),
+    };
+    authenticate(ctx, user, pass)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// # Format
@@ -258,6 +287,8 @@ fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
     ctx.shared.monitors.leave(&ctx.conn.info);
+    // Back to the default user's state: authenticated only if it has no password.
+    ctx.conn.authenticated = !password_set(ctx.shared);
     ctx.out.simple(b"RESET");
     Ok(())
 }

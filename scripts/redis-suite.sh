@@ -32,9 +32,11 @@
 #                                 client inside MULTI and every later test of the unit fails;
 #                                 or SAVE, which answers an error until persistence exists:
 #                                 unit/other's two SAVE tests).
-#   REDIS_SUITE_DEBUG_UNITS="unit/slowlog unit/latency-monitor"
+#   REDIS_SUITE_DEBUG_UNITS="unit/slowlog unit/latency-monitor unit/multi"
 #                                 units run without the -needs:debug filter: their needs:debug
-#                                 tests call only DEBUG SLEEP, which Larder has.
+#                                 tests call only DEBUG SLEEP or DEBUG SET-ACTIVE-EXPIRE, which
+#                                 Larder has (the other units' call DEBUG RELOAD, OBJECT,
+#                                 DIGEST-VALUE, PROTOCOL, LOADAOF, HTSTATS-KEY, which it has not).
 #   REDIS_SUITE_SKIP="..."        tests to skip, one name or /regexp per line (--skiptest),
 #                                 e.g. tests that need data types Larder does not have yet.
 #                                 Default: tests that assume one thread orders requests sent on
@@ -65,7 +67,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
 : "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/slowlog unit/latency-monitor unit/querybuf unit/other}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory -needs:save}"
-: "${REDIS_SUITE_DEBUG_UNITS=unit/slowlog unit/latency-monitor}"
+: "${REDIS_SUITE_DEBUG_UNITS=unit/slowlog unit/latency-monitor unit/multi}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
 : "${REDIS_SUITE_TOTAL_TIMEOUT:=1200}"
 : "${REDIS_SUITE_BASEPORT:=21111}"

@@ -259,6 +259,7 @@ fn unqueue(shared: &Shared, g: &mut Inner, id: u64) {
     shared.blocking.per_worker[worker].fetch_sub(1, Ordering::SeqCst);
     shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
     info.blocked.store(false, Ordering::Relaxed);
+    info.argv_mem.store(0, Ordering::Relaxed);
     shared.store.add_blockers(-1);
 }
 
@@ -277,6 +278,9 @@ pub(crate) fn enter(
     let Some(mut p) = st.park.take() else { return Ok(Vec::new()) };
     p.req = req.to_vec();
     p.args = args.clone();
+    // A blocked client keeps its arguments (CLIENT LIST `argv-mem`), as in Redis.
+    let argv = crate::command::Argv { args, buf: req };
+    st.info.argv_mem.store(argv.iter().map(|a| a.len() as u64).sum(), Ordering::Relaxed);
     let (db, keys, deadline) = (p.db, p.keys.clone(), p.deadline);
     {
         let mut g = shared.blocking.lock();

@@ -104,6 +104,13 @@ pub struct ClientInfo {
     pub rbuf_peak: AtomicU64,
     /// Bytes held by the connection's buffers (CLIENT LIST `tot-mem`).
     pub mem: AtomicU64,
+    /// Bytes of the arguments of the command it is in (CLIENT LIST `argv-mem`, Redis's
+    /// `argv_len_sum`): a blocked command's, and CLIENT LIST's or INFO's own; 0 between
+    /// commands.
+    pub argv_mem: AtomicU64,
+    /// Bytes its MULTI queue holds as Redis counts them (CLIENT LIST `multi-mem`: each queued
+    /// command's argument bytes and 8 per argument).
+    pub multi_mem: AtomicU64,
 }
 
 impl ClientInfo {
@@ -139,6 +146,8 @@ impl ClientInfo {
             rbuf_cap: Default::default(),
             rbuf_peak: Default::default(),
             mem: Default::default(),
+            argv_mem: Default::default(),
+            multi_mem: Default::default(),
         }
     }
 

@@ -1175,3 +1175,44 @@ fn info_stats_fields_are_redis_fields() {
     assert!(info_field(bulk(&stats), "total_reads_processed").parse::<u64>().unwrap() >= 3, "{stats}");
     assert!(info_field(bulk(&stats), "total_writes_processed").parse::<u64>().unwrap() >= 2, "{stats}");
 }
+
+/// CLIENT LIST's argv-mem and multi-mem count what Redis 7.0.15 counts: the arguments of
+/// the command a client is in (its own CLIENT LIST, a blocked BLPOP), and each queued
+/// command's argument bytes plus 8 per argument. Values recorded from redis-server.
+#[test]
+fn client_list_counts_argv_and_multi_memory() {
+    let t = start();
+    let mut a = Raw::connect(t.resp);
+    let mut b = Raw::connect(t.resp);
+    let mut c = Raw::connect(t.resp);
+    for (r, name) in [(&mut a, "a"), (&mut b, "b"), (&mut c, "c")] {
+        r.check(&cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), b"+OK\r\n");
+    }
+    b.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    b.check(&cmd(&[b"SET", b"k", b"v"]), b"+QUEUED\r\n");
+    b.check(&cmd(&[b"SADD", b"s", b"a", b"bb", b"ccc"]), b"+QUEUED\r\n");
+    c.send(&cmd(&[b"BLPOP", b"list", b"0"]));
+    wait_blocked(&mut a, 1);
+    // (name, argv-mem, multi-mem) of each client, by name (the list's order is the workers').
+    let mems = |a: &mut Raw, req: &[&[u8]]| -> Vec<(String, String, String)> {
+        let list = ask(a, req);
+        let mut v: Vec<_> = bulk(&list)
+            .lines()
+            .map(|l| {
+                let f = |k: &str| l.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().to_string();
+                (f("name"), f("argv-mem"), f("multi-mem"))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let s = |n: &str, x: &str, y: &str| (n.to_string(), x.to_string(), y.to_string());
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"LIST"]), [s("a", "10", "0"), s("b", "0", "80"), s("c", "10", "0")]);
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"INFO"]), [s("a", "10", "0")]);
+    b.check(&cmd(&[b"EXEC"]), b"*2\r\n+OK\r\n:3\r\n");
+    let after = mems(&mut a, &[b"CLIENT", b"LIST"]);
+    assert_eq!(after, [s("a", "10", "0"), s("b", "0", "0"), s("c", "10", "0")]);
+    ask(&mut a, &[b"LPUSH", b"list", b"x"]);
+    c.check(b"", b"*2\r\n$4\r\nlist\r\n$1\r\nx\r\n");
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"LIST"])[2], s("c", "0", "0"));
+}

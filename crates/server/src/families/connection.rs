@@ -474,6 +474,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let qbuf = c.qbuf.load(Ordering::Relaxed);
     let rbs = c.rbuf_cap.load(Ordering::Relaxed);
     let obl = c.obuf.load(Ordering::Relaxed);
+    let (argv_mem, multi_mem) = (c.argv_mem.load(Ordering::Relaxed), c.multi_mem.load(Ordering::Relaxed));
     let cmd = match c.last_cmd.load(Ordering::Relaxed) {
         u32::MAX => "NULL",
         i => table().specs.get(i as usize).map_or("NULL", |s| s.name),
@@ -483,7 +484,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     };
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
-         qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
+         qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
          user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -500,10 +501,12 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         multi,
         qbuf,
         rbs.saturating_sub(qbuf),
+        argv_mem,
+        multi_mem,
         rbs,
         c.rbuf_peak.load(Ordering::Relaxed),
         obl,
-        c.mem.load(Ordering::Relaxed).max(rbs + obl),
+        c.mem.load(Ordering::Relaxed).max(rbs + obl) + argv_mem + multi_mem,
         if obl > 0 { "rw" } else { "r" },
         cmd,
         c.resp.load(Ordering::Relaxed),
@@ -533,18 +536,29 @@ fn cmd_client_list(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::syntax());
     };
     let mut text = String::new();
+    set_own_argv_mem(ctx, true);
     for c in &selected {
         text.push_str(&client_line(c, ctx.shared));
         text.push('\n');
     }
+    set_own_argv_mem(ctx, false);
     ctx.out.verbatim(b"txt", text.as_bytes());
     Ok(())
+}
+
+/// While CLIENT LIST or INFO runs, its own line shows the arguments of the command
+/// (`argv-mem`), as Redis's does: set them (`on`), then clear them.
+fn set_own_argv_mem(ctx: &Ctx<'_>, on: bool) {
+    let n = if on { ctx.argv.iter().map(|a| a.len() as u64).sum() } else { 0 };
+    ctx.conn.info.argv_mem.store(n, Ordering::Relaxed);
 }
 
 /// # Format
 /// `CLIENT INFO` → this connection's CLIENT LIST line.
 fn cmd_client_info(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    set_own_argv_mem(ctx, true);
     let mut text = client_line(&ctx.conn.info, ctx.shared);
+    set_own_argv_mem(ctx, false);
     text.push('\n');
     ctx.out.verbatim(b"txt", text.as_bytes());
     Ok(())

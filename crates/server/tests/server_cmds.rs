@@ -1216,3 +1216,37 @@ fn client_list_counts_argv_and_multi_memory() {
     c.check(b"", b"*2\r\n$4\r\nlist\r\n$1\r\nx\r\n");
     assert_eq!(mems(&mut a, &[b"CLIENT", b"LIST"])[2], s("c", "0", "0"));
 }
+
+/// Output a client has not read shows in CLIENT LIST as Redis holds it: the first 16 KiB in
+/// obl, the rest in omem (oll blocks of 16 KiB), pub/sub messages not yet written included.
+#[test]
+fn client_list_shows_unread_output_in_omem() {
+    let t = start();
+    let mut admin = Raw::connect(t.resp);
+    let mut sub = Raw::connect(t.resp);
+    sub.check(&cmd(&[b"CLIENT", b"SETNAME", b"sub"]), b"+OK\r\n");
+    sub.check(&cmd(&[b"SUBSCRIBE", b"ch"]), b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let field = |line: &str, k: &str| -> u64 {
+        line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+    };
+    let quiet = ask(&mut admin, &[b"CLIENT", b"LIST"]);
+    let line = bulk(&quiet).lines().find(|l| l.contains(" name=sub ")).unwrap().to_string();
+    assert_eq!((field(&line, "obl"), field(&line, "oll"), field(&line, "omem")), (0, 0, 0), "{line}");
+    // The subscriber reads nothing: once the sockets are full, messages wait in the server.
+    let msg = vec![b'm'; 100_000];
+    let mut published = 0;
+    let line = loop {
+        ask(&mut admin, &[b"PUBLISH", b"ch", &msg]);
+        published += msg.len();
+        let list = ask(&mut admin, &[b"CLIENT", b"LIST"]);
+        let line = bulk(&list).lines().find(|l| l.contains(" name=sub ")).unwrap().to_string();
+        if field(&line, "omem") > 0 {
+            break line;
+        }
+        assert!(published < 30 << 20, "no output held after {published} bytes: {line}");
+    };
+    let omem = field(&line, "omem");
+    assert_eq!(field(&line, "obl"), 16 * 1024, "{line}");
+    assert_eq!(field(&line, "oll"), omem.div_ceil(16 * 1024), "{line}");
+    assert!(line.contains(" events=rw "), "{line}");
+}

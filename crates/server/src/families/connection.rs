@@ -445,6 +445,9 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
     v
 }
 
+/// Redis's reply buffer and reply list block size (`PROTO_REPLY_CHUNK_BYTES`).
+const REPLY_CHUNK: u64 = 16 * 1024;
+
 /// One CLIENT LIST line, in Redis 7.2's field order (without the newline).
 pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let now = shared.uptime_ms();
@@ -473,7 +476,12 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     }
     let qbuf = c.qbuf.load(Ordering::Relaxed);
     let rbs = c.rbuf_cap.load(Ordering::Relaxed);
-    let obl = c.obuf.load(Ordering::Relaxed);
+    // Replies not yet written, and pub/sub messages still in the worker's mailbox, shown as
+    // Redis holds output: the first 16 KiB in the client's reply buffer (obl), the rest in
+    // a list of 16 KiB blocks (oll blocks, omem bytes).
+    let unsent = c.obuf.load(Ordering::Relaxed) + c.pending.load(Ordering::Relaxed);
+    let obl = unsent.min(REPLY_CHUNK);
+    let omem = unsent - obl;
     let (argv_mem, multi_mem) = (c.argv_mem.load(Ordering::Relaxed), c.multi_mem.load(Ordering::Relaxed));
     let cmd = match c.last_cmd.load(Ordering::Relaxed) {
         u32::MAX => "NULL",
@@ -484,7 +492,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     };
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
-         qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
+         qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} \
          user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -506,8 +514,10 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         rbs,
         c.rbuf_peak.load(Ordering::Relaxed),
         obl,
-        c.mem.load(Ordering::Relaxed).max(rbs + obl) + argv_mem + multi_mem,
-        if obl > 0 { "rw" } else { "r" },
+        omem.div_ceil(REPLY_CHUNK),
+        omem,
+        c.mem.load(Ordering::Relaxed).max(rbs + unsent) + argv_mem + multi_mem,
+        if unsent > 0 { "rw" } else { "r" },
         cmd,
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name),

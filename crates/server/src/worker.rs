@@ -226,7 +226,7 @@ struct Worker {
     round_reads: u64,
     /// When this worker last collected retired memory while busy (see `run`).
     collected: std::time::Instant,
-    /// When [`Worker::resize_query_buffers`] last ran, and the slot it goes on from.
+    /// When [`Worker::clients_cron`] last ran, and the slot it goes on from.
     clients_cron: (std::time::Instant, usize),
 }
 
@@ -390,7 +390,7 @@ impl Worker {
             unpipelined = Spin::unpipelined(self.round_reads, requests);
             if waiting.duration_since(self.clients_cron.0) >= CLIENTS_CRON_EVERY {
                 self.clients_cron.0 = waiting;
-                self.resize_query_buffers();
+                self.clients_cron();
             }
             // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
@@ -908,13 +908,16 @@ impl Worker {
     }
 
     /// Closes clients idle longer than `timeout` seconds (0 = never).
-    /// Redis's `clientsCronResizeQueryBuffer`, on a tenth of the connections (at least 5)
-    /// each [`CLIENTS_CRON_EVERY`], so each about once a second: a read buffer with more than
-    /// 4 KiB spare is given back when its client has been idle over 2 s, or cut down to its
-    /// recent peak when it is over 32 KiB and twice that peak. A connection that once sent a
-    /// large value does not keep a buffer of its size for good. The peak starts again from
-    /// what the buffer holds.
-    fn resize_query_buffers(&mut self) {
+    /// Redis's `clientsCron`, on a tenth of the connections (at least 5) each
+    /// [`CLIENTS_CRON_EVERY`], so each about once a second:
+    /// - `clientsCronResizeQueryBuffer`: a read buffer with more than 4 KiB spare is given
+    ///   back when its client has been idle over 2 s, or cut down to its recent peak when it
+    ///   is over 32 KiB and twice that peak. A connection that once sent a large value does
+    ///   not keep a buffer of its size for good. The peak starts again from what the buffer
+    ///   holds.
+    /// - the output buffer limits, so a client over a soft limit for longer than allowed is
+    ///   closed even when nothing more is written to it.
+    fn clients_cron(&mut self) {
         const RESIZE_THRESHOLD: usize = 32 * 1024;
         let n = self.conns.len();
         if n == 0 {
@@ -938,6 +941,9 @@ impl Worker {
                     c.state.info.mem.store(mem as u64, Ordering::Relaxed);
                 }
                 c.state.info.rbuf_peak.store(len as u64, Ordering::Relaxed);
+                if over_output_limit(&self.shared, c) {
+                    self.close(i);
+                }
             }
             i = (i + 1) % n;
         }

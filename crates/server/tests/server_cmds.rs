@@ -1250,3 +1250,35 @@ fn client_list_shows_unread_output_in_omem() {
     assert_eq!(field(&line, "oll"), omem.div_ceil(16 * 1024), "{line}");
     assert!(line.contains(" events=rw "), "{line}");
 }
+
+/// A subscriber over the pubsub soft output limit for longer than allowed is closed even when
+/// nothing more is published (Redis checks the limits in its clients cron too; before, only a
+/// write to the client did).
+#[test]
+fn the_soft_output_limit_is_enforced_without_traffic() {
+    let t = start();
+    let mut admin = Raw::connect(t.resp);
+    admin.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 0 100000 1"]), b"+OK\r\n");
+    let mut sub = Raw::connect(t.resp);
+    sub.check(&cmd(&[b"CLIENT", b"SETNAME", b"sub"]), b"+OK\r\n");
+    sub.check(&cmd(&[b"SUBSCRIBE", b"ch"]), b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let sub_line = |admin: &mut Raw| {
+        let list = ask(admin, &[b"CLIENT", b"LIST"]);
+        bulk(&list).lines().find(|l| l.contains(" name=sub ")).map(str::to_string)
+    };
+    let omem =
+        |line: &str| -> u64 { line.split(' ').find_map(|kv| kv.strip_prefix("omem=")).unwrap().parse().unwrap() };
+    let msg = vec![b'm'; 10_000];
+    let mut published = 0;
+    while omem(&sub_line(&mut admin).unwrap()) < 150_000 {
+        ask(&mut admin, &[b"PUBLISH", b"ch", &msg]);
+        published += msg.len();
+        assert!(published < 40 << 20, "no output held after {published} bytes");
+    }
+    // Nothing more is published: the subscriber goes once the soft limit's second is over.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while sub_line(&mut admin).is_some() {
+        assert!(Instant::now() < deadline, "still connected: {:?}", sub_line(&mut admin));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -62,6 +62,8 @@ fn requirepass_refuses_commands_until_auth() {
     // With the password removed, a client that never authenticated may run commands, but
     // HELLO still wants it authenticated (Redis looks at the connection's own flag).
     let mut late = Raw::connect(t.resp);
+    // Accepted (by its worker) while the password is still set.
+    ck(&mut late, "PING", NOAUTH);
     admin.check(&cmd(&[b"CONFIG", b"SET", b"requirepass", b""]), b"+OK\r\n");
     ck(&mut late, "GET foo", "$3\r\n101\r\n");
     ck(&mut late, "HELLO 2", "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n");

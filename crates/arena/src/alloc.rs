@@ -141,7 +141,10 @@ pub struct PageRelease {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct ClassRelease {
+    /// The stack's tag after the last pass.
     tag: u32,
+    /// Batches' worth of blocks the last pass read.
+    batches: u64,
     not_before: u64,
     backoff_ms: u64,
 }
@@ -711,9 +714,9 @@ impl Participant {
     /// The cost is a read of every free block of the class (about 50 ms per million in
     /// address order, several times that scattered). While a pass holds the stack,
     /// allocations of its class take fresh pages, or, when the arena is full, wait for the
-    /// pass ([`Participant::wait_for_release`]). A class whose pass freed nothing waits
-    /// twice as long for its next (up to about a minute), so a fragmented heap is not read
-    /// every second. Classes of 16 KiB and more (index segments, whose pages `free` already
+    /// pass. A class whose pass freed nothing while its stack did not grow waits twice as
+    /// long for its next (up to about a minute, unless the stack changes by half), so a
+    /// fragmented heap is not read every second. Classes of 16 KiB and more (index segments, whose pages `free` already
     /// discards) are left alone. Killed in the middle, a process leaks the blocks it held
     /// (never hands one out twice).
     pub fn release_free_pages(&self, state: &mut PageRelease) -> Result<u64, Error> {
@@ -727,15 +730,25 @@ impl Participant {
             let stack = self.arena.u64(H_CLASS_STACKS + c as u64 * 8)?;
             let h = stack.load(Ordering::Acquire);
             let st = &mut state.classes[c];
-            let tag = (h >> 32) as u32;
-            if tag == st.tag || (h as u32) == 0 || now < st.not_before {
-                st.tag = tag;
+            // The tag moves by one at every batch pushed or popped: a stack that changed by
+            // half of what the last pass read (or two pages' worth) is worth reading again
+            // even while backing off (a FLUSHALL's blocks arriving after a pass that found
+            // them still in use).
+            let moved = (h >> 32) as u32;
+            let delta = moved.wrapping_sub(st.tag) as u64;
+            let enough = (st.batches / 2).max(2 * (PAGE / class_size(c)) / BATCH as u64).max(1);
+            if delta == 0 || (h as u32) == 0 || (now < st.not_before && delta < enough) {
                 continue;
             }
-            let n = self.release_class_pages(c)?;
+            let (n, batches) = self.release_class_pages(c)?;
             let st = &mut state.classes[c];
             st.tag = (stack.load(Ordering::Acquire) >> 32) as u32;
-            st.backoff_ms = if n > 0 { 0 } else { (st.backoff_ms * 2).clamp(1000, 64_000) };
+            // Back off only from a stack that frees nothing and no longer grows (a heap
+            // fragmented for good); one still growing (a FLUSHALL's blocks arriving: a page
+            // is whole only when its last block is back) is read again next time.
+            let growing = batches > st.batches;
+            st.batches = batches;
+            st.backoff_ms = if n > 0 || growing { 0 } else { (st.backoff_ms * 2).clamp(1000, 64_000) };
             st.not_before = now + st.backoff_ms;
             freed += n;
         }
@@ -743,7 +756,8 @@ impl Participant {
     }
 
     /// [`Participant::release_free_pages`] for class `c`.
-    fn release_class_pages(&self, c: usize) -> Result<u64, Error> {
+    /// Returns the pages freed and the batches' worth of blocks read.
+    fn release_class_pages(&self, c: usize) -> Result<(u64, u64), Error> {
         let a = &*self.arena;
         let per_page = PAGE / class_size(c);
         let first = a.data_off / PAGE;
@@ -782,6 +796,7 @@ impl Participant {
             }
             batch = a.u32(Arena::from_units(batch) + 4)?.load(Ordering::Acquire);
         }
+        let walked = (blocks.len() as u64).div_ceil(BATCH as u64);
         // Pages with as many blocks on the stack as they hold are whole, unless one is
         // listed twice (a corrupt stack): their blocks are grouped by page (a counting
         // sort) and each page's checked against a bitmap of its block indexes.
@@ -827,7 +842,7 @@ impl Participant {
         releasing.store(0, Ordering::Release);
         pushed?;
         r?;
-        Ok(freed)
+        Ok((freed, walked))
     }
 
     /// Frees pages (sorted page indexes, each a small-class page with no block in use or on

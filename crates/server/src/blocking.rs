@@ -82,6 +82,9 @@ pub struct Park {
     /// (set by the worker when it parks the client).
     req: Vec<u8>,
     args: Args,
+    /// How long the command's first run took, if that reached `slowlog-log-slower-than`
+    /// (set by `command::run`); the slow log entry is written when the client is served.
+    pub first_usec: u64,
 }
 
 impl std::fmt::Debug for Park {
@@ -129,8 +132,16 @@ pub fn serve_or_block(
     // A deadline past what Instant can hold is as good as forever.
     let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
     let dst = dst.map(|i| ctx.arg(i).to_vec());
-    ctx.conn.park =
-        Some(Box::new(Park { db: ctx.conn.db, keys, dst, deadline, serve, req: Vec::new(), args: Args::new() }));
+    ctx.conn.park = Some(Box::new(Park {
+        db: ctx.conn.db,
+        keys,
+        dst,
+        deadline,
+        serve,
+        req: Vec::new(),
+        args: Args::new(),
+        first_usec: 0,
+    }));
     Ok(())
 }
 
@@ -171,20 +182,30 @@ impl Registry {
         self.lock().queues.get(&(db, key.to_vec())).map_or(0, |q| q.len())
     }
 
-    /// CLIENT UNBLOCK: ends client `id`'s wait with a timeout's null, or with
-    /// `-UNBLOCKED` if `error`. False if it is not blocked.
-    pub fn unblock(&self, shared: &Shared, id: u64, error: bool) -> bool {
+    /// CLIENT UNBLOCK (run on `worker`): ends client `id`'s wait with a timeout's null, or
+    /// with `-UNBLOCKED` if `error`. False if it is not blocked. As Redis 7.0.15 counts it,
+    /// the blocked command has failed either way (commandstats' `failed_calls`), and the
+    /// error is an error reply (errorstats, `total_error_replies`).
+    pub fn unblock(&self, shared: &Shared, worker: usize, id: u64, error: bool) -> bool {
         let mut g = self.lock();
         let Some(w) = g.waiters.get(&id) else { return false };
         if w.reply.is_some() {
             return false;
         }
+        let ws = shared.stats.worker(worker);
+        if let Some(c) = ws.cmd.get(w.info.last_cmd.load(Ordering::Relaxed) as usize) {
+            c.failed.incr();
+        }
         let mut out = Vec::new();
         if error {
+            ws.count_error(b"UNBLOCKED");
             Writer::new(&mut out, w.proto).error(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
             Writer::new(&mut out, w.proto).null_array();
         }
+        // Logged as Redis 7.0.15 logs it: after the client's arguments were freed, so with
+        // none.
+        slowlog_unblocked(shared, w, 0, false);
         let worker = w.worker;
         unqueue(shared, &mut g, id);
         if let Some(w) = g.waiters.get_mut(&id) {
@@ -193,6 +214,21 @@ impl Registry {
         drop(g);
         wake(shared, worker);
         true
+    }
+}
+
+/// A blocked client is served or unblocked (CLIENT UNBLOCK): its command goes into the slow
+/// log with its whole duration, its first run and `serve_usec`, as Redis's
+/// `updateStatsOnUnblock` logs it (not when it blocked; a timeout logs nothing).
+/// `with_args` false logs the entry with no arguments.
+fn slowlog_unblocked(shared: &Shared, w: &Waiter, serve_usec: u64, with_args: bool) {
+    let usec = w.park.first_usec + serve_usec;
+    if usec >= shared.config.slowlog_log_slower_than.load(Ordering::Relaxed) {
+        // Blocking commands have no arguments to redact: no command name needed.
+        let none = Args::new();
+        let argv =
+            if with_args { Argv { args: &w.park.args, buf: &w.park.req } } else { Argv { args: &none, buf: &[] } };
+        crate::command::slowlog_add(shared, "", &argv, &w.info, usec);
     }
 }
 
@@ -224,6 +260,7 @@ fn unqueue(shared: &Shared, g: &mut Inner, id: u64) {
     shared.blocking.per_worker[worker].fetch_sub(1, Ordering::SeqCst);
     shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
     info.blocked.store(false, Ordering::Relaxed);
+    info.argv_mem.store(0, Ordering::Relaxed);
     shared.store.add_blockers(-1);
 }
 
@@ -242,6 +279,9 @@ pub(crate) fn enter(
     let Some(mut p) = st.park.take() else { return Ok(Vec::new()) };
     p.req = req.to_vec();
     p.args = args.clone();
+    // A blocked client keeps its arguments (CLIENT LIST `argv-mem`), as in Redis.
+    let argv = crate::command::Argv { args, buf: req };
+    st.info.argv_mem.store(argv.iter().map(|a| a.len() as u64).sum(), Ordering::Relaxed);
     let (db, keys, deadline) = (p.db, p.keys.clone(), p.deadline);
     {
         let mut g = shared.blocking.lock();
@@ -288,6 +328,7 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                     shared,
                     worker,
                 };
+                let start = Instant::now();
                 let served = match (w.park.serve)(&mut ctx, &key, true) {
                     Ok(served) => served,
                     Err(e) => {
@@ -302,6 +343,9 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                     crate::tracking::after_command(&mut ctx);
                 }
                 crate::tracking::pending_into(shared, ctx.conn, ctx.out.buf());
+                if served {
+                    slowlog_unblocked(shared, w, start.elapsed().as_micros() as u64, true);
+                }
                 served
             };
             if !served {

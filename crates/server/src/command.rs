@@ -13,7 +13,7 @@ use std::time::Instant;
 use larder_engine::Handle;
 use larder_resp::{Args, Protocol, Writer};
 
-use crate::Shared;
+use crate::{ClientInfo, Shared};
 
 // Command flags, as COMMAND INFO names them.
 pub const WRITE: u32 = 1;
@@ -170,6 +170,10 @@ pub struct ConnState {
     /// one check a command pays.
     pub tracking: u32,
     pub tracking_state: Option<Box<crate::tracking::ConnTracking>>,
+    /// Authenticated (Redis's `c->authenticated`): a client that connected while
+    /// `requirepass` was empty is, and stays so when a password is set later; one that
+    /// connected with a password set is not until AUTH (or HELLO ... AUTH) gives it.
+    pub authenticated: bool,
 }
 
 impl ConnState {
@@ -197,6 +201,7 @@ impl ConnState {
             postponed: None,
             tracking: 0,
             tracking_state: None,
+            authenticated: true,
         }
     }
 }
@@ -746,9 +751,9 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) -> Option<usize> {
         reject(ctx, Some(i), msg);
         return None;
     }
-    // The rare states (in MULTI, subscribed) cost one branch on the common path, and
-    // CLIENT PAUSE one relaxed load.
-    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() {
+    // The rare states (in MULTI, subscribed, not authenticated) cost one branch on the
+    // common path, and CLIENT PAUSE one relaxed load.
+    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() || !ctx.conn.authenticated {
         if !admit(ctx, i) {
             return None;
         }
@@ -769,6 +774,10 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) -> Option<usize> {
 fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     let spec = table().specs[i];
     let top = spec.name.split('|').next().unwrap_or(spec.name);
+    if auth_required(ctx.shared, ctx.conn) && spec.flags & NO_AUTH == 0 {
+        reject(ctx, Some(i), "NOAUTH Authentication required.");
+        return false;
+    }
     if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
         reject(ctx, Some(i), "ERR Command not allowed inside a transaction");
         return false;
@@ -809,6 +818,11 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
         return false;
     }
     true
+}
+
+/// Redis's `authRequired`: a password is set and the client has not authenticated.
+pub(crate) fn auth_required(shared: &Shared, conn: &ConnState) -> bool {
+    !conn.authenticated && shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// What a client in MONITOR mode gets for a command that reads or writes the keyspace
@@ -896,6 +910,9 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     if let Some(c) = ws.cmd.get(i) {
         c.calls.incr();
         c.usec.add(usec);
+        if ctx.shared.config.latency_tracking.load(Ordering::Relaxed) {
+            c.hist[crate::latency::bucket(usec)].incr();
+        }
     }
     let ok = r.is_ok();
     match r {
@@ -914,9 +931,30 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
     if ok && spec.flags & WRITE != 0 && ctx.shared.watches.any() {
         crate::families::multi::touch_created(ctx, spec);
     }
-    let slower = ctx.shared.config.slowlog_log_slower_than.load(Ordering::Relaxed);
-    if usec >= slower && spec.flags & SKIP_SLOWLOG == 0 {
-        slowlog_add(ctx, spec, usec);
+    // One threshold for the slow log and the latency monitor.
+    if usec >= ctx.shared.config.slow_usec.load(Ordering::Relaxed) {
+        slow(ctx, spec, usec);
+    }
+}
+
+/// A command that took long enough for the slow log or the latency monitor (Redis's
+/// `call`: the "command" / "fast-command" latency sample, then the slow log entry).
+#[cold]
+#[inline(never)]
+fn slow(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
+    let cfg = &ctx.shared.config;
+    let threshold_ms = cfg.latency_monitor_threshold.load(Ordering::Relaxed);
+    if threshold_ms > 0 && usec / 1000 >= threshold_ms {
+        let event = if spec.flags & FAST != 0 { "fast-command" } else { "command" };
+        ctx.shared.latency.lock().unwrap_or_else(|e| e.into_inner()).add(event, usec / 1000);
+    }
+    if usec >= cfg.slowlog_log_slower_than.load(Ordering::Relaxed) && spec.flags & SKIP_SLOWLOG == 0 {
+        match ctx.conn.park.as_mut() {
+            // A client that blocked is logged when it is served or unblocked, with its
+            // whole duration (Redis's `updateStatsOnUnblock`).
+            Some(park) => park.first_usec = usec,
+            None => slowlog_add(ctx.shared, spec.name, &ctx.argv, &ctx.conn.info, usec),
+        }
     }
 }
 
@@ -939,17 +977,17 @@ pub fn reply_error(ctx: &mut Ctx<'_>, e: &CmdError, cmd: Option<(usize, bool)>) 
     ctx.out.error(&line);
 }
 
-fn slowlog_add(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
-    let max = ctx.shared.config.slowlog_max_len.load(Ordering::Relaxed);
+/// Adds command `name` with arguments `argv`, run by client `info` in `usec`, to the slow log.
+pub(crate) fn slowlog_add(shared: &Shared, name: &str, argv: &Argv<'_>, info: &ClientInfo, usec: u64) {
+    let max = shared.config.slowlog_max_len.load(Ordering::Relaxed);
     // Credentials are logged as Redis logs them: "(redacted)".
-    let redacted = crate::families::connection::redacted_args(spec.name, ctx.argv);
-    let mut log = ctx.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
+    let redacted = crate::families::connection::redacted_args(shared, name, *argv);
+    let mut log = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
     let id = log.next_id;
     log.next_id += 1;
     // As Redis: at most 32 arguments, each at most 128 bytes, with a note of what was cut.
-    let argc = ctx.argc();
-    let mut args: Vec<Vec<u8>> = ctx
-        .argv
+    let argc = argv.len();
+    let mut args: Vec<Vec<u8>> = argv
         .iter()
         .take(if argc > 32 { 31 } else { 32 })
         .enumerate()
@@ -973,8 +1011,8 @@ fn slowlog_add(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
         time: larder_engine::now_ms() / 1000,
         usec,
         args,
-        addr: ctx.conn.info.addr.clone(),
-        name: ctx.conn.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        addr: info.addr.clone(),
+        name: info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
     log.entries.push_front(entry);
     while log.entries.len() > max {

@@ -8,7 +8,7 @@
 //! set them (test suites, client libraries) keep working until the feature behind them lands.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use larder_engine::Limits;
@@ -131,6 +131,15 @@ pub struct Config {
     pub client_query_buffer_limit: AtomicU64,
     pub slowlog_log_slower_than: AtomicU64,
     pub slowlog_max_len: AtomicUsize,
+    /// `latency-tracking`: per-command latency histograms (LATENCY HISTOGRAM).
+    pub latency_tracking: AtomicBool,
+    /// `latency-monitor-threshold` in ms; 0: the latency monitor is off.
+    pub latency_monitor_threshold: AtomicU64,
+    /// `requirepass`: the default user's password; None: no password (Redis's `nopass`).
+    pub requirepass: RwLock<Option<Vec<u8>>>,
+    /// The shortest duration (µs) the slow log or the latency monitor wants to hear of
+    /// (u64::MAX: neither), so a command's end compares its duration with one value.
+    pub slow_usec: AtomicU64,
     pub timeout: AtomicU64,
     /// Largest sparse HyperLogLog (bytes) a PFADD or PFMERGE keeps sparse.
     pub hll_sparse_max_bytes: AtomicU64,
@@ -263,6 +272,7 @@ pub const PARAMS: &[Param] = &[
     p("lazyfree-lazy-user-del", Kind::Bool, "no"),
     p("lazyfree-lazy-user-flush", Kind::Bool, "no"),
     p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
+    p("requirepass", Kind::Str, ""),
     p("dir", Kind::Str, "."),
     p("dbfilename", Kind::Str, "dump.rdb"),
     p("rdbcompression", Kind::Bool, "yes"),
@@ -535,6 +545,10 @@ impl Config {
             client_query_buffer_limit: AtomicU64::new(1 << 30),
             slowlog_log_slower_than: AtomicU64::new(10_000),
             slowlog_max_len: AtomicUsize::new(128),
+            latency_tracking: AtomicBool::new(true),
+            latency_monitor_threshold: AtomicU64::new(0),
+            slow_usec: AtomicU64::new(10_000),
+            requirepass: RwLock::new(None),
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
             notify_keyspace_events: AtomicU32::new(0),
@@ -669,7 +683,22 @@ impl Config {
             "item-size-max" => self.item_size_max.store(num() as u64, Ordering::Relaxed),
             "slowlog-log-slower-than" => {
                 let n = num();
-                self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed)
+                self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed);
+                self.update_slow_usec();
+            }
+            "requirepass" => {
+                let pw = (!v.is_empty()).then(|| v.as_bytes().to_vec());
+                *self.requirepass.write().unwrap_or_else(|e| e.into_inner()) = pw;
+                self.store_passive(p.name, v.to_string());
+            }
+            "latency-tracking" => {
+                self.latency_tracking.store(v == "yes", Ordering::Relaxed);
+                self.store_passive(p.name, v.to_string());
+            }
+            "latency-monitor-threshold" => {
+                self.latency_monitor_threshold.store(num() as u64, Ordering::Relaxed);
+                self.store_passive(p.name, v.to_string());
+                self.update_slow_usec();
             }
             "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
@@ -713,6 +742,16 @@ impl Config {
                 LimitField::ListSize => l.list_max_listpack_size.store(v, Ordering::Relaxed),
             }
         }
+    }
+
+    /// Recomputes [`slow_usec`](Config::slow_usec) after either threshold changed.
+    fn update_slow_usec(&self) {
+        let slowlog = self.slowlog_log_slower_than.load(Ordering::Relaxed);
+        let monitor = match self.latency_monitor_threshold.load(Ordering::Relaxed) {
+            0 => u64::MAX,
+            ms => ms.saturating_mul(1000),
+        };
+        self.slow_usec.store(slowlog.min(monitor), Ordering::Relaxed);
     }
 
     fn store_passive(&self, name: &str, v: String) {

@@ -8,7 +8,7 @@
 //!                                  → replies appended to the write buffer → one write
 //!   1 background thread:     active expiry, every 100 ms (and the end of a CLIENT PAUSE)
 //!   1 watcher thread:        wakes workers holding blocked clients (BLPOP) on pushes
-//!   Shared (Arc):            the Store, config, stats, client registry, slowlog,
+//!   Shared (Arc):            the Store, config, stats, client registry, slowlog, latency events,
 //!                            pub/sub registry, one mailbox and one exec gate per worker,
 //!                            the CLIENT PAUSE state and the MONITOR count (one relaxed
 //!                            load each per command)
@@ -31,6 +31,7 @@ pub mod config;
 pub mod families;
 mod floor;
 pub mod gate;
+pub mod latency;
 pub mod monitor;
 pub mod notify;
 pub mod pause;
@@ -109,6 +110,13 @@ pub struct ClientInfo {
     /// CLIENT TRACKING's flags ([`tracking::ON`], ...) and redirect client id (0: none).
     pub tracking: AtomicU32,
     pub redirect: AtomicU64,
+    /// Bytes of the arguments of the command it is in (CLIENT LIST `argv-mem`, Redis's
+    /// `argv_len_sum`): a blocked command's, and CLIENT LIST's or INFO's own; 0 between
+    /// commands.
+    pub argv_mem: AtomicU64,
+    /// Bytes its MULTI queue holds as Redis counts them (CLIENT LIST `multi-mem`: each queued
+    /// command's argument bytes and 8 per argument).
+    pub multi_mem: AtomicU64,
 }
 
 impl ClientInfo {
@@ -157,6 +165,8 @@ impl ClientInfo {
             mem: Default::default(),
             tracking: Default::default(),
             redirect: Default::default(),
+            argv_mem: Default::default(),
+            multi_mem: Default::default(),
         }
     }
 
@@ -214,6 +224,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub connected: AtomicU64,
     pub slowlog: Mutex<Slowlog>,
+    /// The latency monitor's events (LATENCY LATEST, HISTORY, …).
+    pub latency: Mutex<latency::Events>,
     pub started: Instant,
     pub run_id: String,
     pub shutdown: AtomicBool,
@@ -376,6 +388,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             connected: AtomicU64::new(0),
             slowlog: Mutex::new(Slowlog::default()),
+            latency: Mutex::new(latency::Events::default()),
             started: Instant::now(),
             run_id,
             shutdown: AtomicBool::new(false),

@@ -134,7 +134,7 @@ pub(crate) fn feed(ctx: &Ctx<'_>, spec: &Spec) {
     if spec.flags & ADMIN != 0 {
         return;
     }
-    let redacted = crate::families::connection::redacted_args(spec.name, ctx.argv);
+    let redacted = crate::families::connection::redacted_args(ctx.shared, spec.name, ctx.argv);
     let line = line(SystemTime::now(), ctx.conn.db, &ctx.conn.info.addr, ctx.argv, &redacted);
     ctx.shared.monitors.deliver(ctx.shared, line);
 }

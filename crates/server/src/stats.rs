@@ -59,6 +59,8 @@ pub struct CmdStats {
     pub usec: Counter,
     pub rejected: Counter,
     pub failed: Counter,
+    /// Calls by duration, in the buckets of [`crate::latency::bucket`] (`latency-tracking`).
+    pub hist: [Counter; crate::latency::BUCKETS],
 }
 
 #[derive(Default, Debug)]
@@ -68,6 +70,10 @@ pub struct WorkerStats {
     pub rejected_connections: Counter,
     pub net_input: Counter,
     pub net_output: Counter,
+    /// Reads and writes that moved bytes (INFO `total_reads_processed`,
+    /// `total_writes_processed`).
+    pub reads: Counter,
+    pub writes: Counter,
     pub keyspace_hits: Counter,
     pub keyspace_misses: Counter,
     pub expired_keys: Counter,
@@ -181,6 +187,17 @@ impl Stats {
         t
     }
 
+    /// Per command: its latency histogram, summed over workers.
+    pub fn histogram(&self, i: usize) -> [u64; crate::latency::BUCKETS] {
+        let mut h = [0; crate::latency::BUCKETS];
+        for c in self.workers.iter().filter_map(|w| w.cmd.get(i)) {
+            for (n, b) in h.iter_mut().zip(&c.hist) {
+                *n += b.get();
+            }
+        }
+        h
+    }
+
     /// Error counts by prefix, summed over workers.
     pub fn errors(&self) -> Vec<(String, u64)> {
         let mut all: HashMap<String, u64> = HashMap::new();
@@ -204,6 +221,8 @@ impl Stats {
                 &w.rejected_connections,
                 &w.net_input,
                 &w.net_output,
+                &w.reads,
+                &w.writes,
                 &w.keyspace_hits,
                 &w.keyspace_misses,
                 &w.expired_keys,
@@ -213,7 +232,7 @@ impl Stats {
             }
             w.errors.lock().unwrap_or_else(|e| e.into_inner()).clear();
             for c in &w.cmd {
-                for a in [&c.calls, &c.usec, &c.rejected, &c.failed] {
+                for a in [&c.calls, &c.usec, &c.rejected, &c.failed].into_iter().chain(&c.hist) {
                     a.reset();
                 }
             }

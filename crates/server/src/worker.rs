@@ -159,6 +159,7 @@ pub(crate) fn spawn_all(
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
             collected: std::time::Instant::now(),
+            clients_cron: (std::time::Instant::now(), 0),
         };
         handles.push(
             std::thread::Builder::new()
@@ -225,7 +226,21 @@ struct Worker {
     round_reads: u64,
     /// When this worker last collected retired memory while busy (see `run`).
     collected: std::time::Instant,
+    /// When [`Worker::clients_cron`] last ran, and the slot it goes on from.
+    clients_cron: (std::time::Instant, usize),
 }
+
+/// How often a worker looks at some of its connections' read buffers (Redis's
+/// `clientsCron` at the default `hz 10`).
+const CLIENTS_CRON_EVERY: Duration = Duration::from_millis(100);
+
+/// Output a client that has not authenticated (with `requirepass` set) may leave unread.
+const UNAUTH_OUTPUT_LIMIT: u64 = 16 * 1024 + 1024;
+
+/// What a client that has not authenticated may send (Redis's limits in
+/// `processMultibulkBuffer`): at most 10 arguments, each at most 16 KiB.
+const UNAUTH_MULTIBULK: u64 = 10;
+const UNAUTH_BULK: u64 = 16384;
 
 /// How often a busy worker that holds retired memory collects it (and, when free large
 /// runs are still resident, gives back those free for long enough). An idle one collects
@@ -386,12 +401,19 @@ impl Worker {
             }
             let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
-            // Let idle periods return memory: reclaim what readers no longer see, and hand
-            // the blocks cached for this worker's next allocations to the shared stacks
-            // (cached, they would keep their pages from the background thread's release).
+            if waiting.duration_since(self.clients_cron.0) >= CLIENTS_CRON_EVERY {
+                self.clients_cron.0 = waiting;
+                self.clients_cron();
+                // The free blocks cached for this worker's next allocations go to the shared
+                // stacks: cached, they would keep their pages from the background thread's
+                // release (63 random blocks of a class pin most of 50 pages after a FLUSHALL),
+                // and a worker with a request every few ms is never idle. Refilling costs a
+                // pop per class in use.
+                let _ = self.h.flush_free_lists();
+            }
+            // Let idle periods return memory: reclaim what readers no longer see.
             if events.is_empty() {
                 let _ = self.h.collect();
-                let _ = self.h.flush_free_lists();
                 self.sweep_killed();
                 self.sweep_idle();
             } else if waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY && self.h.has_memory_to_return() {
@@ -473,7 +495,12 @@ impl Worker {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 wsent: 0,
-                state: ConnState::new(id, slot as u32, info),
+                state: ConnState {
+                    // Redis's `clientSetDefaultAuth`: without a password the default user
+                    // needs none.
+                    authenticated: self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_none(),
+                    ..ConnState::new(id, slot as u32, info)
+                },
                 writing: false,
                 soft_since: None,
                 parked: false,
@@ -551,6 +578,7 @@ impl Worker {
                 }
                 Ok(n) => {
                     ws.net_input.add(n as u64);
+                    ws.reads.incr();
                     if c.rbuf.len() > limit {
                         tracing::warn!(client = c.state.id, "closing client that reached max query buffer length");
                         self.close(i);
@@ -789,7 +817,10 @@ impl Worker {
                 }
             }
         }
-        ws.net_output.add(written as u64);
+        if written > 0 {
+            ws.net_output.add(written as u64);
+            ws.writes.incr();
+        }
         c.wsent = drop_written(&mut c.wbuf, c.wsent + written);
         c.state.info.obuf.store((c.wbuf.len() - c.wsent) as u64, Ordering::Relaxed);
         c.state
@@ -919,6 +950,48 @@ impl Worker {
     }
 
     /// Closes clients idle longer than `timeout` seconds (0 = never).
+    /// Redis's `clientsCron`, on a tenth of the connections (at least 5) each
+    /// [`CLIENTS_CRON_EVERY`], so each about once a second:
+    /// - `clientsCronResizeQueryBuffer`: a read buffer with more than 4 KiB spare is given
+    ///   back when its client has been idle over 2 s, or cut down to its recent peak when it
+    ///   is over 32 KiB and twice that peak. A connection that once sent a large value does
+    ///   not keep a buffer of its size for good. The peak starts again from what the buffer
+    ///   holds.
+    /// - the output buffer limits, so a client over a soft limit for longer than allowed is
+    ///   closed even when nothing more is written to it.
+    fn clients_cron(&mut self) {
+        const RESIZE_THRESHOLD: usize = 32 * 1024;
+        let n = self.conns.len();
+        if n == 0 {
+            return;
+        }
+        let now = self.shared.uptime_ms();
+        let mut i = self.clients_cron.1 % n;
+        for _ in 0..(n / 10).max(5).min(n) {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                let (len, cap) = (c.rbuf.len(), c.rbuf.capacity());
+                let peak = c.state.info.rbuf_peak.load(Ordering::Relaxed) as usize;
+                let idle_secs = now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) / 1000;
+                if cap - len > 4 * 1024 {
+                    if idle_secs > 2 {
+                        c.rbuf.shrink_to(len);
+                    } else if cap > RESIZE_THRESHOLD && cap / 2 > peak {
+                        c.rbuf.shrink_to(len.max(peak));
+                    }
+                    c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
+                    let mem = c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>();
+                    c.state.info.mem.store(mem as u64, Ordering::Relaxed);
+                }
+                c.state.info.rbuf_peak.store(len as u64, Ordering::Relaxed);
+                if over_output_limit(&self.shared, c) {
+                    self.close(i);
+                }
+            }
+            i = (i + 1) % n;
+        }
+        self.clients_cron.1 = i;
+    }
+
     fn sweep_idle(&mut self) {
         let timeout = self.shared.config.timeout.load(Ordering::Relaxed);
         if timeout == 0 {
@@ -964,18 +1037,27 @@ fn run_resp(
     let (mut next, mut filled, mut used) = (0, 0, 0);
     while pos < c.rbuf.len() && !c.state.close {
         if next == filled {
+            // Before AUTH (with a password set) requests are small, and parsed one at a time:
+            // the AUTH that lifts the limits may be the one before.
+            let unauth = !c.state.authenticated && crate::command::auth_required(shared, &c.state);
+            let unauth_limits = Limits {
+                max_multibulk: UNAUTH_MULTIBULK,
+                proto_max_bulk_len: limits.proto_max_bulk_len.min(UNAUTH_BULK),
+                ..limits
+            };
+            let (lim, ahead) = if unauth { (&unauth_limits, 1) } else { (&limits, batch.len()) };
             // A request still arriving over many reads is checked on from where
             // the last read left it, and parsed again only once it is whole.
-            if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], &limits) {
+            if c.progress.started() && !c.progress.ready(&c.rbuf[pos..], lim) {
                 break;
             }
             next = 0;
-            let parsed = parse_ahead(&c.rbuf[pos..], &limits, batch);
+            let parsed = parse_ahead(&c.rbuf[pos..], lim, &mut batch[..ahead]);
             // The requests it parsed, and the one it stopped at.
             used = used.max(parsed.as_ref().map_or(1, |&k| k + 1).min(batch.len()));
             filled = match parsed {
                 Ok(0) => {
-                    c.progress.ready(&c.rbuf[pos..], &limits);
+                    c.progress.ready(&c.rbuf[pos..], lim);
                     break;
                 }
                 Ok(k) => {
@@ -985,7 +1067,19 @@ fn run_resp(
                 Err(e) => {
                     // Redis replies with the protocol error and closes.
                     shared.stats.worker(worker).count_error(b"ERR");
-                    e.write_reply(&mut c.wbuf);
+                    if unauth && parse_ahead(&c.rbuf[pos..], &limits, &mut batch[..1]).is_ok() {
+                        // Only the unauthenticated limits refuse it.
+                        let what = if matches!(e, larder_resp::ProtoError::InvalidMultibulkLength) {
+                            "multibulk"
+                        } else {
+                            "bulk"
+                        };
+                        c.wbuf.extend_from_slice(
+                            format!("-ERR Protocol error: unauthenticated {what} length\r\n").as_bytes(),
+                        );
+                    } else {
+                        e.write_reply(&mut c.wbuf);
+                    }
                     c.state.close = true;
                     pos = c.rbuf.len();
                     break;
@@ -1153,6 +1247,12 @@ fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
 #[inline(always)]
 fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
     let len = (c.wbuf.len() - c.wsent) as u64;
+    // A client that has to authenticate first may not pile up replies (its NOAUTH errors)
+    // by not reading them: Redis closes it past 1 KiB beyond its 16 KiB reply buffer.
+    if !c.state.authenticated && len > UNAUTH_OUTPUT_LIMIT && crate::command::auth_required(shared, &c.state) {
+        tracing::warn!(client = c.state.id, "closing unauthenticated client for overcoming of output buffer limits");
+        return true;
+    }
     let cfg = &shared.config;
     let (hard, soft, secs) = if c.state.subs.is_some() {
         let l = &cfg.pubsub_output_limit;

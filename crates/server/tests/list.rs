@@ -2,6 +2,8 @@
 //! Expected replies were taken from redis-server 7.0.15.
 
 mod common;
+#[path = "common/reply.rs"]
+mod reply;
 
 use std::time::{Duration, Instant};
 
@@ -800,4 +802,74 @@ fn blocked_reply_is_dropped_under_client_reply_off_and_skip() {
     wait_blocked(&mut other, 1);
     ck(&mut other, "RPUSH l c", ":1\r\n");
     c.check(b"", b"*2\r\n$1\r\nl\r\n$1\r\nc\r\n");
+}
+
+/// A blocked command goes into the slow log when it is served (or unblocked by CLIENT
+/// UNBLOCK), with its original arguments, not when it blocks; a timeout logs nothing
+/// (Redis 7.0.15's `updateStatsOnUnblock`; the suite's "SLOWLOG - Rewritten commands are
+/// logged as their original command").
+#[test]
+fn blocked_commands_are_slowlogged_when_served() {
+    let s = start();
+    let (mut p, mut w) = one_per_worker(&s);
+    c(&mut p, &["CONFIG", "SET", "slowlog-log-slower-than", "0"], "+OK\r\n");
+    w.send(&cmd(&[b"BLPOP", b"l", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["MULTI"], "+OK\r\n");
+    c(&mut p, &["LPUSH", "l", "foo"], "+QUEUED\r\n");
+    c(&mut p, &["SLOWLOG", "RESET"], "+QUEUED\r\n");
+    c(&mut p, &["EXEC"], "*2\r\n:1\r\n+OK\r\n");
+    w.check(b"", b"*2\r\n$1\r\nl\r\n$3\r\nfoo\r\n");
+    // The arguments of the newest entries.
+    let newest = |p: &mut Raw| {
+        let entry = |e: reply::Val| e.arr()[3].clone().strings().join(" ");
+        let log: Vec<String> = reply::call(p, "SLOWLOG GET 2").arr().into_iter().map(entry).collect();
+        (log[0].clone(), log.get(1).cloned().unwrap_or_default())
+    };
+    // Newest first: the BLPOP, served after EXEC's commands.
+    assert_eq!(newest(&mut p), ("BLPOP l 0".into(), "SLOWLOG RESET".into()));
+    // Blocked, then timed out: nothing.
+    c(&mut p, &["SLOWLOG", "RESET"], "+OK\r\n");
+    w.send(&cmd(&[b"BRPOP", b"x", b"0.05"]));
+    w.check(b"", b"*-1\r\n");
+    assert_eq!(newest(&mut p), ("SLOWLOG RESET".into(), String::new()));
+    let id = client_id(&mut w);
+    w.send(&cmd(&[b"BRPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id.to_string()], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    // Blocked, then CLIENT UNBLOCK: logged before the CLIENT UNBLOCK, with no arguments
+    // (Redis 7.0.15 logs it once the client's arguments are gone).
+    assert_eq!(newest(&mut p), (format!("CLIENT UNBLOCK {id}"), String::new()));
+}
+
+/// CLIENT UNBLOCK counts as Redis 7.0.15 counts it: the blocked command has failed either
+/// way (failed_calls), the ERROR reply is an error reply (errorstats, total_error_replies),
+/// and CLIENT UNBLOCK ... ERROR itself failed too (Redis counts the error reply it added
+/// against the running command).
+#[test]
+fn client_unblock_counts_failed_calls_and_the_error() {
+    let s = start();
+    let (mut p, mut w) = one_per_worker(&s);
+    c(&mut p, &["CONFIG", "RESETSTAT"], "+OK\r\n");
+    let id = client_id(&mut w).to_string();
+    w.send(&cmd(&[b"BRPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id], ":1\r\n");
+    w.check(b"", b"*-1\r\n");
+    w.send(&cmd(&[b"BLPOP", b"y", b"0"]));
+    wait_blocked(&mut p, 1);
+    c(&mut p, &["CLIENT", "UNBLOCK", &id, "ERROR"], ":1\r\n");
+    w.check(b"", b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    let info = String::from_utf8(reply::call(&mut p, "INFO all").bulk()).unwrap();
+    let field = |name: &str| {
+        let line = info.lines().find(|l| l.starts_with(&format!("{name}:"))).unwrap_or_default();
+        line.split_once(':').map(|(_, v)| v.to_string()).unwrap_or_default()
+    };
+    assert!(field("cmdstat_brpop").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert!(field("cmdstat_blpop").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert!(field("cmdstat_client|unblock").starts_with("calls=2,"), "{info}");
+    assert!(field("cmdstat_client|unblock").ends_with(",rejected_calls=0,failed_calls=1"), "{info}");
+    assert_eq!(field("errorstat_UNBLOCKED"), "count=1");
+    assert_eq!(field("total_error_replies"), "1");
 }

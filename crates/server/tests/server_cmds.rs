@@ -1026,9 +1026,16 @@ fn flushed_small_values_give_their_pages_back() {
     assert!(small > 3_000_000, "{small}");
     let flushed = |c: &mut Raw, peak: u64| {
         ck(c, "FLUSHALL", "+OK\r\n");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while used(c) > base + small / 3 {
-            assert!(Instant::now() < deadline, "used_memory stayed at {} after FLUSHALL (peak {peak})", used(c));
+        // (Seconds at most; generous for a loaded CI machine.)
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // At least half comes back (the index's segments stay: their blocks are kept for
+        // the next growth, see the arena's `free`).
+        while used(c) > base + small / 2 {
+            if Instant::now() > deadline {
+                let info = ask(c, &[b"INFO", b"memory"]);
+                let larder: Vec<&str> = bulk(&info).lines().filter(|l| l.starts_with("larder_arena")).collect();
+                panic!("used_memory stayed at {} after FLUSHALL (peak {peak}); {larder:?}", used(c));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     };
@@ -1144,4 +1151,186 @@ fn client_list_cmd_after_rejected_commands() {
     assert_eq!(cmd_of(&mut other), "cmd=NULL");
     ck(&mut c, "CLIENT ID x", "-ERR wrong number of arguments for 'client|id' command\r\n");
     assert_eq!(cmd_of(&mut other), "cmd=client|id");
+}
+
+/// qbuf + qbuf-free of the client named `name`, from CLIENT LIST.
+fn query_buffer(c: &mut Raw, name: &str) -> u64 {
+    let list = ask(c, &[b"CLIENT", b"LIST"]);
+    let line = bulk(&list).lines().find(|l| l.contains(&format!(" name={name} "))).unwrap().to_string();
+    let field =
+        |k: &str| -> u64 { line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap() };
+    field("qbuf") + field("qbuf-free")
+}
+
+/// Redis's `clientsCronResizeQueryBuffer` (the suite's unit/querybuf): a read buffer grown
+/// by a large request shrinks to the recent peak once smaller requests follow, and is given
+/// back when its client stays idle over 2 s. Before, it kept its size for good.
+#[test]
+fn query_buffers_shrink_after_a_large_request() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let mut big = Raw::connect(t.resp);
+    big.check(&cmd(&[b"CLIENT", b"SETNAME", b"big"]), b"+OK\r\n");
+    big.check(&cmd(&[b"SET", b"x", &vec![b'A'; 400_000]]), b"+OK\r\n");
+    let grown = query_buffer(&mut c, "big");
+    assert!(grown > 400_000, "{grown}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        big.check(&cmd(&[b"SET", b"x", &[b'A'; 100]]), b"+OK\r\n");
+        let now = query_buffer(&mut c, "big");
+        if now < grown {
+            assert!(now > 0, "shrunk to the recent peak, not dropped: {now}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never shrunk from {grown}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Under 32 KiB it stays while the client is active, and is given back once the client
+    // has been idle over 2 s (only a buffer with more than 4 KiB spare is resized).
+    big.check(&cmd(&[b"SET", b"x", &vec![b'A'; 10_000]]), b"+OK\r\n");
+    let start = Instant::now();
+    assert!(query_buffer(&mut c, "big") > 4096);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(query_buffer(&mut c, "big") > 4096);
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while query_buffer(&mut c, "big") != 0 {
+        assert!(Instant::now() < deadline, "an idle client's buffer was never given back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(start.elapsed() > Duration::from_secs(2));
+}
+
+/// INFO stats has Redis 7.0.15's fields in its order (what Larder has nothing to count for,
+/// replication, eviction, defrag, tracking, is 0), and counts reads and writes.
+#[test]
+fn info_stats_fields_are_redis_fields() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    let names: Vec<&str> = bulk(&stats).lines().skip(1).map(|l| l.split_once(':').unwrap().0).collect();
+    let redis = "total_connections_received total_commands_processed instantaneous_ops_per_sec \
+        total_net_input_bytes total_net_output_bytes total_net_repl_input_bytes total_net_repl_output_bytes \
+        instantaneous_input_kbps instantaneous_output_kbps instantaneous_input_repl_kbps \
+        instantaneous_output_repl_kbps rejected_connections sync_full sync_partial_ok sync_partial_err \
+        expired_keys expired_stale_perc expired_time_cap_reached_count expire_cycle_cpu_milliseconds \
+        evicted_keys evicted_clients total_eviction_exceeded_time current_eviction_exceeded_time \
+        keyspace_hits keyspace_misses pubsub_channels pubsub_patterns pubsubshard_channels latest_fork_usec \
+        total_forks migrate_cached_sockets slave_expires_tracked_keys active_defrag_hits active_defrag_misses \
+        active_defrag_key_hits active_defrag_key_misses total_active_defrag_time current_active_defrag_time \
+        tracking_total_keys tracking_total_items tracking_total_prefixes unexpected_error_replies \
+        total_error_replies dump_payload_sanitizations total_reads_processed total_writes_processed \
+        io_threaded_reads_processed io_threaded_writes_processed reply_buffer_shrinks reply_buffer_expands";
+    assert_eq!(names, redis.split_whitespace().collect::<Vec<_>>());
+    // This connection's INFO request was one read; its reply one write (counted once written).
+    ask(&mut c, &[b"PING"]);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    assert!(info_field(bulk(&stats), "total_reads_processed").parse::<u64>().unwrap() >= 3, "{stats}");
+    assert!(info_field(bulk(&stats), "total_writes_processed").parse::<u64>().unwrap() >= 2, "{stats}");
+}
+
+/// CLIENT LIST's argv-mem and multi-mem count what Redis 7.0.15 counts: the arguments of
+/// the command a client is in (its own CLIENT LIST, a blocked BLPOP), and each queued
+/// command's argument bytes plus 8 per argument. Values recorded from redis-server.
+#[test]
+fn client_list_counts_argv_and_multi_memory() {
+    let t = start();
+    let mut a = Raw::connect(t.resp);
+    let mut b = Raw::connect(t.resp);
+    let mut c = Raw::connect(t.resp);
+    for (r, name) in [(&mut a, "a"), (&mut b, "b"), (&mut c, "c")] {
+        r.check(&cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), b"+OK\r\n");
+    }
+    b.check(&cmd(&[b"MULTI"]), b"+OK\r\n");
+    b.check(&cmd(&[b"SET", b"k", b"v"]), b"+QUEUED\r\n");
+    b.check(&cmd(&[b"SADD", b"s", b"a", b"bb", b"ccc"]), b"+QUEUED\r\n");
+    c.send(&cmd(&[b"BLPOP", b"list", b"0"]));
+    wait_blocked(&mut a, 1);
+    // (name, argv-mem, multi-mem) of each client, by name (the list's order is the workers').
+    let mems = |a: &mut Raw, req: &[&[u8]]| -> Vec<(String, String, String)> {
+        let list = ask(a, req);
+        let mut v: Vec<_> = bulk(&list)
+            .lines()
+            .map(|l| {
+                let f = |k: &str| l.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().to_string();
+                (f("name"), f("argv-mem"), f("multi-mem"))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let s = |n: &str, x: &str, y: &str| (n.to_string(), x.to_string(), y.to_string());
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"LIST"]), [s("a", "10", "0"), s("b", "0", "80"), s("c", "10", "0")]);
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"INFO"]), [s("a", "10", "0")]);
+    b.check(&cmd(&[b"EXEC"]), b"*2\r\n+OK\r\n:3\r\n");
+    let after = mems(&mut a, &[b"CLIENT", b"LIST"]);
+    assert_eq!(after, [s("a", "10", "0"), s("b", "0", "0"), s("c", "10", "0")]);
+    ask(&mut a, &[b"LPUSH", b"list", b"x"]);
+    c.check(b"", b"*2\r\n$4\r\nlist\r\n$1\r\nx\r\n");
+    assert_eq!(mems(&mut a, &[b"CLIENT", b"LIST"])[2], s("c", "0", "0"));
+}
+
+/// Output a client has not read shows in CLIENT LIST as Redis holds it: the first 16 KiB in
+/// obl, the rest in omem (oll blocks of 16 KiB), pub/sub messages not yet written included.
+#[test]
+fn client_list_shows_unread_output_in_omem() {
+    let t = start();
+    let mut admin = Raw::connect(t.resp);
+    let mut sub = Raw::connect(t.resp);
+    sub.check(&cmd(&[b"CLIENT", b"SETNAME", b"sub"]), b"+OK\r\n");
+    sub.check(&cmd(&[b"SUBSCRIBE", b"ch"]), b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let field = |line: &str, k: &str| -> u64 {
+        line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+    };
+    let quiet = ask(&mut admin, &[b"CLIENT", b"LIST"]);
+    let line = bulk(&quiet).lines().find(|l| l.contains(" name=sub ")).unwrap().to_string();
+    assert_eq!((field(&line, "obl"), field(&line, "oll"), field(&line, "omem")), (0, 0, 0), "{line}");
+    // The subscriber reads nothing: once the sockets are full, messages wait in the server.
+    let msg = vec![b'm'; 100_000];
+    let mut published = 0;
+    let line = loop {
+        ask(&mut admin, &[b"PUBLISH", b"ch", &msg]);
+        published += msg.len();
+        let list = ask(&mut admin, &[b"CLIENT", b"LIST"]);
+        let line = bulk(&list).lines().find(|l| l.contains(" name=sub ")).unwrap().to_string();
+        if field(&line, "omem") > 0 {
+            break line;
+        }
+        assert!(published < 30 << 20, "no output held after {published} bytes: {line}");
+    };
+    let omem = field(&line, "omem");
+    assert_eq!(field(&line, "obl"), 16 * 1024, "{line}");
+    assert_eq!(field(&line, "oll"), omem.div_ceil(16 * 1024), "{line}");
+    assert!(line.contains(" events=rw "), "{line}");
+}
+
+/// A subscriber over the pubsub soft output limit for longer than allowed is closed even when
+/// nothing more is published (Redis checks the limits in its clients cron too; before, only a
+/// write to the client did).
+#[test]
+fn the_soft_output_limit_is_enforced_without_traffic() {
+    let t = start();
+    let mut admin = Raw::connect(t.resp);
+    admin.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 0 100000 1"]), b"+OK\r\n");
+    let mut sub = Raw::connect(t.resp);
+    sub.check(&cmd(&[b"CLIENT", b"SETNAME", b"sub"]), b"+OK\r\n");
+    sub.check(&cmd(&[b"SUBSCRIBE", b"ch"]), b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n");
+    let sub_line = |admin: &mut Raw| {
+        let list = ask(admin, &[b"CLIENT", b"LIST"]);
+        bulk(&list).lines().find(|l| l.contains(" name=sub ")).map(str::to_string)
+    };
+    let omem =
+        |line: &str| -> u64 { line.split(' ').find_map(|kv| kv.strip_prefix("omem=")).unwrap().parse().unwrap() };
+    let msg = vec![b'm'; 10_000];
+    let mut published = 0;
+    while omem(&sub_line(&mut admin).unwrap()) < 150_000 {
+        ask(&mut admin, &[b"PUBLISH", b"ch", &msg]);
+        published += msg.len();
+        assert!(published < 40 << 20, "no output held after {published} bytes");
+    }
+    // Nothing more is published: the subscriber goes once the soft limit's second is over.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while sub_line(&mut admin).is_some() {
+        assert!(Instant::now() < deadline, "still connected: {:?}", sub_line(&mut admin));
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -150,14 +150,31 @@ fn cmd_select(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Larder has one user, `default`, with no password (Redis's default ACL): any password
-/// is accepted for it, and every other user name is refused.
-fn authenticate(user: &[u8]) -> Result<(), CmdError> {
-    if user == b"default" {
+/// Larder has one user, `default` (Redis's default ACL user): with `requirepass` empty it
+/// has no password and any password is accepted for it, else only that one. Every other
+/// user name is refused. Success authenticates the connection; a failure leaves it as it
+/// was (Redis's `ACLAuthenticateUser`).
+fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
+    if credentials_ok(ctx.shared, user, pass) {
+        ctx.conn.authenticated = true;
         Ok(())
     } else {
         Err(CmdError::new("WRONGPASS invalid username-password pair or user is disabled."))
     }
+}
+
+/// Whether `user` / `pass` are the default user's credentials.
+fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
+    user == b"default"
+        && match &*shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()) {
+            None => true,
+            Some(pw) => pw == pass,
+        }
+}
+
+/// Whether the default user has a password (`requirepass`).
+fn password_set(shared: &Shared) -> bool {
+    shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// # Format
@@ -180,7 +197,8 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         let more = ctx.argc() - 1 - j;
         let opt = ctx.arg(j);
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            authenticate(ctx.arg(j + 1))?;
+            let (user, pass) = (ctx.arg(j + 1), ctx.arg(j + 2));
+            authenticate(ctx, user, pass)?;
             j += 3;
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
             set_name(&ctx.conn.info, ctx.arg(j + 1))?;
@@ -191,6 +209,13 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             crate::command::quote_arg(&mut msg, opt, usize::MAX);
             return Err(CmdError(msg));
         }
+    }
+    // Redis looks at the connection's flag here, not at whether a password is set: a client
+    // that connected while one was set must authenticate even after it was removed.
+    if !ctx.conn.authenticated {
+        return Err(CmdError::new(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        ));
     }
     if let Some(p) = proto {
         ctx.conn.proto = p;
@@ -214,7 +239,7 @@ fn cmd_hello(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// those Redis's handlers redact, up to where they stop. AUTH: the password and the user
 /// name, unless it has too many arguments. HELLO: each AUTH option's user and password,
 /// in the options read before one fails (a bad protocol version stops before any).
-pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
+pub(crate) fn redacted_args(shared: &Shared, name: &str, argv: Argv<'_>) -> Vec<usize> {
     let argc = argv.len();
     match name {
         "auth" if argc <= 3 => (1..argc).collect(),
@@ -229,7 +254,7 @@ pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
                 let (opt, more) = (argv.get(j), argc - 1 - j);
                 if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
                     out.extend([j + 1, j + 2]);
-                    if authenticate(argv.get(j + 1)).is_err() {
+                    if !credentials_ok(shared, argv.get(j + 1), argv.get(j + 2)) {
                         break;
                     }
                     j += 3;
@@ -246,19 +271,23 @@ pub(crate) fn redacted_args(name: &str, argv: Argv<'_>) -> Vec<usize> {
 }
 
 /// # Format
-/// `AUTH [username] password` → `+OK`, or the error Redis gives with no password set.
+/// `AUTH [username] password` → `+OK` if the password is the default user's (any password
+/// while `requirepass` is empty), else `-WRONGPASS`; `AUTH password` with no password set
+/// is the error Redis gives.
 fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    match ctx.argc() {
-        2 => Err(CmdError::new(
-            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        )),
-        3 => {
-            authenticate(ctx.arg(1))?;
-            ctx.out.ok();
-            Ok(())
+    let (user, pass) = match ctx.argc() {
+        2 if !password_set(ctx.shared) => {
+            return Err(CmdError::new(
+                "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ))
         }
-        _ => Err(CmdError::syntax()),
-    }
+        2 => (&b"default"[..], ctx.arg(1)),
+        3 => (ctx.arg(1), ctx.arg(2)),
+        _ => return Err(CmdError::syntax()),
+    };
+    authenticate(ctx, user, pass)?;
+    ctx.out.ok();
+    Ok(())
 }
 
 /// # Format
@@ -281,6 +310,8 @@ fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
     ctx.shared.monitors.leave(&ctx.conn.info);
     crate::tracking::disable(ctx.shared, ctx.conn);
+    // Back to the default user's state: authenticated only if it has no password.
+    ctx.conn.authenticated = !password_set(ctx.shared);
     ctx.out.simple(b"RESET");
     Ok(())
 }
@@ -324,7 +355,15 @@ fn cmd_client_unblock(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let id = ctx.int(2)?;
-    let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, id as u64, error);
+    let done = id > 0 && ctx.shared.blocking.unblock(ctx.shared, ctx.worker, id as u64, error);
+    if done && error {
+        // Redis counts the error reply it gave the blocked client against the command that
+        // was running, so CLIENT UNBLOCK ... ERROR itself has failed too.
+        let ws = ctx.shared.stats.worker(ctx.worker);
+        if let Some(c) = crate::command::table().lookup_full("client|unblock").and_then(|i| ws.cmd.get(i)) {
+            c.failed.incr();
+        }
+    }
     ctx.out.integer(done as i64);
     Ok(())
 }
@@ -429,6 +468,9 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
     v
 }
 
+/// Redis's reply buffer and reply list block size (`PROTO_REPLY_CHUNK_BYTES`).
+const REPLY_CHUNK: u64 = 16 * 1024;
+
 /// One CLIENT LIST line, in Redis 7.2's field order (without the newline).
 pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let now = shared.uptime_ms();
@@ -458,7 +500,13 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     }
     let qbuf = c.qbuf.load(Ordering::Relaxed);
     let rbs = c.rbuf_cap.load(Ordering::Relaxed);
-    let obl = c.obuf.load(Ordering::Relaxed);
+    // Replies not yet written, and pub/sub messages still in the worker's mailbox, shown as
+    // Redis holds output: the first 16 KiB in the client's reply buffer (obl), the rest in
+    // a list of 16 KiB blocks (oll blocks, omem bytes).
+    let unsent = c.obuf.load(Ordering::Relaxed) + c.pending.load(Ordering::Relaxed);
+    let obl = unsent.min(REPLY_CHUNK);
+    let omem = unsent - obl;
+    let (argv_mem, multi_mem) = (c.argv_mem.load(Ordering::Relaxed), c.multi_mem.load(Ordering::Relaxed));
     let cmd = match c.last_cmd.load(Ordering::Relaxed) {
         u32::MAX => "NULL",
         i => table().specs.get(i as usize).map_or("NULL", |s| s.name),
@@ -468,7 +516,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     };
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
-         qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem=0 tot-mem={} events={} cmd={} \
+         qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} \
          user=default redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -485,11 +533,15 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         multi,
         qbuf,
         rbs.saturating_sub(qbuf),
+        argv_mem,
+        multi_mem,
         rbs,
         c.rbuf_peak.load(Ordering::Relaxed),
         obl,
-        c.mem.load(Ordering::Relaxed).max(rbs + obl),
-        if obl > 0 { "rw" } else { "r" },
+        omem.div_ceil(REPLY_CHUNK),
+        omem,
+        c.mem.load(Ordering::Relaxed).max(rbs + unsent) + argv_mem + multi_mem,
+        if unsent > 0 { "rw" } else { "r" },
         cmd,
         redirect_of(c),
         c.resp.load(Ordering::Relaxed),
@@ -519,18 +571,29 @@ fn cmd_client_list(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         return Err(CmdError::syntax());
     };
     let mut text = String::new();
+    set_own_argv_mem(ctx, true);
     for c in &selected {
         text.push_str(&client_line(c, ctx.shared));
         text.push('\n');
     }
+    set_own_argv_mem(ctx, false);
     ctx.out.verbatim(b"txt", text.as_bytes());
     Ok(())
+}
+
+/// While CLIENT LIST or INFO runs, its own line shows the arguments of the command
+/// (`argv-mem`), as Redis's does: set them (`on`), then clear them.
+fn set_own_argv_mem(ctx: &Ctx<'_>, on: bool) {
+    let n = if on { ctx.argv.iter().map(|a| a.len() as u64).sum() } else { 0 };
+    ctx.conn.info.argv_mem.store(n, Ordering::Relaxed);
 }
 
 /// # Format
 /// `CLIENT INFO` → this connection's CLIENT LIST line.
 fn cmd_client_info(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    set_own_argv_mem(ctx, true);
     let mut text = client_line(&ctx.conn.info, ctx.shared);
+    set_own_argv_mem(ctx, false);
     text.push('\n');
     ctx.out.verbatim(b"txt", text.as_bytes());
     Ok(())

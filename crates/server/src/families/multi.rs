@@ -176,6 +176,8 @@ pub fn queue(ctx: &mut Ctx<'_>, i: usize) {
     let args: Vec<&[u8]> = ctx.argv.iter().collect();
     let Some(q) = ctx.conn.multi.as_mut() else { return };
     if !q.dirty {
+        let mem = args.iter().map(|a| a.len() + 8).sum::<usize>() as u64;
+        ctx.conn.info.multi_mem.fetch_add(mem, Ordering::Relaxed);
         larder_resp::write_command(&mut q.buf, args);
         q.cmds.push(i as u32);
         q.flags |= crate::command::table().specs[i].flags;
@@ -201,6 +203,7 @@ pub fn discard(shared: &crate::Shared, conn: &mut crate::command::ConnState) {
     conn.multi = None;
     unwatch_all(shared, conn);
     conn.info.multi.store(-1, Ordering::Relaxed);
+    conn.info.multi_mem.store(0, Ordering::Relaxed);
 }
 
 /// Forgets the client's watched keys (UNWATCH, and a closing connection).

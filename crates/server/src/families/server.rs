@@ -38,6 +38,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("config", -2, 0, "server", "A container for server configuration commands.", cmd_container),
     spec("command", -1, LS, "server", "Returns detailed information about all commands.", cmd_command),
     spec("slowlog", -2, 0, "server", "A container for slow log commands.", cmd_container),
+    spec("latency", -2, 0, "server", "A container for latency diagnostics commands.", cmd_container),
     spec("memory", -2, 0, "server", "A container for memory diagnostics commands.", cmd_container),
     spec("debug", -2, AS, "server", "A container for debugging commands.", cmd_debug),
     spec(
@@ -117,6 +118,20 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("slowlog|len", 2, ADMIN | LS, "server", "Returns the number of entries in the slow log.", cmd_slowlog_len),
     spec("slowlog|reset", 2, ADMIN | LS, "server", "Clears all entries from the slow log.", cmd_slowlog_reset),
     spec("slowlog|help", 2, LS, "server", "Show helpful text about the different subcommands", cmd_slowlog_help),
+    spec("latency|doctor", 2, AS, "server", "Return a human readable latency analysis report.", cmd_latency_doctor),
+    spec("latency|graph", 3, AS, "server", "Return a latency graph for the event.", cmd_latency_graph),
+    spec("latency|help", 2, LS, "server", "Show helpful text about the different subcommands.", cmd_latency_help),
+    spec(
+        "latency|histogram",
+        -2,
+        AS,
+        "server",
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        cmd_latency_histogram,
+    ),
+    spec("latency|history", 3, AS, "server", "Return timestamp-latency samples for the event.", cmd_latency_history),
+    spec("latency|latest", 2, AS, "server", "Return the latest latency samples for all events.", cmd_latency_latest),
+    spec("latency|reset", -2, AS, "server", "Reset latency data for one or more events.", cmd_latency_reset),
     Spec {
         first_key: 2,
         last_key: 2,
@@ -518,6 +533,13 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("lazyfreed_objects:0");
             line!("larder_arena_capacity:{}", shared.store.arena().capacity());
             line!("larder_arena_huge_pages:{}", u8::from(shared.store.arena().huge_pages()));
+            // Memory waiting to come back: the global epoch, blocks retired and not yet
+            // freed, and the participants pinned at an older epoch (which hold it back).
+            let arena = shared.store.arena();
+            let (epoch, slots) = (arena.epoch(), arena.slots());
+            line!("larder_arena_epoch:{epoch}");
+            line!("larder_arena_retired_blocks:{}", slots.iter().map(|s| s.retired as u64).sum::<u64>());
+            line!("larder_arena_pinned_behind:{}", slots.iter().filter(|s| s.pinned && s.epoch != epoch).count());
         }
         "persistence" => {
             out.push_str("# Persistence\r\n");
@@ -543,17 +565,31 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         "stats" => {
             out.push_str("# Stats\r\n");
             let kbps = |a: &std::sync::atomic::AtomicU64| f64::from_bits(a.load(Ordering::Relaxed));
+            // Redis 7.0.15's fields in its order; replication, eviction, defrag, tracking
+            // and forks are not there to count (0).
             line!("total_connections_received:{}", st.sum(|w| &w.connections));
             line!("total_commands_processed:{}", st.sum(|w| &w.commands));
             line!("instantaneous_ops_per_sec:{}", st.inst_ops.load(Ordering::Relaxed));
             line!("total_net_input_bytes:{}", st.sum(|w| &w.net_input));
             line!("total_net_output_bytes:{}", st.sum(|w| &w.net_output));
+            line!("total_net_repl_input_bytes:0");
+            line!("total_net_repl_output_bytes:0");
             line!("instantaneous_input_kbps:{:.2}", kbps(&st.inst_in_kbps));
             line!("instantaneous_output_kbps:{:.2}", kbps(&st.inst_out_kbps));
+            line!("instantaneous_input_repl_kbps:0.00");
+            line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", st.sum(|w| &w.rejected_connections));
+            line!("sync_full:0");
+            line!("sync_partial_ok:0");
+            line!("sync_partial_err:0");
             line!("expired_keys:{}", st.sum(|w| &w.expired_keys));
+            line!("expired_stale_perc:0.00");
+            line!("expired_time_cap_reached_count:0");
+            line!("expire_cycle_cpu_milliseconds:0");
             line!("evicted_keys:0");
             line!("evicted_clients:0");
+            line!("total_eviction_exceeded_time:0");
+            line!("current_eviction_exceeded_time:0");
             line!("keyspace_hits:{}", st.sum(|w| &w.keyspace_hits));
             line!("keyspace_misses:{}", st.sum(|w| &w.keyspace_misses));
             line!("pubsub_channels:{}", shared.pubsub.channel_count());
@@ -561,12 +597,27 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("pubsubshard_channels:{}", shared.pubsub.shard_count());
             line!("latest_fork_usec:0");
             line!("total_forks:0");
+            line!("migrate_cached_sockets:0");
+            line!("slave_expires_tracked_keys:0");
+            line!("active_defrag_hits:0");
+            line!("active_defrag_misses:0");
+            line!("active_defrag_key_hits:0");
+            line!("active_defrag_key_misses:0");
+            line!("total_active_defrag_time:0");
+            line!("current_active_defrag_time:0");
             let (_, keys, items, prefixes) = shared.tracking.counts();
             line!("tracking_total_keys:{keys}");
             line!("tracking_total_items:{items}");
             line!("tracking_total_prefixes:{prefixes}");
-            line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
             line!("unexpected_error_replies:0");
+            line!("total_error_replies:{}", st.sum(|w| &w.total_errors));
+            line!("dump_payload_sanitizations:0");
+            line!("total_reads_processed:{}", st.sum(|w| &w.reads));
+            line!("total_writes_processed:{}", st.sum(|w| &w.writes));
+            line!("io_threaded_reads_processed:0");
+            line!("io_threaded_writes_processed:0");
+            line!("reply_buffer_shrinks:0");
+            line!("reply_buffer_expands:0");
         }
         "replication" => {
             // No replication: a master without replicas, as a fresh Redis reports.
@@ -1351,6 +1402,140 @@ fn cmd_slowlog_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    Return the length of the slowlog.",
             "RESET",
             "    Reset the slowlog.",
+        ],
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------- LATENCY
+
+fn latency_events(shared: &Shared) -> std::sync::MutexGuard<'_, crate::latency::Events> {
+    shared.latency.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// # Format
+/// `LATENCY DOCTOR` → a verbatim string: Redis's latency report for the recorded events.
+fn cmd_latency_doctor(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let cfg = &ctx.shared.config;
+    let threshold = cfg.latency_monitor_threshold.load(Ordering::Relaxed);
+    let slowlog = Some(cfg.slowlog_log_slower_than.load(Ordering::Relaxed)).filter(|&v| v != u64::MAX);
+    let report = latency_events(ctx.shared).doctor(threshold, slowlog, crate::latency::anon_huge_pages());
+    ctx.out.verbatim(b"txt", report.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `LATENCY GRAPH event` → a verbatim string: the event's samples as an ASCII sparkline.
+fn cmd_latency_graph(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let event = ctx.arg(2);
+    let Some(graph) = latency_events(ctx.shared).graph(event) else {
+        let mut e = b"ERR No samples available for event ".to_vec();
+        crate::command::quote_arg(&mut e, event, usize::MAX);
+        return Err(CmdError(e));
+    };
+    ctx.out.verbatim(b"txt", graph.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `LATENCY HISTORY event` → `[[unix-time, ms], …]`, oldest first (empty for an unknown event).
+fn cmd_latency_history(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let samples = latency_events(ctx.shared).history(ctx.arg(2));
+    ctx.out.array(samples.len());
+    for (time, ms) in samples {
+        ctx.out.array(2).integer(time as i64).integer(ms as i64);
+    }
+    Ok(())
+}
+
+/// # Format
+/// `LATENCY LATEST` → `[[event, unix-time, latest ms, all-time max ms], …]`.
+fn cmd_latency_latest(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let latest = latency_events(ctx.shared).latest();
+    ctx.out.array(latest.len());
+    for (event, time, ms, max) in latest {
+        ctx.out.array(4).bulk(event.as_bytes()).integer(time as i64).integer(ms as i64).integer(max as i64);
+    }
+    Ok(())
+}
+
+/// # Format
+/// `LATENCY RESET [event …]` → how many events were forgotten (every event without names).
+fn cmd_latency_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut events = latency_events(ctx.shared);
+    let n = if ctx.argc() == 2 {
+        events.reset(None)
+    } else {
+        (2..ctx.argc()).map(|i| events.reset(Some(ctx.arg(i)))).sum()
+    };
+    drop(events);
+    ctx.out.integer(n as i64);
+    Ok(())
+}
+
+/// # Format
+/// `LATENCY HISTOGRAM [command …]` → a map of command name → `{calls, histogram_usec}`,
+/// the histogram a map of bucket (µs) → calls up to it, for commands called since the last
+/// CONFIG RESETSTAT. A container's name stands for its subcommands; unknown names are
+/// skipped.
+fn cmd_latency_histogram(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let t = table();
+    let mut wanted: Vec<usize> = Vec::new();
+    if ctx.argc() == 2 {
+        // Redis walks its command dict, each command followed by its subcommands.
+        for i in t.commands() {
+            wanted.push(i);
+            wanted.extend_from_slice(t.subcommands(i));
+        }
+    } else {
+        for j in 2..ctx.argc() {
+            let name = String::from_utf8_lossy(ctx.arg(j)).to_ascii_lowercase();
+            if let Some(i) = t.lookup_full(&name) {
+                wanted.push(i);
+                wanted.extend_from_slice(t.subcommands(i));
+            }
+        }
+    }
+    let st = &ctx.shared.stats;
+    let with_data: Vec<(usize, [u64; crate::latency::BUCKETS])> =
+        wanted.into_iter().map(|i| (i, st.histogram(i))).filter(|(_, h)| h.iter().any(|&n| n > 0)).collect();
+    ctx.out.map(with_data.len());
+    for (i, h) in with_data {
+        let total: u64 = h.iter().sum();
+        ctx.out.bulk(t.specs[i].name.as_bytes()).map(2);
+        ctx.out.bulk(b"calls").integer(total as i64).bulk(b"histogram_usec");
+        ctx.out.map(h.iter().filter(|&&n| n > 0).count());
+        let mut cumulative = 0;
+        for (b, &n) in h.iter().enumerate() {
+            if n > 0 {
+                cumulative += n;
+                ctx.out.integer(crate::latency::bucket_label(b) as i64).integer(cumulative as i64);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `LATENCY HELP` → the subcommands.
+fn cmd_latency_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    reply_help(
+        ctx,
+        "LATENCY",
+        &[
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
         ],
     );
     Ok(())

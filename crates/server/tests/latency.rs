@@ -1,0 +1,99 @@
+//! LATENCY: the latency monitor's events (`latency-monitor-threshold`) and the per-command
+//! histograms (`latency-tracking`), replies as redis-server 7.0.15 gives them.
+mod common;
+#[path = "common/reply.rs"]
+mod reply;
+
+use common::*;
+use reply::{call, Val};
+
+/// One command of LATENCY HISTOGRAM: (command, calls, [(bucket µs, cumulative calls)]).
+type Histogram = (String, i64, Vec<(i64, i64)>);
+
+fn histogram(c: &mut Raw, req: &str) -> Vec<Histogram> {
+    let flat = call(c, req).arr();
+    flat.chunks(2)
+        .map(|kv| {
+            let name = String::from_utf8(kv[0].clone().bulk()).unwrap();
+            let m = kv[1].clone().arr();
+            assert_eq!(m[0], Val::Bulk(b"calls".to_vec()));
+            assert_eq!(m[2], Val::Bulk(b"histogram_usec".to_vec()));
+            let buckets = m[3].clone().arr().chunks(2).map(|b| (b[0].clone().int(), b[1].clone().int())).collect();
+            (name, m[1].clone().int(), buckets)
+        })
+        .collect()
+}
+
+#[test]
+fn histograms_count_each_command_since_resetstat() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    // The RESETSTAT itself is counted once it has run.
+    let h = histogram(&mut c, "LATENCY HISTOGRAM");
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!((h[0].0.as_str(), h[0].1), ("config|resetstat", 1));
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    ck(&mut c, "SET a b", "+OK\r\n");
+    ck(&mut c, "SET c d", "+OK\r\n");
+    ck(&mut c, "GET a", "$1\r\nb\r\n");
+    client_id(&mut c);
+    client_id(&mut c);
+    // Named commands in the order asked, a container for its subcommands, unknown skipped.
+    let h = histogram(&mut c, "LATENCY HISTOGRAM nope set client GET");
+    let names: Vec<&str> = h.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names, ["set", "client|id", "get"]);
+    assert_eq!(h.iter().map(|e| e.1).collect::<Vec<_>>(), [2, 2, 1]);
+    for (name, calls, buckets) in &h {
+        // Cumulative counts that end at the calls, on Redis's bucket labels.
+        assert_eq!(buckets.last().unwrap().1, *calls, "{name}");
+        assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1), "{name}: {buckets:?}");
+        for (label, _) in buckets {
+            assert!([1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227].contains(label), "{name}: {label}");
+        }
+    }
+    ck(&mut c, "LATENCY HISTOGRAM nope", "*0\r\n");
+    // latency-tracking no: nothing more is counted.
+    ck(&mut c, "CONFIG SET latency-tracking no", "+OK\r\n");
+    ck(&mut c, "GET a", "$1\r\nb\r\n");
+    assert_eq!(histogram(&mut c, "LATENCY HISTOGRAM get")[0].1, 1);
+    ck(&mut c, "LATENCY HELP xxx", "-ERR wrong number of arguments for 'latency|help' command\r\n");
+    ck(&mut c, "LATENCY foo", "-ERR unknown subcommand 'foo'. Try LATENCY HELP.\r\n");
+}
+
+#[test]
+fn slow_commands_are_latency_events() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let disabled = "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n";
+    assert_eq!(call(&mut c, "LATENCY DOCTOR"), Val::Bulk(disabled.into()));
+    ck(&mut c, "DEBUG SLEEP 0.06", "+OK\r\n");
+    ck(&mut c, "LATENCY LATEST", "*0\r\n");
+    ck(&mut c, "CONFIG SET latency-monitor-threshold 50", "+OK\r\n");
+    let quiet = "Dave, no latency spike was observed during the lifetime of this Redis instance, not in the slightest bit. I honestly think you ought to sit down calmly, take a stress pill, and think things over.\n";
+    assert_eq!(call(&mut c, "LATENCY DOCTOR"), Val::Bulk(quiet.into()));
+    ck(&mut c, "DEBUG SLEEP 0.06", "+OK\r\n");
+    let latest = call(&mut c, "LATENCY LATEST").arr();
+    assert_eq!(latest.len(), 1);
+    let e = latest[0].clone().arr();
+    assert_eq!(e[0], Val::Bulk(b"command".to_vec()));
+    let (ms, max) = (e[2].clone().int(), e[3].clone().int());
+    assert!((60..1000).contains(&ms) && max == ms, "{e:?}");
+    let history = call(&mut c, "LATENCY HISTORY command").arr();
+    assert_eq!(history, vec![Val::Arr(vec![e[1].clone(), Val::Int(ms)])]);
+    ck(&mut c, "LATENCY HISTORY nope", "*0\r\n");
+    let graph = String::from_utf8(call(&mut c, "LATENCY GRAPH command").bulk()).unwrap();
+    let want =
+        format!("command - high {ms} ms, low {ms} ms (all time high {ms} ms)\n{}\n \n \n \n_\n \n", "-".repeat(80));
+    assert!(graph.starts_with(&want), "{graph}");
+    ck(&mut c, "LATENCY GRAPH nope", "-ERR No samples available for event 'nope'\r\n");
+    let doctor = String::from_utf8(call(&mut c, "LATENCY DOCTOR").bulk()).unwrap();
+    assert!(doctor.contains(&format!("1. command: 1 latency spikes (average {ms}ms, mean deviation 0ms, period 1.00 sec). Worst all time event {ms}ms.\n")), "{doctor}");
+    // Below the threshold: no new event.
+    ck(&mut c, "DEBUG SLEEP 0", "+OK\r\n");
+    assert_eq!(call(&mut c, "LATENCY LATEST").arr().len(), 1);
+    ck(&mut c, "LATENCY RESET nope", ":0\r\n");
+    ck(&mut c, "LATENCY RESET COMMAND", ":1\r\n");
+    ck(&mut c, "LATENCY LATEST", "*0\r\n");
+    ck(&mut c, "LATENCY RESET", ":0\r\n");
+}

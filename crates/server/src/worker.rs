@@ -158,8 +158,8 @@ pub(crate) fn spawn_all(
             pending: Vec::new(),
             batch: (0..PREFETCH_AHEAD).map(|_| Parsed::default()).collect(),
             round_reads: 0,
-            collected: std::time::Instant::now(),
-            clients_cron: (std::time::Instant::now(), 0),
+            collect_next: std::time::Instant::now(),
+            clients_cron: (std::time::Instant::now() + CLIENTS_CRON_EVERY, 0),
         };
         handles.push(
             std::thread::Builder::new()
@@ -224,9 +224,11 @@ struct Worker {
     batch: Vec<Parsed>,
     /// Connections read in this round of events.
     round_reads: u64,
-    /// When this worker last collected retired memory while busy (see `run`).
-    collected: std::time::Instant,
-    /// When [`Worker::clients_cron`] last ran, and the slot it goes on from.
+    /// When this worker may next collect retired memory while busy (see `run`; a deadline,
+    /// compared once a round).
+    collect_next: std::time::Instant,
+    /// When [`Worker::clients_cron`] runs next (a deadline: one comparison a round, where a
+    /// `duration_since` was 20 instructions), and the slot it goes on from.
     clients_cron: (std::time::Instant, usize),
 }
 
@@ -401,8 +403,8 @@ impl Worker {
             }
             let requests = self.shared.stats.worker(self.id).commands.total() - commands;
             unpipelined = Spin::unpipelined(self.round_reads, requests);
-            if waiting.duration_since(self.clients_cron.0) >= CLIENTS_CRON_EVERY {
-                self.clients_cron.0 = waiting;
+            if waiting >= self.clients_cron.0 {
+                self.clients_cron.0 = waiting + CLIENTS_CRON_EVERY;
                 self.clients_cron();
                 // The free blocks cached for this worker's next allocations go to the shared
                 // stacks: cached, they would keep their pages from the background thread's
@@ -416,9 +418,9 @@ impl Worker {
                 let _ = self.h.collect();
                 self.sweep_killed();
                 self.sweep_idle();
-            } else if waiting.duration_since(self.collected) >= BUSY_COLLECT_EVERY && self.h.has_memory_to_return() {
+            } else if waiting >= self.collect_next && self.h.has_memory_to_return() {
                 let _ = self.h.collect();
-                self.collected = waiting;
+                self.collect_next = waiting + BUSY_COLLECT_EVERY;
             }
         }
         // Shutting down: close every connection.

@@ -171,7 +171,7 @@ pub struct AllocStats {
 
 impl Arena {
     #[inline]
-    fn page_desc(&self, page: u64) -> Result<&AtomicU32, Error> {
+    pub(crate) fn page_desc(&self, page: u64) -> Result<&AtomicU32, Error> {
         self.map.table_u32(page).ok_or(Error::OutOfRange { off: page.saturating_mul(PAGE), size: 0 })
     }
 
@@ -787,10 +787,12 @@ impl Participant {
                     break;
                 }
                 let off = Arena::from_units(b);
-                if !a.serves_class(off, c) || blocks.len() as u64 >= pages * per_page {
+                // (A page outside those handed out can only be a corrupt descriptor's.)
+                let page = (off / PAGE).wrapping_sub(first);
+                if !a.serves_class(off, c) || page >= pages || blocks.len() as u64 >= pages * per_page {
                     break 'walk;
                 }
-                per[(off / PAGE - first) as usize] += 1;
+                per[page as usize] += 1;
                 blocks.push(b);
                 b = a.u32(off)?.load(Ordering::Acquire);
             }

@@ -1269,3 +1269,20 @@ fn a_page_listed_with_a_block_twice_is_not_released() {
     assert_eq!(a.block_size(live).unwrap(), size);
     assert_eq!(a.u64(live).unwrap().load(Ordering::Relaxed), 0xbeef);
 }
+
+/// A corrupt page descriptor past the pages handed out, naming a class, and a block of
+/// that page on the class's stack: the release stops its walk there instead of indexing
+/// past its per-page counts (a panic before).
+#[test]
+fn a_release_over_a_corrupt_descriptor_past_the_pages_in_use_does_not_panic() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let size = class_size(class_of(4096));
+    let blocks: Vec<u64> = (0..64).map(|_| p.alloc(size).unwrap()).collect();
+    let far = a.capacity() / PAGE - 1;
+    a.page_desc(far).unwrap().store(class_of(size) as u32 + 1, Ordering::Relaxed);
+    let mut listed: Vec<u32> = vec![Arena::to_units(far * PAGE)];
+    listed.extend(blocks.iter().map(|&b| Arena::to_units(b)));
+    p.push_batches(class_of(size), &listed).unwrap();
+    let _ = p.release_free_pages(&mut crate::PageRelease::default());
+}

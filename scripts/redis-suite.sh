@@ -121,7 +121,6 @@ Tracking only occurs for scripts when a command calls a read-only command
 Tracking invalidation message of eviction keys should be before response
 LATENCY of expire events are correctly collected
 query buffer resized correctly
-RESET clears client state
 RESET clears authenticated state}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
 # notifications of stream commands; the two COPY tests build a stream with XADD; "Blocking
@@ -144,9 +143,8 @@ RESET clears authenticated state}"
 # read buffer: Larder reads small requests through one buffer per worker and keeps each
 # connection's as small as its requests (47 bytes there); the resizing itself is covered by
 # the unit's other test and crates/server/tests/server_cmds.rs. unit/other: "RESET clears
-# client state" turns on CLIENT TRACKING and "RESET clears authenticated state" makes a user
-# with ACL SETUSER, neither of which Larder has (the other RESET tests run). Every other test
-# of the units below runs, and must pass.
+# authenticated state" makes a user with ACL SETUSER, which Larder does not have (the other
+# RESET tests run). Every other test of the units below runs, and must pass.
 
 # The unpacked source tree in the cache (newest version if several), or nothing.
 cached_src() {

@@ -153,18 +153,7 @@ impl KeyIter {
 pub fn format_key(out: &mut Vec<u8>, prefix: &[u8], n: u64, len: usize) {
     out.clear();
     out.extend_from_slice(prefix);
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+    larder_resp::push_u64(out, n);
     if out.len() < len {
         out.push(b'-');
         let mut r = Rng::new(n);

@@ -53,7 +53,7 @@ mod request;
 mod writer;
 
 pub use error::ProtoError;
-pub use num::DoubleBuf;
+pub use num::{push_u64, DoubleBuf};
 pub use reply::{parse_reply, parse_reply_with_depth, reply_len, Reply, DEFAULT_MAX_DEPTH};
 pub use request::{parse_command, parse_command_into, Args, ArgsIter, Command, Progress};
 pub use writer::{format_double, shared, write_command, Protocol, Writer};

@@ -41,7 +41,7 @@ pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
 
 /// Appends the decimal form of `v` using a stack buffer.
 #[inline]
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     loop {

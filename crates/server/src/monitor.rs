@@ -146,12 +146,12 @@ pub fn line(now: SystemTime, db: u32, addr: &str, argv: Argv<'_>, redacted: &[us
     let t = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let mut out = Vec::with_capacity(48 + addr.len() + argv.iter().map(|a| a.len() + 3).sum::<usize>());
     out.push(b'+');
-    decimal(&mut out, t.as_secs());
+    larder_resp::push_u64(&mut out, t.as_secs());
     out.push(b'.');
     let micros = t.subsec_micros();
     out.extend((0..6).rev().map(|k| b'0' + (micros / 10u32.pow(k) % 10) as u8));
     out.extend_from_slice(b" [");
-    decimal(&mut out, db as u64);
+    larder_resp::push_u64(&mut out, db as u64);
     out.push(b' ');
     out.extend_from_slice(addr.as_bytes());
     out.extend_from_slice(b"] ");
@@ -167,20 +167,6 @@ pub fn line(now: SystemTime, db: u32, addr: &str, argv: Argv<'_>, redacted: &[us
     }
     out.extend_from_slice(b"\r\n");
     out
-}
-
-fn decimal(out: &mut Vec<u8>, mut v: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Redis's `sdscatrepr`: the bytes in double quotes, `\` and `"` escaped, `\n \r \t \a \b`
@@ -245,8 +231,8 @@ mod tests {
         let l = line(UNIX_EPOCH + Duration::from_nanos(999_999_999), 15, "a:1", Argv { args: &a, buf: &buf }, &[]);
         assert!(l.starts_with(b"+0.999999 [15 a:1] \"set\""));
         let mut d = Vec::new();
-        decimal(&mut d, 0);
-        decimal(&mut d, u64::MAX);
+        larder_resp::push_u64(&mut d, 0);
+        larder_resp::push_u64(&mut d, u64::MAX);
         assert_eq!(d, b"018446744073709551615");
         let (a, buf) = args(&[b"auth", b"user", b"secret"]);
         let l = line(now, 0, "[::1]:7", Argv { args: &a, buf: &buf }, &[1, 2]);

@@ -969,8 +969,17 @@ impl Worker {
         }
         let now = self.shared.uptime_ms();
         let mut i = self.clients_cron.1 % n;
-        for _ in 0..(n / 10).max(5).min(n) {
+        // A tenth of the connected clients, as Redis counts them: not of the slots, which a
+        // burst of connections leaves many of, empty, and which would stretch each client's
+        // turn from 100 ms to a second or more.
+        let live = n - self.free.len();
+        let mut turns = (live / 10).max(5).min(live);
+        for _ in 0..n {
+            if turns == 0 {
+                break;
+            }
             if let Some(Some(c)) = self.conns.get_mut(i) {
+                turns -= 1;
                 let (len, cap) = (c.rbuf.len(), c.rbuf.capacity());
                 let peak = c.state.info.rbuf_peak.load(Ordering::Relaxed) as usize;
                 let idle_secs = now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) / 1000;

@@ -58,6 +58,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub use alloc::{class_of, class_size, AllocStats, PageRelease, DIRTY_DECAY_MS, LARGE_MIN, NCLASSES};
+pub use map::monotonic_ns;
 pub use participant::{Guard, Participant, SlotInfo};
 
 use map::Mapping;

@@ -338,25 +338,33 @@ fn smaps_entry(smaps: &str, addr: usize) -> Option<impl Iterator<Item = &str>> {
     Some(lines.take_while(move |l| !is_header(l)))
 }
 
+/// Nanoseconds on CLOCK_MONOTONIC, which every process on the machine shares (the clock
+/// `std::time::Instant` reads). A plain integer, so that the server's per-command timing is
+/// a subtraction, not `Instant`'s checked `Timespec` arithmetic (about 60 instructions a
+/// command under callgrind).
+///
+/// Through libc rather than rustix: rustix reads the vDSO itself, which valgrind cannot
+/// follow (rustix issue #1559: callgrind aborts on the first call), and instruction counts
+/// under callgrind are how this project judges a change.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the call; CLOCK_MONOTONIC exists on
+    // every Linux this runs on (on failure `ts` stays zero).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Milliseconds on CLOCK_MONOTONIC (see [`monotonic_ns`]).
+pub(crate) fn monotonic_ms() -> u64 {
+    monotonic_ns() / 1_000_000
+}
+
 /// Open-file-description locks on single bytes of the arena's file (`F_OFD_SETLK`,
 /// `F_OFD_GETLK`): how a participant shows it is alive (see `participant.rs`). They belong to
 /// the open file description, not to a process or pid, so they mean the same thing in every
 /// pid namespace, and the kernel drops them when the last descriptor of that description
 /// closes, which a process's death does. They are advisory: the mapping's bytes are
 /// untouched by them.
-/// Milliseconds on CLOCK_MONOTONIC, which every process on the machine shares.
-///
-/// Through libc rather than rustix: rustix reads the vDSO itself, which valgrind cannot
-/// follow (rustix issue #1559: callgrind aborts on the first call), and instruction counts
-/// under callgrind are how this project judges a change.
-pub(crate) fn monotonic_ms() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec for the call; CLOCK_MONOTONIC exists on
-    // every Linux this runs on (on failure `ts` stays zero).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
-
 pub(crate) mod ofd {
     use std::io;
     use std::os::fd::{AsRawFd, BorrowedFd};

@@ -40,7 +40,7 @@ pub use item::{parse_canonical_i64, Meta, Type, MAX_VALUE, VERSION_MASK};
 pub use keyspace::{
     Change, ExpireCond, ExpireRound, Handle, Hint, KeyChange, Modified, Reporting, Ttl, PREFETCH_GROUP,
 };
-pub use larder_arena::{Arena, Backing, Config as ArenaConfig, PageRelease};
+pub use larder_arena::{monotonic_ns, Arena, Backing, Config as ArenaConfig, PageRelease};
 pub use pattern::glob_match;
 pub use string::{Cond, Edit, Expiry, Outcome, SetOptions, SetReply};
 

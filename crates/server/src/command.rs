@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use larder_engine::Handle;
 use larder_resp::{Args, Protocol, Writer};
@@ -135,7 +134,7 @@ pub struct ConnState {
     pub mc_resume: usize,
     /// When the current command started: the batch start for the first request of a read,
     /// then the end of the previous command (one clock read per command, not two).
-    pub clock: Instant,
+    pub clock: u64,
     /// The connection's slot in its worker: with the worker index and the id, how other
     /// threads address it (pub/sub deliveries).
     pub slot: u32,
@@ -188,7 +187,7 @@ impl ConnState {
             info,
             mc_swallow: 0,
             mc_resume: 0,
-            clock: Instant::now(),
+            clock: larder_engine::monotonic_ns(),
             slot,
             subs: None,
             multi: None,
@@ -902,8 +901,8 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
             crate::tracking::after_command(ctx);
         }
     }
-    let end = Instant::now();
-    let usec = end.duration_since(ctx.conn.clock).as_micros() as u64;
+    let end = larder_engine::monotonic_ns();
+    let usec = end.saturating_sub(ctx.conn.clock) / 1000;
     ctx.conn.clock = end;
     let ws = ctx.shared.stats.worker(ctx.worker);
     ws.commands.incr();

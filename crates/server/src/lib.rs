@@ -226,7 +226,8 @@ pub struct Shared {
     pub slowlog: Mutex<Slowlog>,
     /// The latency monitor's events (LATENCY LATEST, HISTORY, …).
     pub latency: Mutex<latency::Events>,
-    pub started: Instant,
+    /// When the server started, in [`larder_engine::monotonic_ns`]'s nanoseconds.
+    pub started: u64,
     pub run_id: String,
     pub shutdown: AtomicBool,
     /// Wakers of the worker event loops (to act on CLIENT KILL and SHUTDOWN at once).
@@ -272,7 +273,12 @@ pub struct Shared {
 impl Shared {
     /// Milliseconds since the server started.
     pub fn uptime_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.uptime_ms_at(larder_engine::monotonic_ns())
+    }
+
+    /// Milliseconds from the server's start to `ns` (a [`larder_engine::monotonic_ns`] time).
+    pub fn uptime_ms_at(&self, ns: u64) -> u64 {
+        ns.saturating_sub(self.started) / 1_000_000
     }
 
     /// Wakes every worker to sweep killed clients (after CLIENT KILL, or on shutdown).
@@ -389,7 +395,7 @@ impl Server {
             connected: AtomicU64::new(0),
             slowlog: Mutex::new(Slowlog::default()),
             latency: Mutex::new(latency::Events::default()),
-            started: Instant::now(),
+            started: larder_engine::monotonic_ns(),
             run_id,
             shutdown: AtomicBool::new(false),
             wakers: OnceLock::new(),

@@ -24,7 +24,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use larder_resp::{Args, Limits, Writer};
 
@@ -324,7 +323,7 @@ fn run(ctx: &mut Ctx<'_>, q: &Queue) {
     let limits = Limits { proto_max_bulk_len: u64::MAX, ..Limits::DEFAULT };
     let mut args = Args::new();
     let mut pos = 0;
-    ctx.conn.clock = Instant::now();
+    ctx.conn.clock = larder_engine::monotonic_ns();
     for &i in &q.cmds {
         let buf = &q.buf[pos.min(q.buf.len())..];
         match larder_resp::parse_command_into(buf, &limits, &mut args) {

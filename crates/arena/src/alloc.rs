@@ -740,9 +740,14 @@ impl Participant {
             if delta == 0 || (h as u32) == 0 || (now < st.not_before && delta < enough) {
                 continue;
             }
-            let (n, batches) = self.release_class_pages(c)?;
+            let (n, batches, tag) = self.release_class_pages(c)?;
             let st = &mut state.classes[c];
-            st.tag = (stack.load(Ordering::Acquire) >> 32) as u32;
+            // The tag as this pass alone left it: blocks pushed while it held the stack
+            // (a worker collecting a FLUSHALL's blocks beside it) are on the stack now, and
+            // the next pass must read them. (The tag read now would count their pushes as
+            // this pass's own, and with nothing pushed after them the class would never
+            // be looked at again.)
+            st.tag = tag;
             // Back off only from a stack that frees nothing and no longer grows (a heap
             // fragmented for good); one still growing (a FLUSHALL's blocks arriving: a page
             // is whole only when its last block is back) is read again next time.
@@ -756,8 +761,10 @@ impl Participant {
     }
 
     /// [`Participant::release_free_pages`] for class `c`.
-    /// Returns the pages freed and the batches' worth of blocks read.
-    fn release_class_pages(&self, c: usize) -> Result<(u64, u64), Error> {
+    /// Returns the pages freed, the batches' worth of blocks read, and the stack's tag as
+    /// the pass left it but for others' pushes and pops meanwhile (its exchange and its
+    /// own pushes counted).
+    fn release_class_pages(&self, c: usize) -> Result<(u64, u64, u32), Error> {
         let a = &*self.arena;
         let per_page = PAGE / class_size(c);
         let first = a.data_off / PAGE;
@@ -836,15 +843,18 @@ impl Participant {
         let free_pages: Vec<u64> = (0..pages).filter(|&i| whole[i as usize]).map(|i| first + i).collect();
         blocks.retain(|&b| !whole[(Arena::from_units(b) / PAGE - first) as usize]);
         let keep = blocks;
+        #[cfg(test)]
+        crate::tests::hook(crate::tests::Hook::ReleaseHolding);
         // The rest goes back first, then the pages, adjacent ones as one run, all under
         // one hold of the large lock.
         let pushed = self.push_batches(c, &keep);
+        let tag = ((h >> 32) as u32).wrapping_add(1).wrapping_add(keep.len().div_ceil(BATCH as usize) as u32);
         let freed = free_pages.len() as u64;
         let r = self.free_pages_sorted(&free_pages);
         releasing.store(0, Ordering::Release);
         pushed?;
         r?;
-        Ok((freed, walked))
+        Ok((freed, walked, tag))
     }
 
     /// Frees pages (sorted page indexes, each a small-class page with no block in use or on

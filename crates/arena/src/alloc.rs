@@ -768,10 +768,11 @@ impl Participant {
         let a = &*self.arena;
         let per_page = PAGE / class_size(c);
         let first = a.data_off / PAGE;
-        let pages = a.next_page()?.saturating_sub(first);
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
         let releasing = a.u64(crate::H_RELEASING)?;
         releasing.store(now_ms(), Ordering::Release);
+        #[cfg(test)]
+        crate::tests::hook(crate::tests::Hook::ReleaseBeforeTake);
         // Take the whole stack.
         let mut h = stack.load(Ordering::Acquire);
         loop {
@@ -781,6 +782,12 @@ impl Participant {
                 Err(cur) => h = cur,
             }
         }
+        // The pages in use, read after the exchange: it acquired every push of a block on
+        // the stack, and each pusher took the block's page before, so the page is among
+        // them. (Read before, a page taken fresh in between, one of whose blocks was
+        // pushed, looked like a corrupt stack's, and the walk stopped there, leaking the
+        // rest of the stack.)
+        let pages = a.next_page()?.saturating_sub(first);
         // Its blocks, checked as `pop_batch` checks a batch head, counted per page. A batch
         // is at most BATCH blocks and there are at most `pages × per_page` blocks: a
         // longer walk is a corrupt (looping) stack, cut there (the rest is leaked).

@@ -316,6 +316,9 @@ pub(crate) enum Hook {
     /// In the next `refill` that takes a new page, between its stores of the bump end and
     /// the bump cursor.
     RefillEndCur,
+    /// In the next page release of a class with free blocks, after it marks the header and
+    /// before it takes the class's stack.
+    ReleaseBeforeTake,
     /// In the next page release of a class with free blocks, while it holds the blocks it
     /// took (after its walk, before it gives back the rest).
     ReleaseHolding,
@@ -1327,4 +1330,51 @@ fn blocks_pushed_during_a_page_release_are_read_by_the_next_pass() {
     // Nothing has changed since that pass ended, but the blocks it did not see are there.
     assert_eq!(r.release_free_pages(&mut seen).unwrap(), 4, "the next pass gives back the four pages");
     assert!(a.alloc_stats().unwrap().free_blocks.is_empty());
+}
+
+/// A page taken fresh just before a release takes the stack, with a block of it freed and
+/// pushed in between: the release knows the page (it reads how many pages are in use after
+/// it takes the stack), so it neither stops its walk there nor leaks the blocks past it.
+/// It read that count before taking the stack, and cut the walk at that block as if the
+/// stack were corrupt, leaking every block below it.
+#[test]
+fn a_release_reads_blocks_of_pages_taken_just_before_it() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let p = a.register().unwrap();
+    let q = a.register().unwrap();
+    let r = a.register().unwrap();
+    let size = class_size(class_of(4000));
+    let per_page = (PAGE / size) as usize;
+    let page_a: Vec<u64> = (0..per_page).map(|_| p.alloc(size).unwrap()).collect();
+    assert!(page_a.iter().all(|b| b / PAGE == page_a[0] / PAGE));
+    for &b in &page_a {
+        q.free(b).unwrap();
+    }
+    q.flush_free_lists().unwrap();
+    // Between the release's mark and its exchange: another participant takes page A's
+    // blocks off the stack, then a block of a fresh page, and gives them all back, the
+    // fresh page's block last, in a batch of its own on top.
+    let fresh_page = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen_page = fresh_page.clone();
+    set_hook(Hook::ReleaseBeforeTake, move || {
+        let u = a.register().unwrap();
+        let mut got: Vec<u64> = (0..=per_page).map(|_| u.alloc(size).unwrap()).collect();
+        let fresh = got.pop().unwrap();
+        assert!(got.iter().all(|b| b / PAGE == page_a[0] / PAGE), "page A's blocks first");
+        assert_ne!(fresh / PAGE, page_a[0] / PAGE);
+        seen_page.set(fresh / PAGE);
+        for b in got {
+            u.free(b).unwrap();
+        }
+        u.flush_free_lists().unwrap();
+        u.free(fresh).unwrap();
+        u.flush_free_lists().unwrap();
+    });
+    let freed = r.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    assert_ne!(fresh_page.get(), 0, "the hook ran");
+    assert_eq!(freed, 1, "page A is given back");
+    // The fresh page's block is still free on the stack (the rest of its page is its
+    // taker's bump range), not leaked.
+    let st = r.arena().alloc_stats().unwrap();
+    assert_eq!(st.free_blocks, [(size, 1)], "{st:?}");
 }

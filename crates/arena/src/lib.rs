@@ -65,7 +65,7 @@ use map::Mapping;
 /// `b"LARDER\0\x01"`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"LARDER\x00\x01");
 /// Bumped whenever any shared layout changes; attaching to another version is refused.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 /// Granularity of stored offsets: offsets are `u32` counts of 8-byte units.
 pub const UNIT: u64 = 8;
 /// The largest arena a `u32` unit offset can address.
@@ -121,6 +121,11 @@ pub(crate) const H_RELEASING: u64 = 408;
 /// cannot succeed (many one-page runs from page releases would make every one slow).
 pub(crate) const H_LARGE_MAX_RUN: u64 = 416;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
+/// NCLASSES × u64: how many blocks each class's stack holds (at least: a pusher counts its
+/// batch before it pushes it, a popper after it has it), for [`Arena::used_bytes`].
+pub(crate) const H_STACK_BLOCKS: u64 = 2048;
+const _: () = assert!(H_CLASS_STACKS + 8 * NCLASSES as u64 <= H_STACK_BLOCKS);
+const _: () = assert!(H_STACK_BLOCKS + 8 * NCLASSES as u64 <= ROOT_OFF);
 
 /// Errors of the arena. None of them is a panic: a corrupt or foreign segment, an offset out
 /// of range or a full arena is reported to the caller.

@@ -1378,3 +1378,134 @@ fn a_release_reads_blocks_of_pages_taken_just_before_it() {
     let st = r.arena().alloc_stats().unwrap();
     assert_eq!(st.free_blocks, [(size, 1)], "{st:?}");
 }
+
+/// `used_bytes` is the bytes of blocks and runs allocated and not freed, whichever list or
+/// stack the free ones are on, and whatever a page release did with them; a small-class
+/// page's unused tail counts as used.
+#[test]
+fn used_bytes_counts_what_is_allocated_not_what_is_free() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (p, q) = (a.register().unwrap(), a.register().unwrap());
+    assert_eq!(a.used_bytes(), 0);
+    let small_blocks: Vec<u64> = (0..20_000).map(|_| p.alloc(64).unwrap()).collect();
+    let s2 = class_size(class_of(1000));
+    let other: Vec<u64> = (0..3000).map(|_| p.alloc(s2).unwrap()).collect();
+    let per_page2 = PAGE / s2;
+    let tails = 3000u64.div_ceil(per_page2) * (PAGE % s2);
+    let mut want = 20_000 * 64 + 3000 * s2 + tails;
+    assert_eq!(a.used_bytes(), want, "carved, with the rest of each page being carved free");
+    // Freed by another participant: onto its list, spilled to the stack as it grows.
+    for &b in &small_blocks[..12_000] {
+        q.free(b).unwrap();
+    }
+    // (Every third: no page of them comes whole, whose tail a release would take along.)
+    let thirds: Vec<u64> = other.iter().step_by(3).copied().collect();
+    let rest: Vec<u64> = other.iter().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, &b)| b).collect();
+    for &b in &thirds {
+        q.free(b).unwrap();
+    }
+    want -= 12_000 * 64 + 1000 * s2;
+    assert_eq!(a.used_bytes(), want, "freed onto a list and the stack");
+    q.flush_free_lists().unwrap();
+    assert_eq!(a.used_bytes(), want, "flushed");
+    // Whole pages of 64-byte blocks (no tail) go back to the pool: nothing changes.
+    let freed = q.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    assert!(freed >= 10, "{freed} pages");
+    assert_eq!(a.used_bytes(), want, "after a page release");
+    // Taken again from the stack, and a large run.
+    let again: Vec<u64> = (0..500).map(|_| q.alloc(s2).unwrap()).collect();
+    want += 500 * s2;
+    assert_eq!(a.used_bytes(), want, "popped from the stack");
+    let big = q.alloc(100_000).unwrap();
+    assert_eq!(a.used_bytes(), want + 2 * PAGE, "a run of two pages");
+    q.free(big).unwrap();
+    assert_eq!(a.used_bytes(), want, "the run freed");
+    // Everything freed: only the tails of the pages the bigger class still holds.
+    for &b in small_blocks[12_000..].iter().chain(&rest).chain(&again) {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    q.flush_free_lists().unwrap();
+    assert_eq!(a.used_bytes(), tails, "only the tails of the bigger class's pages");
+    q.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    assert!(a.used_bytes() < tails, "released pages take their tails along");
+    assert_eq!(a.used_bytes() % (PAGE % s2), 0, "only tails: {}", a.used_bytes());
+}
+
+/// The stacks' block counts stay exact under threads that allocate, free, spill, refill
+/// and flush beside a page release that takes the stacks over and over: in the end, what
+/// the threads still hold is what counts as used (classes whose blocks fill their pages
+/// exactly, so no tail counts).
+#[test]
+fn used_bytes_stays_exact_under_churn_and_page_releases() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reclaimer = {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let p = a.register().unwrap();
+            let mut freed = 0;
+            while !stop.load(Ordering::Relaxed) {
+                // A fresh state each time: no backoff, a pass whenever a stack holds blocks.
+                freed += p.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+                std::thread::yield_now();
+            }
+            freed
+        })
+    };
+    let workers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let p = a.register().unwrap();
+                let mut live: Vec<(u64, u64)> = Vec::new();
+                let mut rng = 0x2545_f491_4f6c_dd1du64 ^ t;
+                for i in 0..95_000u64 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    // Fill, then drain for twice as long (empty, then one block at a time), so
+                    // pages come free whole while the releaser runs.
+                    if (i / 10_000) % 3 == 0 || live.is_empty() {
+                        let size = [64, 128, 256][rng as usize % 3];
+                        live.push((p.alloc(size).unwrap(), size));
+                    } else {
+                        p.free(live.swap_remove(rng as usize % live.len()).0).unwrap();
+                    }
+                    if i % 1000 == 0 {
+                        p.flush_free_lists().unwrap();
+                    }
+                }
+                // Keep one in seven; the rest goes back.
+                let mut kept = Vec::new();
+                for (i, (b, size)) in live.into_iter().enumerate() {
+                    if i % 7 == 0 {
+                        kept.push((b, size));
+                    } else {
+                        p.free(b).unwrap();
+                    }
+                }
+                p.flush_free_lists().unwrap();
+                (kept, p)
+            })
+        })
+        .collect();
+    // (The participants stay registered, so their caches are still read.)
+    let done: Vec<(Vec<(u64, u64)>, Participant)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    let released = reclaimer.join().unwrap();
+    let kept: u64 = done.iter().flat_map(|d| &d.0).map(|&(_, size)| size).sum();
+    assert!(kept > 0);
+    assert_eq!(a.used_bytes(), kept, "free blocks counted as used (or the other way); {released} pages released");
+    // Then all of it, and the whole pages go back: nothing is used.
+    for (blocks, p) in &done {
+        for &(b, _) in blocks {
+            p.free(b).unwrap();
+        }
+        p.flush_free_lists().unwrap();
+    }
+    assert_eq!(a.used_bytes(), 0);
+    let p = a.register().unwrap();
+    assert!(p.release_free_pages(&mut crate::PageRelease::default()).unwrap() > 0);
+    assert_eq!(a.used_bytes(), 0);
+}

@@ -816,7 +816,7 @@ impl Participant {
         let per_page = PAGE / class_size(c);
         let first = a.data_off / PAGE;
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
-        let releasing = a.u64(crate::H_RELEASING)?;
+        let releasing = a.u64(crate::H_RELEASING + c as u64 * 8)?;
         releasing.store(now_ms(), Ordering::Release);
         #[cfg(test)]
         crate::tests::hook(crate::tests::Hook::ReleaseBeforeTake);
@@ -949,12 +949,15 @@ impl Participant {
     }
 
     /// [`Participant::refill`], which, when the arena is full, tries again while a page
-    /// release holds free blocks (a pass in progress: its mark in the header, less than two
-    /// seconds old, as a releaser killed in the middle leaves it) or has just given them
-    /// back (the class's stack changed since the try), for up to two seconds.
+    /// release holds the class's free blocks (a pass in progress: the class's mark in the
+    /// header, less than two seconds old, as a releaser killed in the middle leaves it) or
+    /// has just given them back (the class's stack changed since the try), for up to two
+    /// seconds.
     fn refill_past_release(&self, c: usize) -> Result<u64, Error> {
         let a = &*self.arena;
-        let (Ok(stack), Ok(releasing)) = (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING)) else {
+        let (Ok(stack), Ok(releasing)) =
+            (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING + c as u64 * 8))
+        else {
             return self.refill(c);
         };
         let mut give_up = None;

@@ -1509,3 +1509,42 @@ fn used_bytes_stays_exact_under_churn_and_page_releases() {
     assert!(p.release_free_pages(&mut crate::PageRelease::default()).unwrap() > 0);
     assert_eq!(a.used_bytes(), 0);
 }
+
+/// Two page releases at once (the server's and a local process's), of two classes: the one
+/// that ends first must not clear the other's mark, or an allocation of the class still
+/// held, in a full arena, fails with Full instead of waiting for its blocks to come back.
+/// The mark was one word for the whole arena.
+#[test]
+fn a_release_ending_leaves_another_releases_mark_alone() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
+    let p = a.register().unwrap();
+    // (X first: B's pass reaches it before Y.)
+    let (sx, sy) = (class_size(class_of(100)), class_size(class_of(1000)));
+    // Class Y: a block on its stack (its page not whole: the other block stays).
+    let y = [p.alloc(sy).unwrap(), p.alloc(sy).unwrap()];
+    p.free(y[0]).unwrap();
+    p.flush_free_lists().unwrap();
+    // Class X fills the arena; one block of each page but the first goes to its stack.
+    let xs = fill(&p, sx);
+    for &b in xs.iter().filter(|&&b| b % PAGE >= sx) {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    let waiter = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let w = waiter.clone();
+    let (a2, b) = (a.clone(), a.register().unwrap());
+    // B holds X's stack; meanwhile A releases Y and ends, then an allocation of X comes.
+    set_hook(Hook::ReleaseHolding, move || {
+        let r = a2.register().unwrap();
+        r.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+        let a3 = a2.clone();
+        *w.lock().unwrap() = Some(std::thread::spawn(move || {
+            let u = a3.register().unwrap();
+            u.alloc(sx).map(|_| ())
+        }));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    });
+    b.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    let t = waiter.lock().unwrap().take().expect("the hook ran");
+    assert!(t.join().unwrap().is_ok(), "the allocation failed while X's blocks were held");
+}

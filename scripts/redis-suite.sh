@@ -65,7 +65,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other unit/lazyfree}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory -needs:save}"
 : "${REDIS_SUITE_DEBUG_UNITS=unit/slowlog unit/latency-monitor unit/multi}"
 : "${REDIS_SUITE_UNIT_TIMEOUT:=240}"
@@ -121,9 +121,12 @@ Tracking only occurs for scripts when a command calls a read-only command
 Tracking invalidation message of eviction keys should be before response
 LATENCY of expire events are correctly collected
 query buffer resized correctly
-RESET clears authenticated state}"
+RESET clears authenticated state
+lazy free a stream with all types of metadata
+lazy free a stream with deleted cgroup}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
-# notifications of stream commands; the two COPY tests build a stream with XADD; "Blocking
+# notifications of stream commands; the two COPY tests build a stream with XADD, and so do
+# unit/lazyfree's two stream tests, which count a stream's lazy free; "Blocking
 # commands ignores the timeout" runs XREADGROUP beside the list and sorted-set pops, which
 # tests/python and crates/server/tests cover inside MULTI), DUMP/RESTORE (the "ziplist of
 # various encodings" tests restore Redis 6 payloads), and Lua scripting (EVAL, SCRIPT KILL:

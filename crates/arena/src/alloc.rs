@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{
     Arena, Error, Participant, H_CLASS_STACKS, H_LARGE_DIRTY_OLDEST, H_LARGE_DIRTY_PAGES, H_LARGE_FREE_PAGES,
-    H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, PAGE, UNIT,
+    H_LARGE_HEAD, H_LARGE_LOCK, H_PAGE_NEXT, H_STACK_BLOCKS, PAGE, UNIT,
 };
 
 pub(crate) const CACHE_ENTRY: u64 = 16;
@@ -363,12 +363,49 @@ impl Arena {
         (next.min(self.total_pages()) - first) * PAGE
     }
 
-    /// [`Arena::pages_in_use_bytes`] less the pages of free large runs (given back to the
-    /// kernel, ready for reuse): what the data holds, as INFO's `used_memory` means it. Small
-    /// blocks on free lists still count, as freed memory in a malloc's bins does.
+    /// [`Arena::pages_in_use_bytes`] less the pages of free large runs (ready for reuse by
+    /// any class or value, given back to the kernel after [`DIRTY_DECAY_MS`]): the pages of
+    /// small classes and of large values. Free small blocks still count (see
+    /// [`Arena::free_small_bytes`]).
     pub fn pages_held_bytes(&self) -> u64 {
         let free = self.u64(H_LARGE_FREE_PAGES).map(|p| p.load(Ordering::Relaxed)).unwrap_or(0);
         self.pages_in_use_bytes().saturating_sub(free * PAGE)
+    }
+
+    /// Bytes of free small blocks, kept by their class for its next allocations: on the
+    /// class stacks, on participants' free lists, and the rest of each participant's page
+    /// being carved. Index segments (16 KiB and more) kept for the next split are among
+    /// them. A snapshot taken without stopping anyone (each figure read once; a block in
+    /// flight may be missed or counted twice), from per-class counts, not a walk: a load
+    /// per class and per participant's class.
+    pub fn free_small_bytes(&self) -> u64 {
+        let mut blocks = [0u64; NCLASSES];
+        for (c, n) in blocks.iter_mut().enumerate() {
+            // A count taken off past zero (a corrupt stack's) reads as none, and one past
+            // what the arena could hold as that much.
+            let on_stack = self.u64(H_STACK_BLOCKS + 8 * c as u64).map(|w| w.load(Ordering::Relaxed)).unwrap_or(0);
+            *n = (on_stack as i64).max(0) as u64;
+            *n = (*n).min(self.capacity() / class_size(c));
+        }
+        for slot in 0..self.slot_hwm() {
+            for (c, n) in blocks.iter_mut().enumerate() {
+                let Ok(e) = self.u32s::<4>(self.cache_entry(slot, c)) else { continue };
+                let listed = e[C_FREE_COUNT].load(Ordering::Relaxed).min(2 * BATCH) as u64;
+                let (cur, end) = (e[C_BUMP_CUR].load(Ordering::Relaxed), e[C_BUMP_END].load(Ordering::Relaxed));
+                let cu = (class_size(c) / UNIT) as u32;
+                let carving = if cur == 0 { 0 } else { (end.saturating_sub(cur) / cu) as u64 };
+                *n += listed + carving.min(PAGE / class_size(c));
+            }
+        }
+        blocks.iter().enumerate().map(|(c, &n)| n * class_size(c)).sum()
+    }
+
+    /// Bytes allocated and not freed, as Redis's `used_memory` (zmalloc's count) means
+    /// it: [`Arena::pages_held_bytes`] less [`Arena::free_small_bytes`]. Blocks retired and
+    /// not yet reclaimed count (as Redis counts objects a lazy free has yet to free); the
+    /// unused tail of a small-class page counts too.
+    pub fn used_bytes(&self) -> u64 {
+        self.pages_held_bytes().saturating_sub(self.free_small_bytes())
     }
 
     /// Bytes of free large runs whose pages may still be resident, waiting for
@@ -494,11 +531,8 @@ impl Participant {
             }
             cur.store(0, Ordering::Relaxed);
         }
-        if let Some(batch) = self.pop_batch(c)? {
+        if let Some((batch, len)) = self.pop_batch(c)? {
             let rest = a.u32(batch)?.load(Ordering::Relaxed);
-            // A batch is BATCH blocks long but for the ones a flush or a page release made
-            // (its head says); a wrong length would only end a later spill early.
-            let len = a.u32(batch + 8)?.load(Ordering::Relaxed).clamp(1, BATCH);
             head.store(rest, Ordering::Relaxed);
             count.store(len - 1, Ordering::Relaxed);
             return Ok(batch);
@@ -596,7 +630,7 @@ impl Participant {
         last_word.store(0, Ordering::Relaxed);
         count.store(n - BATCH, Ordering::Relaxed);
         a.u32(Arena::from_units(first) + 8)?.store(BATCH, Ordering::Relaxed);
-        self.push_batch(c, Arena::from_units(first))
+        self.push_batch(c, Arena::from_units(first), BATCH)
     }
 
     /// Hands every block on this participant's free lists to the global stacks (in
@@ -642,15 +676,20 @@ impl Participant {
             }
             a.u32(Arena::from_units(chunk[chunk.len() - 1]))?.store(0, Ordering::Relaxed);
             a.u32(Arena::from_units(chunk[0]) + 8)?.store(chunk.len() as u32, Ordering::Relaxed);
-            self.push_batch(c, Arena::from_units(chunk[0]))?;
+            self.push_batch(c, Arena::from_units(chunk[0]), chunk.len() as u32)?;
         }
         Ok(())
     }
 
-    fn push_batch(&self, c: usize, batch: u64) -> Result<(), Error> {
+    /// Pushes the batch at `batch` (`len` blocks, its head's third word says so too) on the
+    /// stack of class `c`.
+    fn push_batch(&self, c: usize, batch: u64, len: u32) -> Result<(), Error> {
         let a = &*self.arena;
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
         let link = a.u32(batch + 4)?;
+        // Counted before it is pushed, so the count is never below what the stack holds
+        // (killed in between, it stays a batch too high).
+        a.u64(H_STACK_BLOCKS + c as u64 * 8)?.fetch_add(len as u64, Ordering::Relaxed);
         let mut h = stack.load(Ordering::Acquire);
         loop {
             link.store(h as u32, Ordering::Relaxed);
@@ -662,7 +701,8 @@ impl Participant {
         }
     }
 
-    fn pop_batch(&self, c: usize) -> Result<Option<u64>, Error> {
+    /// Pops a batch of class `c`: its head and its length.
+    fn pop_batch(&self, c: usize) -> Result<Option<(u64, u32)>, Error> {
         let a = &*self.arena;
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
         let mut h = stack.load(Ordering::Acquire);
@@ -689,7 +729,14 @@ impl Participant {
             let next = a.u32(Arena::from_units(top) + 4)?.load(Ordering::Acquire);
             let new = ((h >> 32).wrapping_add(1) << 32) | next as u64;
             match stack.compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(Some(Arena::from_units(top))),
+                Ok(_) => {
+                    let off = Arena::from_units(top);
+                    // A batch is BATCH blocks long but for the ones a flush or a page release
+                    // made (its head says); a wrong length would only end a later spill early.
+                    let len = a.u32(off + 8)?.load(Ordering::Relaxed).clamp(1, BATCH);
+                    a.u64(H_STACK_BLOCKS + c as u64 * 8)?.fetch_sub(len as u64, Ordering::Relaxed);
+                    return Ok(Some((off, len)));
+                }
                 Err(cur) => h = cur,
             }
         }
@@ -740,9 +787,14 @@ impl Participant {
             if delta == 0 || (h as u32) == 0 || (now < st.not_before && delta < enough) {
                 continue;
             }
-            let (n, batches) = self.release_class_pages(c)?;
+            let (n, batches, tag) = self.release_class_pages(c)?;
             let st = &mut state.classes[c];
-            st.tag = (stack.load(Ordering::Acquire) >> 32) as u32;
+            // The tag as this pass alone left it: blocks pushed while it held the stack
+            // (a worker collecting a FLUSHALL's blocks beside it) are on the stack now, and
+            // the next pass must read them. (The tag read now would count their pushes as
+            // this pass's own, and with nothing pushed after them the class would never
+            // be looked at again.)
+            st.tag = tag;
             // Back off only from a stack that frees nothing and no longer grows (a heap
             // fragmented for good); one still growing (a FLUSHALL's blocks arriving: a page
             // is whole only when its last block is back) is read again next time.
@@ -756,15 +808,18 @@ impl Participant {
     }
 
     /// [`Participant::release_free_pages`] for class `c`.
-    /// Returns the pages freed and the batches' worth of blocks read.
-    fn release_class_pages(&self, c: usize) -> Result<(u64, u64), Error> {
+    /// Returns the pages freed, the batches' worth of blocks read, and the stack's tag as
+    /// the pass left it but for others' pushes and pops meanwhile (its exchange and its
+    /// own pushes counted).
+    fn release_class_pages(&self, c: usize) -> Result<(u64, u64, u32), Error> {
         let a = &*self.arena;
         let per_page = PAGE / class_size(c);
         let first = a.data_off / PAGE;
-        let pages = a.next_page()?.saturating_sub(first);
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
-        let releasing = a.u64(crate::H_RELEASING)?;
+        let releasing = a.u64(crate::H_RELEASING + c as u64 * 8)?;
         releasing.store(now_ms(), Ordering::Release);
+        #[cfg(test)]
+        crate::tests::hook(crate::tests::Hook::ReleaseBeforeTake);
         // Take the whole stack.
         let mut h = stack.load(Ordering::Acquire);
         loop {
@@ -774,6 +829,12 @@ impl Participant {
                 Err(cur) => h = cur,
             }
         }
+        // The pages in use, read after the exchange: it acquired every push of a block on
+        // the stack, and each pusher took the block's page before, so the page is among
+        // them. (Read before, a page taken fresh in between, one of whose blocks was
+        // pushed, looked like a corrupt stack's, and the walk stopped there, leaking the
+        // rest of the stack.)
+        let pages = a.next_page()?.saturating_sub(first);
         // Its blocks, checked as `pop_batch` checks a batch head, counted per page. A batch
         // is at most BATCH blocks and there are at most `pages × per_page` blocks: a
         // longer walk is a corrupt (looping) stack, cut there (the rest is leaked).
@@ -799,6 +860,8 @@ impl Participant {
             batch = a.u32(Arena::from_units(batch) + 4)?.load(Ordering::Acquire);
         }
         let walked = (blocks.len() as u64).div_ceil(BATCH as u64);
+        // Off the stack's count (what goes back is counted again as it is pushed).
+        a.u64(H_STACK_BLOCKS + c as u64 * 8)?.fetch_sub(blocks.len() as u64, Ordering::Relaxed);
         // Pages with as many blocks on the stack as they hold are whole, unless one is
         // listed twice (a corrupt stack): their blocks are grouped by page (a counting
         // sort) and each page's checked against a bitmap of its block indexes.
@@ -836,15 +899,18 @@ impl Participant {
         let free_pages: Vec<u64> = (0..pages).filter(|&i| whole[i as usize]).map(|i| first + i).collect();
         blocks.retain(|&b| !whole[(Arena::from_units(b) / PAGE - first) as usize]);
         let keep = blocks;
+        #[cfg(test)]
+        crate::tests::hook(crate::tests::Hook::ReleaseHolding);
         // The rest goes back first, then the pages, adjacent ones as one run, all under
         // one hold of the large lock.
         let pushed = self.push_batches(c, &keep);
+        let tag = ((h >> 32) as u32).wrapping_add(1).wrapping_add(keep.len().div_ceil(BATCH as usize) as u32);
         let freed = free_pages.len() as u64;
         let r = self.free_pages_sorted(&free_pages);
         releasing.store(0, Ordering::Release);
         pushed?;
         r?;
-        Ok((freed, walked))
+        Ok((freed, walked, tag))
     }
 
     /// Frees pages (sorted page indexes, each a small-class page with no block in use or on
@@ -883,12 +949,15 @@ impl Participant {
     }
 
     /// [`Participant::refill`], which, when the arena is full, tries again while a page
-    /// release holds free blocks (a pass in progress: its mark in the header, less than two
-    /// seconds old, as a releaser killed in the middle leaves it) or has just given them
-    /// back (the class's stack changed since the try), for up to two seconds.
+    /// release holds the class's free blocks (a pass in progress: the class's mark in the
+    /// header, less than two seconds old, as a releaser killed in the middle leaves it) or
+    /// has just given them back (the class's stack changed since the try), for up to two
+    /// seconds.
     fn refill_past_release(&self, c: usize) -> Result<u64, Error> {
         let a = &*self.arena;
-        let (Ok(stack), Ok(releasing)) = (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING)) else {
+        let (Ok(stack), Ok(releasing)) =
+            (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING + c as u64 * 8))
+        else {
             return self.refill(c);
         };
         let mut give_up = None;

@@ -66,7 +66,7 @@ use map::Mapping;
 /// `b"LARDER\0\x01"`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"LARDER\x00\x01");
 /// Bumped whenever any shared layout changes; attaching to another version is refused.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 /// Granularity of stored offsets: offsets are `u32` counts of 8-byte units.
 pub const UNIT: u64 = 8;
 /// The largest arena a `u32` unit offset can address.
@@ -113,15 +113,23 @@ pub(crate) const H_VERSION_CTR: u64 = 320;
 pub(crate) const H_COUNTERS: u64 = 384;
 /// u64: participants reaped so far (see [`Arena::reaps`]).
 pub(crate) const H_REAPS: u64 = 400;
-/// u64: when (monotonic ms) a page release took a class's stack, 0 when none holds one
-/// (see `Participant::release_free_pages`): an allocation that finds the arena full waits
-/// for it.
-pub(crate) const H_RELEASING: u64 = 408;
+// (408: the one page-release mark of layout 6, now H_RELEASING's per-class marks.)
 /// u64, under the large lock: at least the length in pages of the longest free run (exact
 /// after a walk that found none long enough), so a large allocation skips a walk that
 /// cannot succeed (many one-page runs from page releases would make every one slow).
 pub(crate) const H_LARGE_MAX_RUN: u64 = 416;
 pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit offset:32)
+/// NCLASSES × u64: how many blocks each class's stack holds (at least: a pusher counts its
+/// batch before it pushes it, a popper after it has it), for [`Arena::used_bytes`].
+pub(crate) const H_STACK_BLOCKS: u64 = 2048;
+/// NCLASSES × u64: when (monotonic ms) a page release took the class's stack, 0 when none
+/// holds it (see `Participant::release_free_pages`): an allocation of the class that finds
+/// the arena full waits for it. One per class, so that a release ending does not clear the
+/// mark of another one running beside it (the server's and a local process's).
+pub(crate) const H_RELEASING: u64 = 2816;
+const _: () = assert!(H_CLASS_STACKS + 8 * NCLASSES as u64 <= H_STACK_BLOCKS);
+const _: () = assert!(H_STACK_BLOCKS + 8 * NCLASSES as u64 <= H_RELEASING);
+const _: () = assert!(H_RELEASING + 8 * NCLASSES as u64 <= ROOT_OFF);
 
 /// Errors of the arena. None of them is a panic: a corrupt or foreign segment, an offset out
 /// of range or a full arena is reported to the caller.

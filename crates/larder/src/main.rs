@@ -109,6 +109,11 @@ fn segment(op: SegmentOp) -> Result<(), String> {
                 a.pages_held_bytes()
             );
             println!(
+                "used       {} bytes allocated ({} of free small blocks kept by their classes)",
+                a.used_bytes(),
+                a.free_small_bytes()
+            );
+            println!(
                 "dirty      {} bytes of free runs not yet given back to the kernel (at most)",
                 a.dirty_free_bytes()
             );

@@ -495,7 +495,7 @@ fn background(shared: Arc<Shared>) {
         if shared.tracking.armed() {
             tracking::enforce_limit(&shared);
         }
-        let used = shared.store.arena().pages_held_bytes();
+        let used = shared.store.arena().used_bytes();
         shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
         // A CLIENT PAUSE past its deadline ends here if no command or paused client saw it
         // end (as Redis's cron ends it).

@@ -1000,14 +1000,16 @@ fn appending_to_a_large_string_reuses_memory_and_del_gives_it_back() {
 
 /// Small values flushed: the pages of their size class go back to the pool (the server's
 /// background thread, once a second, after idle workers hand over the blocks they cache),
-/// so used_memory comes down, and values of another size then take those pages instead of
-/// new ones. Before, a small-class page kept its class for good and used_memory stayed at
-/// its peak.
+/// so the pages held come down, and values of another size then take those pages instead
+/// of new ones. Before, a small-class page kept its class for good and the pages held
+/// stayed at their peak. (Pages, not used_memory, which counts live bytes and comes down
+/// as soon as the blocks are free, pages or not.)
 #[test]
 fn flushed_small_values_give_their_pages_back() {
     let t = start();
     let mut c = Raw::connect(t.resp);
-    let used = |c: &mut Raw| info_field(&ask(c, &[b"INFO", b"memory"]), "used_memory").parse::<u64>().unwrap();
+    let used =
+        |c: &mut Raw| info_field(&ask(c, &[b"INFO", b"memory"]), "larder_arena_pages_held").parse::<u64>().unwrap();
     let fill = |c: &mut Raw, n: usize, size: usize| {
         let value = vec![b'v'; size];
         for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
@@ -1034,7 +1036,7 @@ fn flushed_small_values_give_their_pages_back() {
             if Instant::now() > deadline {
                 let info = ask(c, &[b"INFO", b"memory"]);
                 let larder: Vec<&str> = bulk(&info).lines().filter(|l| l.starts_with("larder_arena")).collect();
-                panic!("used_memory stayed at {} after FLUSHALL (peak {peak}); {larder:?}", used(c));
+                panic!("the pages held stayed at {} after FLUSHALL (peak {peak}); {larder:?}", used(c));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -1048,6 +1050,45 @@ fn flushed_small_values_give_their_pages_back() {
     fill(&mut c, 60_000, 32);
     let again = used(&mut c) - base;
     assert!(again <= small * 5 / 4, "small values after big ones took {again} bytes, the first time {small}");
+}
+
+/// INFO's used_memory counts bytes allocated and not freed, as Redis's does (Redis's
+/// unit/lazyfree: after UNLINK of a set of 100k members it wants used_memory back under
+/// twice the starting figure): the free blocks a class keeps for its next allocations
+/// (index segments, big tree nodes) and the pages that hold them are in the larder_arena
+/// fields, not in used_memory.
+#[test]
+fn used_memory_counts_live_bytes_not_the_free_blocks_kept() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let field = |c: &mut Raw, f: &str| info_field(&ask(c, &[b"INFO", b"memory"]), f).parse::<u64>().unwrap();
+    let base = field(&mut c, "used_memory");
+    let members: Vec<Vec<u8>> = (0..100_000).map(|i| i.to_string().into_bytes()).collect();
+    for chunk in members.chunks(10_000) {
+        let mut args: Vec<&[u8]> = vec![b"SADD", b"myset"];
+        args.extend(chunk.iter().map(|m| m.as_slice()));
+        c.check(&cmd(&args), format!(":{}\r\n", chunk.len()).as_bytes());
+    }
+    let peak = field(&mut c, "used_memory");
+    assert!(peak > base + 1_000_000, "{peak} after the set, {base} before");
+    assert!(field(&mut c, "larder_arena_pages_held") >= peak);
+    ck(&mut c, "UNLINK myset", ":1\r\n");
+    // Retired, then freed once the epoch has moved on (an idle worker collects).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while field(&mut c, "used_memory") >= base * 2 {
+        assert!(
+            Instant::now() < deadline,
+            "used_memory stayed at {} (from {base}, peak {peak}): {}",
+            field(&mut c, "used_memory"),
+            bulk(&ask(&mut c, &[b"INFO", b"memory"]))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // What the classes keep is counted apart (the index's segments among it).
+    let info = ask(&mut c, &[b"INFO", b"memory"]);
+    let [used, held, kept] = ["used_memory", "larder_arena_pages_held", "larder_arena_free_blocks_bytes"]
+        .map(|f| info_field(&info, f).parse::<u64>().unwrap());
+    assert!(kept > 0 && used < held, "used {used}, pages held {held}, free blocks {kept}");
 }
 
 /// INFO keyspace's `expires` follows every way a key gains or loses an expiry, over both

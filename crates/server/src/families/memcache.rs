@@ -1457,7 +1457,7 @@ impl<'a> Mc<'a> {
         s(out, "conn_yields", 0);
         s(out, "hash_is_expanding", 0);
         s(out, "malloc_fails", 0);
-        s(out, "bytes", arena.pages_held_bytes());
+        s(out, "bytes", arena.used_bytes());
         s(out, "curr_items", items);
         s(out, "total_items", st.sum(C::TotalItems));
         s(out, "expired_unfetched", 0);
@@ -1522,7 +1522,7 @@ impl<'a> Mc<'a> {
     fn stats_items(&mut self) -> Result<(), EngineError> {
         let items = self.h.dbsize(DB)?;
         if items > 0 {
-            let bytes = self.h.store().arena().pages_held_bytes();
+            let bytes = self.h.store().arena().used_bytes();
             let hits = self.st.sum(C::GetHits);
             let reclaimed = self.shared.stats.sum(|w| &w.expired_keys);
             for (name, v) in [
@@ -1564,7 +1564,7 @@ impl<'a> Mc<'a> {
 
     fn stats_slabs(&mut self) -> Result<(), EngineError> {
         let items = self.h.dbsize(DB)?;
-        let bytes = self.h.store().arena().pages_held_bytes();
+        let bytes = self.h.store().arena().used_bytes();
         if let Some(chunk) = bytes.checked_div(items) {
             let chunk = chunk.max(1);
             for (name, v) in [

@@ -509,7 +509,11 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         }
         "memory" => {
             out.push_str("# Memory\r\n");
-            let used = shared.store.arena().pages_held_bytes();
+            // Bytes allocated and not freed, as Redis's zmalloc counts them: free blocks that
+            // classes keep for their next allocations (index segments among them) and pages
+            // still resident are in the larder_arena fields below and in used_memory_rss.
+            let arena = shared.store.arena();
+            let used = arena.used_bytes();
             let peak = st.peak_memory.fetch_max(used, Ordering::Relaxed).max(used);
             let rss = rss_bytes();
             let total = total_system_memory();
@@ -531,11 +535,16 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("mem_allocator:larder-arena");
             line!("lazyfree_pending_objects:0");
             line!("lazyfreed_objects:0");
-            line!("larder_arena_capacity:{}", shared.store.arena().capacity());
-            line!("larder_arena_huge_pages:{}", u8::from(shared.store.arena().huge_pages()));
+            line!("larder_arena_capacity:{}", arena.capacity());
+            line!("larder_arena_huge_pages:{}", u8::from(arena.huge_pages()));
+            // What used_memory leaves out: the pages of small classes and large values
+            // (used_memory before it counted live bytes), the free blocks in them kept for
+            // their class, and the free large runs whose pages are not given back yet.
+            line!("larder_arena_pages_held:{}", arena.pages_held_bytes());
+            line!("larder_arena_free_blocks_bytes:{}", arena.free_small_bytes());
+            line!("larder_arena_dirty_free_bytes:{}", arena.dirty_free_bytes());
             // Memory waiting to come back: the global epoch, blocks retired and not yet
             // freed, and the participants pinned at an older epoch (which hold it back).
-            let arena = shared.store.arena();
             let (epoch, slots) = (arena.epoch(), arena.slots());
             line!("larder_arena_epoch:{epoch}");
             line!("larder_arena_retired_blocks:{}", slots.iter().map(|s| s.retired as u64).sum::<u64>());

@@ -43,6 +43,11 @@ pub struct Args {
     /// Keys inserted by the growth run.
     #[arg(long, default_value_t = 10_000_000)]
     pub grow_keys: u64,
+    /// The growth run inserts its keys in groups of this many, each group's buckets and items
+    /// prefetched before its sets (`Handle::prefetch_group`, as the server runs a pipeline or
+    /// an MSET); 1: one key at a time, each set waiting on its own cache misses.
+    #[arg(long, default_value_t = 1)]
+    pub grow_batch: u64,
     /// Keys inserted by the memory-per-key run.
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_keys: u64,
@@ -939,7 +944,10 @@ fn ctx_switches() -> (u64, u64) {
 
 fn phase_grow(args: &Args, out: &mut Report) -> Result<(), String> {
     let n = args.grow_keys.max(GROW_READ_KEYS + 1);
-    println!("\ngrowth: insert {n} keys (32-byte values) from one thread; another process reads meanwhile");
+    println!(
+        "\ngrowth: insert {n} keys (32-byte values) from one thread, {} at a time; another process reads meanwhile",
+        args.grow_batch.clamp(1, larder_engine::PREFETCH_GROUP as u64)
+    );
     let (seg, store) = Segment::create("grow", 4 << 30)?;
     let mut h = store.handle().map_err(err("handle"))?;
     preload(&mut h, 1, GROW_READ_KEYS, VALUE32)?;
@@ -981,7 +989,17 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let mut w_start = start;
     let mut w_count = 0u64;
     let mut last_progress = start;
+    let batch = args.grow_batch.clamp(1, larder_engine::PREFETCH_GROUP as u64);
+    let mut group = [[0u8; 32]; larder_engine::PREFETCH_GROUP];
+    let mut group_len = [0usize; larder_engine::PREFETCH_GROUP];
     for i in GROW_READ_KEYS + 1..=n {
+        if batch > 1 && (i - GROW_READ_KEYS - 1) % batch == 0 {
+            let m = batch.min(n + 1 - i) as usize;
+            for j in 0..m {
+                group_len[j] = fmt_key(b"key:", i + j as u64, &mut group[j]);
+            }
+            h.prefetch_group(0, (0..m).map(|j| &group[j][..group_len[j]]));
+        }
         let len = fmt_key(b"key:", i, &mut buf);
         h.set(0, &buf[..len], VALUE32, &opt).map_err(err("grow set"))?;
         w_count += 1;

@@ -268,3 +268,63 @@ fn memcached_requests_notify_the_keys_they_create_or_find_expired() {
     sub.check(b"", new.as_bytes());
     silent(&mut sub);
 }
+
+/// An INFO stats field as a number.
+fn stat(c: &mut Raw, field: &str) -> u64 {
+    let info = ask(c, &[b"INFO", b"stats"]);
+    let line = info.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or_else(|| panic!("{field}"));
+    line[field.len() + 1..].trim().parse().unwrap()
+}
+
+#[test]
+fn store_commands_with_nothing_to_store_delete_an_expired_destination_as_del() {
+    // Redis 7.0.15 deletes the destination without looking it up (`dbDelete`): an expired
+    // one is a "del", not an "expired", and no expired key is counted (the events checked
+    // against redis-server 7.0.15, a subscriber with KEAm).
+    let t = start();
+    let (mut sub, mut w) = one_per_worker(&t);
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    ck(&mut w, "SADD src a b", ":2\r\n");
+    ck(&mut w, "GEOADD geo 0 0 m", ":1\r\n");
+    let dsts = ["sdst", "zdst", "ldst", "gdst", "g2dst", "bdst", "zrdst"];
+    for d in dsts {
+        ck(&mut w, &format!("SET {d} v PX 20"), "+OK\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(60));
+    ck(&mut w, "CONFIG SET notify-keyspace-events KEAm", "+OK\r\n");
+    sub.check(&cmd(&[b"PSUBSCRIBE", b"*"]), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n");
+    let expired_before = stat(&mut w, "expired_keys");
+    for req in [
+        "SINTERSTORE sdst src nosuch",
+        "ZUNIONSTORE zdst 1 nosuch",
+        "SORT nosuch STORE ldst",
+        "GEORADIUS nosuch 0 0 10 km STORE gdst",
+        "GEORADIUS geo 50 50 1 km STORE g2dst",
+        "BITOP AND bdst nosuch",
+        "ZRANGESTORE zrdst nosuch 0 -1",
+    ] {
+        ck(&mut w, req, ":0\r\n");
+    }
+    sub.check(
+        b"",
+        evs(&[
+            ("keymiss", "nosuch"),
+            ("del", "sdst"),
+            ("keymiss", "nosuch"),
+            ("del", "zdst"),
+            ("keymiss", "nosuch"),
+            ("del", "ldst"),
+            ("keymiss", "nosuch"),
+            ("del", "gdst"),
+            ("del", "g2dst"),
+            ("keymiss", "nosuch"),
+            ("del", "bdst"),
+            ("keymiss", "nosuch"),
+            ("del", "zrdst"),
+        ])
+        .as_bytes(),
+    );
+    assert_eq!(stat(&mut w, "expired_keys"), expired_before);
+    ck(&mut w, "DBSIZE", ":2\r\n");
+    silent(&mut sub);
+}

@@ -456,10 +456,10 @@ pub fn op_sdiff(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Err
 /// are none; returns the new size and whether `dst` existed. Two steps (delete, then
 /// write), so a reader may see the key missing in between.
 pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Result<(u64, bool), Error> {
-    let replace = Replace::begin(h, db, dst)?;
     if members.is_empty() {
-        return Ok((0, replace.existed));
+        return Ok((0, Replace::delete(h, db, dst)?));
     }
+    let replace = Replace::begin(h, db, dst)?;
     let n = replace.write(h, |h| {
         h.coll_write(db, dst, Kind::Set, true, |c| {
             for m in members {

@@ -273,10 +273,10 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
 /// deletes it when there are none; returns whether it existed. Delete then write: a reader
 /// may see it missing between.
 pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>>]) -> Result<bool, Error> {
-    let replace = Replace::begin(h, db, dst)?;
     if vals.is_empty() {
-        return Ok(replace.existed);
+        return Replace::delete(h, db, dst);
     }
+    let replace = Replace::begin(h, db, dst)?;
     replace.write(h, |h| {
         h.coll_write(db, dst, Kind::List, true, |c| {
             for v in vals {

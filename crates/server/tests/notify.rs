@@ -371,3 +371,27 @@ fn set_with_a_time_already_past_stores_the_key_expired() {
     let (a, b) = (evs(&[("expired", "past2"), ("expired", "k0")]), String::from_utf8_lossy(&got));
     assert!(b == want || b == a, "{b}");
 }
+
+#[test]
+fn sort_by_and_get_patterns_look_keys_up_as_reads() {
+    // Each key a BY or GET pattern names is a read (Redis's `lookupKeyRead`): an expired
+    // one is "expired", then every missing one a "keymiss" (checked against redis-server
+    // 7.0.15).
+    let t = start();
+    let (mut sub, mut w) = one_per_worker(&t);
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    ck(&mut w, "RPUSH l 3 1 2", ":3\r\n");
+    ck(&mut w, "MSET w_1 10 w_2 5", "+OK\r\n");
+    ck(&mut w, "HSET h_1 f a", ":1\r\n");
+    ck(&mut w, "SET w_3 7 PX 10", "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(40));
+    ck(&mut w, "CONFIG SET notify-keyspace-events KEAm", "+OK\r\n");
+    sub.check(&cmd(&[b"PSUBSCRIBE", b"*"]), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n");
+    ck(&mut w, "SORT l BY w_*", "*3\r\n$1\r\n3\r\n$1\r\n2\r\n$1\r\n1\r\n");
+    sub.check(b"", evs(&[("expired", "w_3"), ("keymiss", "w_3")]).as_bytes());
+    ask(&mut w, &[b"SORT", b"l", b"BY", b"nosort", b"GET", b"#", b"GET", b"h_*->f"]);
+    sub.check(b"", evs(&[("keymiss", "h_3"), ("keymiss", "h_2")]).as_bytes());
+    ck(&mut w, "SORT l BY w_* LIMIT 0 1 GET w_*", "*1\r\n$-1\r\n");
+    sub.check(b"", evs(&[("keymiss", "w_3"), ("keymiss", "w_3")]).as_bytes());
+    silent(&mut sub);
+}

@@ -177,6 +177,11 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Clients blocked with a timeout (INFO `clients_in_timeout_table`).
+    pub fn with_timeout(&self) -> usize {
+        self.lock().waiters.values().filter(|w| w.reply.is_none() && w.park.deadline.is_some()).count()
+    }
+
     /// Clients waiting on `key` of `db`.
     pub fn waiters(&self, db: u32, key: &[u8]) -> usize {
         self.lock().queues.get(&(db, key.to_vec())).map_or(0, |q| q.len())

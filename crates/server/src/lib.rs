@@ -50,8 +50,11 @@ pub use config::{Args, Config};
 use stats::{Slowlog, Stats};
 
 /// The Redis version Larder reports (HELLO, INFO `redis_version`): the release whose
-/// commands and replies it follows. Clients pick features by it.
-pub const REDIS_VERSION: &str = "7.2.0";
+/// commands and replies it follows. Clients pick features by it. (A few additions of later
+/// releases are there too, harmless to a 7.0 client: CLIENT SETINFO with CLIENT LIST's
+/// `lib-name` and `lib-ver`, INFO's `pubsub_clients`, the `set-max-listpack-*` names,
+/// CLIENT KILL MAXAGE.)
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Which protocol a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -471,7 +471,8 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
 /// Redis's reply buffer and reply list block size (`PROTO_REPLY_CHUNK_BYTES`).
 const REPLY_CHUNK: u64 = 16 * 1024;
 
-/// One CLIENT LIST line, in Redis 7.2's field order (without the newline).
+/// One CLIENT LIST line, in Redis 7.0.15's field order (without the newline), then Redis
+/// 7.2's `lib-name` and `lib-ver` (CLIENT SETINFO).
 pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let now = shared.uptime_ms();
     let mut flags = String::new();

@@ -477,7 +477,6 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 cfg.file.as_ref().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()).display().to_string());
             line!("config_file:{}", file.unwrap_or_default());
             line!("io_threads_active:0");
-            line!("listener0:name=tcp,bind={},port={port}", cfg.bind);
             line!("larder_version:{}", env!("CARGO_PKG_VERSION"));
             line!("larder_threads:{}", cfg.threads);
             line!("larder_memcache_port:{}", shared.tcp_ports.get().map_or(cfg.memcache_port, |p| p.1));
@@ -505,6 +504,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 shared.blocked_clients.load(Ordering::Relaxed) + shared.pause.postponed.load(Ordering::Relaxed)
             );
             line!("tracking_clients:{}", shared.tracking.counts().0);
+            line!("clients_in_timeout_table:{}", shared.blocking.with_timeout());
+            // (Redis 7.2's; kept, after 7.0's fields.)
             line!("pubsub_clients:{pubsub}");
         }
         "memory" => {

@@ -74,6 +74,10 @@ pub struct WorkerStats {
     /// `total_writes_processed`).
     pub reads: Counter,
     pub writes: Counter,
+    /// Resizes of the reply buffer Redis would keep for each client (INFO
+    /// `reply_buffer_shrinks`, `reply_buffer_expands`; see CLIENT LIST's `rbs`).
+    pub reply_buffer_shrinks: Counter,
+    pub reply_buffer_expands: Counter,
     pub keyspace_hits: Counter,
     pub keyspace_misses: Counter,
     pub expired_keys: Counter,
@@ -223,6 +227,8 @@ impl Stats {
                 &w.net_output,
                 &w.reads,
                 &w.writes,
+                &w.reply_buffer_shrinks,
+                &w.reply_buffer_expands,
                 &w.keyspace_hits,
                 &w.keyspace_misses,
                 &w.expired_keys,

@@ -1374,6 +1374,53 @@ fn the_soft_output_limit_is_enforced_without_traffic() {
     }
 }
 
+/// CLIENT INFO's `rbs` and `rbp` of client `c`.
+fn reply_buffer(c: &mut Raw) -> (u64, u64) {
+    let info = ask(c, &[b"CLIENT", b"INFO"]);
+    let field = |name: &str| -> u64 {
+        let v = bulk(&info).split(' ').find_map(|kv| kv.strip_prefix(name)).unwrap_or_else(|| panic!("{info}"));
+        v.parse().unwrap()
+    };
+    (field("rbs="), field("rbp="))
+}
+
+/// CLIENT LIST's `rbs` and `rbp` are Redis 7.0.15's reply buffer: its size and peak use.
+/// A client's starts at 16 KiB; the clients cron cuts it to 1 KiB once the client has
+/// been quiet, and doubles it (up to 16 KiB) while replies fill it, counting the resizes
+/// in INFO (`reply_buffer_shrinks`, `reply_buffer_expands`). The same steps as
+/// redis-server 7.0.15 takes (tests/unit/replybufsize.tcl's, without its DEBUG knob).
+#[test]
+fn client_list_shows_redis_reply_buffer_size_and_peak() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (rbs, rbp) = reply_buffer(&mut c);
+        if rbs == 1024 {
+            assert!(rbp < 1024, "{rbp}");
+            break;
+        }
+        assert!(rbs == 16384 && std::time::Instant::now() < deadline, "rbs={rbs} rbp={rbp}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    ck(&mut c, &format!("SET big {}", "x".repeat(32768)), "+OK\r\n");
+    let mut sizes = vec![1024];
+    while *sizes.last().unwrap() < 16384 {
+        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(5), "{sizes:?}");
+        ask(&mut c, &[b"GET", b"big"]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (rbs, rbp) = reply_buffer(&mut c);
+        assert!(rbp <= rbs, "rbs={rbs} rbp={rbp}");
+        if rbs != *sizes.last().unwrap() {
+            sizes.push(rbs);
+        }
+    }
+    assert_eq!(sizes, [1024, 2048, 4096, 8192, 16384]);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    assert!(info_field(bulk(&stats), "reply_buffer_shrinks").parse::<u64>().unwrap() >= 1, "{stats}");
+    assert!(info_field(bulk(&stats), "reply_buffer_expands").parse::<u64>().unwrap() >= 4, "{stats}");
+}
+
 /// INFO clients has Redis 7.0.15's fields in its order (then 7.2's `pubsub_clients`);
 /// `clients_in_timeout_table` counts the clients blocked with a timeout, as there.
 #[test]

@@ -500,7 +500,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         flags.push('N');
     }
     let qbuf = c.qbuf.load(Ordering::Relaxed);
-    let rbs = c.rbuf_cap.load(Ordering::Relaxed);
+    let rcap = c.rbuf_cap.load(Ordering::Relaxed);
     // Replies not yet written, and pub/sub messages still in the worker's mailbox, shown as
     // Redis holds output: the first 16 KiB in the client's reply buffer (obl), the rest in
     // a list of 16 KiB blocks (oll blocks, omem bytes).
@@ -533,15 +533,15 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         c.ssub.load(Ordering::Relaxed),
         multi,
         qbuf,
-        rbs.saturating_sub(qbuf),
+        rcap.saturating_sub(qbuf),
         argv_mem,
         multi_mem,
-        rbs,
-        c.rbuf_peak.load(Ordering::Relaxed),
+        c.rbs.load(Ordering::Relaxed),
+        c.rbp.load(Ordering::Relaxed),
         obl,
         omem.div_ceil(REPLY_CHUNK),
         omem,
-        c.mem.load(Ordering::Relaxed).max(rbs + unsent) + argv_mem + multi_mem,
+        c.mem.load(Ordering::Relaxed).max(rcap + unsent) + argv_mem + multi_mem,
         if unsent > 0 { "rw" } else { "r" },
         cmd,
         redirect_of(c),

@@ -617,8 +617,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("total_writes_processed:{}", st.sum(|w| &w.writes));
             line!("io_threaded_reads_processed:0");
             line!("io_threaded_writes_processed:0");
-            line!("reply_buffer_shrinks:0");
-            line!("reply_buffer_expands:0");
+            line!("reply_buffer_shrinks:{}", st.sum(|w| &w.reply_buffer_shrinks));
+            line!("reply_buffer_expands:{}", st.sum(|w| &w.reply_buffer_expands));
         }
         "replication" => {
             // No replication: a master without replicas, as a fresh Redis reports.

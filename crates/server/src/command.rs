@@ -911,7 +911,7 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
         c.calls.incr();
         c.usec.add(usec);
         if ctx.shared.config.latency_tracking.load(Ordering::Relaxed) {
-            c.hist[crate::latency::bucket(usec)].incr();
+            c.record(usec);
         }
     }
     let ok = r.is_ok();

@@ -669,7 +669,21 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 line!("errorstat_{prefix}:count={count}");
             }
         }
-        "latencystats" => out.push_str("# Latencystats\r\n"),
+        "latencystats" => {
+            // Redis's `genRedisInfoStringLatencyStats`: each command (then its subcommands)
+            // that has a histogram, i.e. was called since CONFIG RESETSTAT.
+            out.push_str("# Latencystats\r\n");
+            if shared.config.latency_tracking.load(Ordering::Relaxed) {
+                let t = table();
+                let percentiles = shared.config.latency_percentiles();
+                for i in t.commands().flat_map(|i| std::iter::once(i).chain(t.subcommands(i).iter().copied())) {
+                    let d = st.durations(i);
+                    if d.total() > 0 {
+                        line!("{}", d.percentiles_line(t.specs[i].name, &percentiles));
+                    }
+                }
+            }
+        }
         "cluster" => {
             out.push_str("# Cluster\r\n");
             line!("cluster_enabled:0");
@@ -1498,8 +1512,11 @@ fn cmd_latency_histogram(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let st = &ctx.shared.stats;
-    let with_data: Vec<(usize, [u64; crate::latency::BUCKETS])> =
-        wanted.into_iter().map(|i| (i, st.histogram(i))).filter(|(_, h)| h.iter().any(|&n| n > 0)).collect();
+    let with_data: Vec<(usize, [u64; crate::latency::BUCKETS])> = wanted
+        .into_iter()
+        .map(|i| (i, st.durations(i).log2_buckets()))
+        .filter(|(_, h)| h.iter().any(|&n| n > 0))
+        .collect();
     ctx.out.map(with_data.len());
     for (i, h) in with_data {
         let total: u64 = h.iter().sum();

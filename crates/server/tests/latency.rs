@@ -188,3 +188,36 @@ fn info_latencystats_prints_each_command_percentiles_as_redis() {
     ck(&mut c, "CONFIG SET latency-tracking no", "+OK\r\n");
     ck(&mut c, "INFO latencystats", "$16\r\n# Latencystats\r\n\r\n");
 }
+
+#[test]
+fn blocked_commands_are_timed_when_served() {
+    // As Redis 7.0.15's `updateStatsOnUnblock`: a blocked command's latency sample is taken
+    // when it is served or unblocked by CLIENT UNBLOCK; one that times out has none (its
+    // call is counted in commandstats all the same).
+    let t = start();
+    let (mut b, mut c) = one_per_worker(&t);
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    ck(&mut b, "BLPOP q 0.05", "*-1\r\n");
+    ck(&mut c, "LATENCY HISTOGRAM blpop", "*0\r\n");
+    assert!(latencystats(&mut c).iter().all(|s| s.0 != "blpop"));
+    let stats = String::from_utf8(call(&mut c, "INFO commandstats").bulk()).unwrap();
+    assert!(stats.contains("\r\ncmdstat_blpop:calls=1,"), "{stats}");
+    // Served by a push from the other worker.
+    b.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut c, 1);
+    ck(&mut c, "RPUSH q x", ":1\r\n");
+    b.check(b"", b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(histogram(&mut c, "LATENCY HISTOGRAM blpop")[0].1, 1);
+    // Unblocked.
+    let id = client_id(&mut b);
+    b.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut c, 1);
+    ck(&mut c, &format!("CLIENT UNBLOCK {id}"), ":1\r\n");
+    b.check(b"", b"*-1\r\n");
+    assert_eq!(histogram(&mut c, "LATENCY HISTOGRAM blpop")[0].1, 2);
+    let stats = latencystats(&mut c);
+    let blpop = &stats.iter().find(|s| s.0 == "blpop").unwrap().1;
+    assert!(blpop.iter().all(|v| is_hdr_value(&v.1)), "{blpop:?}");
+    let stats = String::from_utf8(call(&mut c, "INFO commandstats").bulk()).unwrap();
+    assert!(stats.contains("\r\ncmdstat_blpop:calls=3,") && stats.contains(",failed_calls=1\r\n"), "{stats}");
+}

@@ -38,9 +38,10 @@ What is compared, and what is not (and why):
     a multiset, and skipped with LIMIT or STORE;
   - Redis's SORT reads errno left over from an earlier failed parse (an overflowing SCAN
     cursor, say): a harmless ZUNION resets it on Redis before each SORT;
-  - DBSIZE: Redis counts a key stored already expired (SET k v PXAT 1) until something reaps it:
-    a SCAN over Redis's database reaps them before each DBSIZE (not sent inside MULTI). No key
-    expires by the clock during a case: every TTL is 100 s or more, or already in the past.
+  - DBSIZE: both count a key stored already expired (SET k v PXAT 1) until something reaps it,
+    and each server's active expiry reaps at its own pace: a SCAN over each server's database
+    reaps them before each DBSIZE (not sent inside MULTI). No key expires by the clock during
+    a case: every TTL is 100 s or more, or already in the past.
 - a difference found by this test, not yet fixed, excluded narrowly: OBJECT REFCOUNT of a COPY
   of a shared integer (Redis duplicates the object: 1; Larder: 2147483647).
 """
@@ -768,7 +769,7 @@ class RespDiff:
         if name in ("SORT", "SORT_RO") and len(cmd) >= 2:
             return self.sort(cmd)
         if name == "DBSIZE":
-            self.reap_ref()
+            self.reap_expired()
         self.taint(cmd)
         self.compare(cmd)
 
@@ -835,14 +836,16 @@ class RespDiff:
             if name in ("SWAPDB", "MOVE", "SELECT") or (name == "COPY" and "DB" in cmd):
                 marked.update(KEYS + GEO_KEYS)
 
-    def reap_ref(self):
-        """A full SCAN makes Redis delete the keys it stored already expired (DBSIZE counts them)."""
-        cursor = "0"
-        while True:
-            reply = self.ref_only("SCAN", cursor, "COUNT", "1000")
-            cursor = reply[1][0][1].decode()
-            if cursor == "0":
-                return
+    def reap_expired(self):
+        """A full SCAN makes each server delete the keys it stored already expired (DBSIZE counts
+        them until then, and active expiry takes them at each server's own pace)."""
+        for conn in (self.larder, self.ref):
+            cursor = "0"
+            while True:
+                reply = tree(conn.resp(resp_command("SCAN", cursor, "COUNT", "1000"))[0])
+                cursor = reply[1][0][1].decode()
+                if cursor == "0":
+                    break
 
     def spop(self, cmd):
         """SPOP pops at random: run it on Larder, remove what it popped from Redis with SREM, and

@@ -40,10 +40,10 @@ What is compared, and what is not (and why):
 - every frame byte for byte, except:
   - client ids (CLIENT ID, HELLO's `id`) differ by design: CLIENT ID only as an integer, and
     `{id:j}` / `{addr:j}` in a command stand for connection j's id / address on each server;
-  - HELLO: not the version either (Larder says 7.2.0 on purpose);
+  - HELLO: not the version either (Larder says 7.0.15; the reference may be another 7.0.x);
   - CLIENT INFO / CLIENT LIST: only the fields whose values are deterministic here (name,
     db, sub, psub, ssub, multi, flags, cmd, user, resp), and every Redis 7.0 field must be
-    there; Larder also has 7.2's lib-name and lib-ver (it says 7.2.0: accepted);
+    there; Larder also has 7.2's lib-name and lib-ver after them (accepted: harmless extras);
   - PUBSUB CHANNELS / SHARDCHANNELS: as sorted lists (Redis lists its hash table);
   - a PUBLISH matching several patterns: Redis walks its pattern hash table, so a run of
     pmessage frames for one message is compared sorted;

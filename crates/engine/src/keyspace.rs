@@ -472,7 +472,19 @@ impl Handle {
 
     /// The write path. `f` sees the key's live item (or None) with its home bucket locked
     /// and returns what to do and a result.
+    #[inline(always)]
     pub(crate) fn write<R>(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        f: impl FnOnce(&Participant, Option<&ItemView>) -> Result<(Action, R), Error>,
+    ) -> Result<R, Error> {
+        self.write_with::<true, R>(db, key, f)
+    }
+
+    /// [`Handle::write`]; `LAZY` false: `f` sees the key's item even if it has expired (an
+    /// expired key is not deleted first, counted or reported as expired).
+    fn write_with<const LAZY: bool, R>(
         &mut self,
         db: u32,
         key: &[u8],
@@ -487,7 +499,7 @@ impl Handle {
         let mut splits = 0;
         for _ in 0..index::RETRIES {
             let loc = index::lock_home(p, db, h)?;
-            let (found, room, ttl_before) = match self.write_locked(db, key, h, &loc) {
+            let (found, room, ttl_before) = match self.write_locked::<LAZY>(db, key, h, &loc) {
                 Ok(x) => x,
                 Err(e) => {
                     index::unlock_home(p, &loc)?;
@@ -530,13 +542,13 @@ impl Handle {
         Err(Error::IndexFull)
     }
 
-    /// Under the home lock: the key's live item, with an expired one removed first, and for
-    /// an absent key, room to add it; and whether the live item has an expiry set (before
-    /// the write's closure may change it in place).
+    /// Under the home lock: the key's live item, with an expired one removed first (unless
+    /// not `LAZY`), and for an absent key, room to add it; and whether the item has an
+    /// expiry set (before the write's closure may change it in place).
     // Always inlined into `write`: out of line, its result (a found item and a reservation,
     // 14 words) went back through memory and was copied again.
     #[inline(always)]
-    fn write_locked(
+    fn write_locked<const LAZY: bool>(
         &self,
         db: u32,
         key: &[u8],
@@ -548,7 +560,7 @@ impl Handle {
         let mut ttl = false;
         if let Some(f) = &found {
             let at = f.item.expire_at(a)?;
-            if at != 0 && at <= now_ms() {
+            if LAZY && at != 0 && at <= now_ms() {
                 self.remove_locked(db, key, loc, f)?;
                 found = None;
             } else {
@@ -705,6 +717,30 @@ impl Handle {
             self.after_delete(db, k)?;
         }
         Ok(n)
+    }
+
+    /// Deletes `key` whether or not its time to live has passed, as Redis's `dbDelete`
+    /// (which a STORE command with an empty result calls without looking the key up first):
+    /// returns whether the key had an item. An expired key is deleted as any other, not
+    /// counted or reported as expired.
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let soon = SetOptions { expiry: Expiry::At(now_ms() + 20), ..Default::default() };
+    /// h.set(0, b"k", b"v", &soon).unwrap();
+    /// std::thread::sleep(std::time::Duration::from_millis(30));
+    /// assert!(h.del_even_expired(0, b"k").unwrap()); // still there, expired
+    /// assert!(!h.del_even_expired(0, b"k").unwrap());
+    /// assert_eq!(h.take_expired(), 0);
+    /// ```
+    pub fn del_even_expired(&mut self, db: u32, key: &[u8]) -> Result<bool, Error> {
+        let deleted = self.write_with::<false, bool>(db, key, |_, old| {
+            Ok(if old.is_some() { (Action::Delete, true) } else { (Action::Keep, false) })
+        })?;
+        self.after_delete(db, key)?;
+        Ok(deleted)
     }
 
     /// How many of the keys exist (a key named twice counts twice, as in Redis).

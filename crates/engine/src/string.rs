@@ -67,6 +67,11 @@ pub struct SetOptions {
     /// Store the bytes as a string in what Redis calls the `raw` encoding whatever their
     /// length, as a string an edit or a bit operation made (BITOP's result). Implies `raw`.
     pub edited: bool,
+    /// With an `Expiry::At` already past, store the key all the same, as Redis's SET ...
+    /// EXAT/PXAT does: it is there, expired (DBSIZE counts it), until a lookup or active
+    /// expiry deletes it, which counts and reports it as expired. Without it such a write
+    /// deletes the key at once (memcached's negative exptime).
+    pub keep_expired: bool,
 }
 
 /// What [`Handle::edit`] does with the bytes its closure was given.
@@ -239,12 +244,18 @@ impl Handle {
     /// let xx = SetOptions { cond: Cond::Xx, ..Default::default() };
     /// assert_eq!(h.set(0, b"nobody", b"x", &xx).unwrap().outcome, Outcome::NotStored);
     /// assert_eq!(h.set(0, b"lock", b"x", &xx).unwrap().outcome, Outcome::Stored);
+    /// // SET ... PXAT in the past, as Redis: stored expired; the next lookup deletes it.
+    /// let past = SetOptions { expiry: Expiry::At(1), keep_expired: true, ..Default::default() };
+    /// assert_eq!(h.set(0, b"gone", b"x", &past).unwrap().outcome, Outcome::Stored);
+    /// assert!(h.present(0, b"gone").unwrap());
+    /// assert_eq!(h.get(0, b"gone").unwrap(), None);
+    /// assert!(!h.present(0, b"gone").unwrap());
     /// ```
     pub fn set(&mut self, db: u32, key: &[u8], value: &[u8], opt: &SetOptions) -> Result<SetReply, Error> {
         check_len(value.len())?;
         check_len(key.len())?;
         if let Expiry::At(at) = opt.expiry {
-            if at <= now_ms() {
+            if at <= now_ms() && !opt.keep_expired {
                 // An expiry in the past: the write happens and the key is gone at once.
                 return self.set_expired(db, key, opt);
             }

@@ -82,9 +82,11 @@ pub struct Park {
     /// (set by the worker when it parks the client).
     req: Vec<u8>,
     args: Args,
-    /// How long the command's first run took, if that reached `slowlog-log-slower-than`
-    /// (set by `command::run`); the slow log entry is written when the client is served.
-    pub first_usec: u64,
+    /// When the command's first run started (its `ConnState::clock`), and how long that run
+    /// took (set when the worker parks the client): its latency sample and slow log entry
+    /// are taken when it is served, with that time and the serving's.
+    start: Instant,
+    first_usec: u64,
 }
 
 impl std::fmt::Debug for Park {
@@ -140,6 +142,7 @@ pub fn serve_or_block(
         serve,
         req: Vec::new(),
         args: Args::new(),
+        start: ctx.conn.clock,
         first_usec: 0,
     }));
     Ok(())
@@ -177,6 +180,11 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Clients blocked with a timeout (INFO `clients_in_timeout_table`).
+    pub fn with_timeout(&self) -> usize {
+        self.lock().waiters.values().filter(|w| w.reply.is_none() && w.park.deadline.is_some()).count()
+    }
+
     /// Clients waiting on `key` of `db`.
     pub fn waiters(&self, db: u32, key: &[u8]) -> usize {
         self.lock().queues.get(&(db, key.to_vec())).map_or(0, |q| q.len())
@@ -192,20 +200,16 @@ impl Registry {
         if w.reply.is_some() {
             return false;
         }
-        let ws = shared.stats.worker(worker);
-        if let Some(c) = ws.cmd.get(w.info.last_cmd.load(Ordering::Relaxed) as usize) {
-            c.failed.incr();
-        }
         let mut out = Vec::new();
         if error {
-            ws.count_error(b"UNBLOCKED");
+            shared.stats.worker(worker).count_error(b"UNBLOCKED");
             Writer::new(&mut out, w.proto).error(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
             Writer::new(&mut out, w.proto).null_array();
         }
-        // Logged as Redis 7.0.15 logs it: after the client's arguments were freed, so with
-        // none.
-        slowlog_unblocked(shared, w, 0, false);
+        // Redis's `updateStatsOnUnblock(target, 0, 0, 1)`: failed whichever the reply, and
+        // logged after the client's arguments were freed, so with none.
+        stats_on_unblock(shared, worker, w, 0, true, false);
         let worker = w.worker;
         unqueue(shared, &mut g, id);
         if let Some(w) = g.waiters.get_mut(&id) {
@@ -217,13 +221,30 @@ impl Registry {
     }
 }
 
-/// A blocked client is served or unblocked (CLIENT UNBLOCK): its command goes into the slow
-/// log with its whole duration, its first run and `serve_usec`, as Redis's
-/// `updateStatsOnUnblock` logs it (not when it blocked; a timeout logs nothing).
-/// `with_args` false logs the entry with no arguments.
-fn slowlog_unblocked(shared: &Shared, w: &Waiter, serve_usec: u64, with_args: bool) {
+/// A blocked client is served (in `serve_usec`) or unblocked by CLIENT UNBLOCK (0): Redis's
+/// `updateStatsOnUnblock`, in the stats of `worker` (the one serving). Its command's whole
+/// duration, its first run and `serve_usec`, is added to commandstats' time (which counted
+/// the first run when it blocked already: Redis counts it twice), its latency histogram
+/// (which did not count the first run) and the slow log; `failed` counts a failed call;
+/// `serve_usec` is a "command-unblocking" latency event. A timeout counts none of these.
+/// `with_args` false logs the slow log entry with no arguments.
+fn stats_on_unblock(shared: &Shared, worker: usize, w: &Waiter, serve_usec: u64, failed: bool, with_args: bool) {
     let usec = w.park.first_usec + serve_usec;
-    if usec >= shared.config.slowlog_log_slower_than.load(Ordering::Relaxed) {
+    let cfg = &shared.config;
+    if let Some(c) = shared.stats.worker(worker).cmd.get(w.info.last_cmd.load(Ordering::Relaxed) as usize) {
+        c.usec.add(usec);
+        if failed {
+            c.failed.incr();
+        }
+        if cfg.latency_tracking.load(Ordering::Relaxed) {
+            c.record(usec);
+        }
+    }
+    let threshold_ms = cfg.latency_monitor_threshold.load(Ordering::Relaxed);
+    if threshold_ms > 0 && serve_usec / 1000 >= threshold_ms {
+        shared.latency.lock().unwrap_or_else(|e| e.into_inner()).add("command-unblocking", serve_usec / 1000);
+    }
+    if usec >= cfg.slowlog_log_slower_than.load(Ordering::Relaxed) {
         // Blocking commands have no arguments to redact: no command name needed.
         let none = Args::new();
         let argv =
@@ -279,6 +300,15 @@ pub(crate) fn enter(
     let Some(mut p) = st.park.take() else { return Ok(Vec::new()) };
     p.req = req.to_vec();
     p.args = args.clone();
+    // The first run, as `command::run` timed it (its end is the clock now). Counted in the
+    // latency histogram when the client is served: the sample `run` counted is taken back
+    // here rather than the hot path asking every command whether it blocked.
+    p.first_usec = st.clock.duration_since(p.start).as_micros() as u64;
+    if shared.config.latency_tracking.load(Ordering::Relaxed) {
+        if let Some(c) = shared.stats.worker(worker).cmd.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) {
+            c.take_back(p.first_usec);
+        }
+    }
     // A blocked client keeps its arguments (CLIENT LIST `argv-mem`), as in Redis.
     let argv = crate::command::Argv { args, buf: req };
     st.info.argv_mem.store(argv.iter().map(|a| a.len() as u64).sum(), Ordering::Relaxed);
@@ -329,12 +359,12 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                     worker,
                 };
                 let start = Instant::now();
-                let served = match (w.park.serve)(&mut ctx, &key, true) {
-                    Ok(served) => served,
+                let (served, failed) = match (w.park.serve)(&mut ctx, &key, true) {
+                    Ok(served) => (served, false),
                     Err(e) => {
                         ctx.out.buf().clear();
                         reply_error(&mut ctx, &e, None);
-                        true
+                        (true, true)
                     }
                 };
                 // What serving changed is invalidated as changed by the served client, whose
@@ -344,7 +374,7 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
                 }
                 crate::tracking::pending_into(shared, ctx.conn, ctx.out.buf());
                 if served {
-                    slowlog_unblocked(shared, w, start.elapsed().as_micros() as u64, true);
+                    stats_on_unblock(shared, worker, w, start.elapsed().as_micros() as u64, failed, true);
                 }
                 served
             };

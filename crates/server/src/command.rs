@@ -910,7 +910,7 @@ fn run(ctx: &mut Ctx<'_>, i: usize) {
         c.calls.incr();
         c.usec.add(usec);
         if ctx.shared.config.latency_tracking.load(Ordering::Relaxed) {
-            c.hist[crate::latency::bucket(usec)].incr();
+            c.record(usec);
         }
     }
     let ok = r.is_ok();
@@ -948,11 +948,10 @@ fn slow(ctx: &mut Ctx<'_>, spec: &Spec, usec: u64) {
         ctx.shared.latency.lock().unwrap_or_else(|e| e.into_inner()).add(event, usec / 1000);
     }
     if usec >= cfg.slowlog_log_slower_than.load(Ordering::Relaxed) && spec.flags & SKIP_SLOWLOG == 0 {
-        match ctx.conn.park.as_mut() {
-            // A client that blocked is logged when it is served or unblocked, with its
-            // whole duration (Redis's `updateStatsOnUnblock`).
-            Some(park) => park.first_usec = usec,
-            None => slowlog_add(ctx.shared, spec.name, &ctx.argv, &ctx.conn.info, usec),
+        // A client that blocked is logged when it is served or unblocked, with its whole
+        // duration (Redis's `updateStatsOnUnblock`; see `blocking::enter`).
+        if ctx.conn.park.is_none() {
+            slowlog_add(ctx.shared, spec.name, &ctx.argv, &ctx.conn.info, usec);
         }
     }
 }

@@ -135,6 +135,8 @@ pub struct Config {
     pub latency_tracking: AtomicBool,
     /// `latency-monitor-threshold` in ms; 0: the latency monitor is off.
     pub latency_monitor_threshold: AtomicU64,
+    /// `latency-tracking-info-percentiles`: the percentiles INFO `latencystats` prints.
+    latency_percentiles: RwLock<Vec<f64>>,
     /// `requirepass`: the default user's password; None: no password (Redis's `nopass`).
     pub requirepass: RwLock<Option<Vec<u8>>>,
     /// The shortest duration (µs) the slow log or the latency monitor wants to hear of
@@ -177,6 +179,9 @@ pub enum Kind {
     Hz,
     /// `notify-keyspace-events`: a set of event class characters.
     Events,
+    /// `latency-tracking-info-percentiles`: numbers from 0 to 100, separated by spaces (none
+    /// for an empty value).
+    Percentiles,
 }
 
 /// One configuration parameter.
@@ -281,6 +286,7 @@ pub const PARAMS: &[Param] = &[
     p("activerehashing", Kind::Bool, "yes"),
     p("latency-tracking", Kind::Bool, "yes"),
     p("latency-monitor-threshold", Kind::Int(0, I64MAX), "0"),
+    p("latency-tracking-info-percentiles", Kind::Percentiles, "50 99 99.9"),
     p("notify-keyspace-events", Kind::Events, ""),
     p("tracking-table-max-keys", Kind::Int(0, I64MAX), "1000000"),
     p("list-max-listpack-size", Kind::Int(i32::MIN as i64, INTMAX), "-2"),
@@ -398,6 +404,38 @@ fn parse_mem_arg(v: &str) -> Result<u64, String> {
     parse_mem_strict(v).ok_or_else(|| "expected bytes: digits with an optional unit (k, kb, m, mb, g, gb)".to_string())
 }
 
+/// Redis's `setConfigLatencyTrackingInfoPercentilesOutputOption`: the value split at each
+/// space (CONFIG SET's splitting of a multi-argument parameter: two spaces make an empty
+/// word, which is no number), each word a number as `string2d` reads it, from 0 to 100.
+fn parse_percentiles(value: &str) -> Result<Vec<f64>, String> {
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(' ')
+        .map(|w| {
+            let p = string2d(w.as_bytes()).ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".to_string());
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
+/// Redis's `string2d`: the whole text is a number as `strtod` reads it, not starting with
+/// white space, neither NaN nor out of range.
+fn string2d(s: &[u8]) -> Option<f64> {
+    if s.first().is_none_or(|c| b" \t\n\x0b\x0c\r".contains(c)) {
+        return None;
+    }
+    let (v, n) = crate::command::strtod_prefix(s);
+    if n != s.len() || v.is_nan() || crate::command::strtod_erange(s, v) {
+        return None;
+    }
+    Some(v)
+}
+
 fn bounds_error(min: impl std::fmt::Display, max: impl std::fmt::Display) -> String {
     format!("argument must be between {min} and {max} inclusive")
 }
@@ -493,6 +531,9 @@ fn normalize(kind: Kind, value: &str) -> Result<String, String> {
             }
             Ok(out.iter().map(|(c, v)| format!("{c} {v}")).collect::<Vec<_>>().join(" "))
         }
+        // Kept as numbers (see `apply`), written back in full here so that none is rounded;
+        // CONFIG GET prints them as Redis does.
+        Kind::Percentiles => Ok(parse_percentiles(value)?.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" ")),
         // Checked here, stored as flags (see `apply`): the text CONFIG GET prints is made
         // from them, as Redis prints them (`KA` reads back `AK`).
         Kind::Events => match crate::notify::parse(value.as_bytes()) {
@@ -547,6 +588,7 @@ impl Config {
             slowlog_max_len: AtomicUsize::new(128),
             latency_tracking: AtomicBool::new(true),
             latency_monitor_threshold: AtomicU64::new(0),
+            latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             slow_usec: AtomicU64::new(10_000),
             requirepass: RwLock::new(None),
             timeout: AtomicU64::new(0),
@@ -700,6 +742,10 @@ impl Config {
                 self.store_passive(p.name, v.to_string());
                 self.update_slow_usec();
             }
+            "latency-tracking-info-percentiles" => {
+                *self.latency_percentiles.write().unwrap_or_else(|e| e.into_inner()) =
+                    parse_percentiles(v).unwrap_or_default();
+            }
             "slowlog-max-len" => self.slowlog_max_len.store(num() as usize, Ordering::Relaxed),
             "timeout" => self.timeout.store(num() as u64, Ordering::Relaxed),
             "hll-sparse-max-bytes" => self.hll_sparse_max_bytes.store(num() as u64, Ordering::Relaxed),
@@ -742,6 +788,11 @@ impl Config {
                 LimitField::ListSize => l.list_max_listpack_size.store(v, Ordering::Relaxed),
             }
         }
+    }
+
+    /// `latency-tracking-info-percentiles`.
+    pub fn latency_percentiles(&self) -> Vec<f64> {
+        self.latency_percentiles.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Recomputes [`slow_usec`](Config::slow_usec) after either threshold changed.
@@ -803,6 +854,12 @@ impl Config {
             "hll-sparse-max-bytes" => l(&self.hll_sparse_max_bytes),
             "tracking-table-max-keys" => l(&self.tracking_table_max_keys),
             "notify-keyspace-events" => crate::notify::render(self.notify_keyspace_events.load(Ordering::Relaxed)),
+            "latency-tracking-info-percentiles" => self
+                .latency_percentiles()
+                .iter()
+                .map(|&p| crate::latency::percentile_label(p))
+                .collect::<Vec<_>>()
+                .join(" "),
             "client-output-buffer-limit" => {
                 // The normal class's hard limit may have come from the flag.
                 let stored = self.passive_value(p);

@@ -1,12 +1,15 @@
 //! The latency monitor and the per-command latency histograms (Redis 7.0.15's `latency.c`,
 //! `sparkline.c` and the `latency-tracking` histograms), for LATENCY.
 //!
-//! - **Histograms** (`latency-tracking yes`, Redis's default): each worker counts its
-//!   commands' durations in [`BUCKETS`] buckets of [`crate::stats::CmdStats`], the power-of-two
-//!   ranges LATENCY HISTOGRAM reports. Redis keeps an HDR histogram (2 significant digits,
-//!   1 ns to 1 s) and reports it through a log-2 iterator starting at 1024 ns; durations are
-//!   whole microseconds, so counting them straight into those reported ranges gives the same
-//!   reply. The cost per command is a bucket index and one worker-local counter.
+//! - **Histograms** (`latency-tracking yes`, Redis's default): Redis records each command's
+//!   duration (whole µs, as ns) in an HDR histogram of 2 significant digits from 1 ns to
+//!   1 s: LATENCY HISTOGRAM reports it through a log-2 iterator starting at 1024 ns, INFO
+//!   `latencystats` as percentiles (`latency-tracking-info-percentiles`), each the highest
+//!   value of the HDR sub-bucket it falls in. Larder's workers count a command's duration
+//!   in [`crate::stats::CmdStats`]: under [`FAST_US`] µs one counter per µs (each µs is an
+//!   HDR sub-bucket of its own there), slower ones, out of line, by the HDR sub-bucket Redis
+//!   would count them in. From these both replies come out as Redis's. The cost per command
+//!   is a comparison and one worker-local counter.
 //! - **Events** (`latency-monitor-threshold` ms, 0 = off): a command that took at least the
 //!   threshold adds a sample to the "command" (or "fast-command") event: per event, the
 //!   worst latency of each second over the last [`TS_LEN`] samples, and the all-time worst.
@@ -16,16 +19,47 @@
 
 use std::fmt::Write as _;
 
-/// Buckets of a command's histogram: durations up to 1 µs, 2 µs, 4 µs, … about 1 s, and
-/// above (Redis: 2^10 to 2^30 ns).
+/// Buckets of LATENCY HISTOGRAM's reply: durations up to 1 µs, 2 µs, 4 µs, … about 1 s,
+/// and above (Redis: 2^10 to 2^30 ns).
 pub const BUCKETS: usize = 21;
 
-/// The bucket of a command that took `usec` µs. Redis records `usec * 1000` ns, clamped to
-/// 1 ns .. 1 s, in an HDR histogram whose sub-bucket holding 2^k ns spans 2^(k-7) ns; the
-/// log-2 iterator reports at 2^k ns the counts of every sub-bucket up to that one.
-#[inline]
+/// Durations under this many µs are counted one counter per µs.
+pub const FAST_US: usize = 32;
+
+/// What Redis records for a command of `usec` µs: ns, clamped to 1 ns .. 1 s.
+pub fn recorded_ns(usec: u64) -> u64 {
+    usec.saturating_mul(1000).clamp(1, 1_000_000_000)
+}
+
+/// Redis's HDR histogram (1 ns to 1 s, 2 significant digits: 256 sub-buckets, unit 1 ns):
+/// the power-of-two bucket holding `v` ns (`get_bucket_index`).
+fn hdr_bucket(v: u64) -> u32 {
+    (64 - (v | 255).leading_zeros()) - 8
+}
+
+/// The lowest value of the HDR sub-bucket holding `v` (`lowest_equivalent_value`): what
+/// the slow commands' counts are kept under.
+pub fn hdr_lowest(v: u64) -> u64 {
+    let b = hdr_bucket(v);
+    (v >> b) << b
+}
+
+/// The highest value of the HDR sub-bucket holding `v` (`highest_equivalent_value`).
+pub fn hdr_highest(v: u64) -> u64 {
+    let b = hdr_bucket(v);
+    let width = if (v >> b) >= 256 { 2u64 << b } else { 1u64 << b };
+    hdr_lowest(v) + width - 1
+}
+
+/// The LATENCY HISTOGRAM bucket of a command that took `usec` µs.
 pub fn bucket(usec: u64) -> usize {
-    let v = usec.saturating_mul(1000).clamp(1, 1_000_000_000);
+    bucket_ns(recorded_ns(usec))
+}
+
+/// The LATENCY HISTOGRAM bucket of a recorded value (ns): the sub-bucket holding 2^k ns
+/// spans 2^(k-7) ns, and the log-2 iterator reports at 2^k ns the counts of every
+/// sub-bucket up to that one. Every value of one sub-bucket has the same bucket.
+pub fn bucket_ns(v: u64) -> usize {
     let k = 63 - v.leading_zeros() as usize;
     if k < 10 {
         return 0;
@@ -42,6 +76,78 @@ pub fn bucket_label(i: usize) -> u64 {
         return ((1u64 << 30) - 1) / 1000;
     }
     ((1u64 << k) + (1 << (k - 7)) - 1) / 1000
+}
+
+/// A command's durations as Redis's HDR histogram holds them: calls of 0 to [`FAST_US`] - 1
+/// µs by µs, slower ones by the lowest value (ns) of their HDR sub-bucket.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Durations {
+    pub fast: [u64; FAST_US],
+    pub slow: std::collections::BTreeMap<u64, u64>,
+}
+
+impl Durations {
+    pub fn total(&self) -> u64 {
+        self.fast.iter().sum::<u64>() + self.slow.values().sum::<u64>()
+    }
+
+    /// Every count with the recorded value (ns) that stands for it, in increasing order
+    /// (each µs below [`FAST_US`] is in an HDR sub-bucket below every slower one's).
+    fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let fast = self.fast.iter().enumerate().map(|(us, &n)| (recorded_ns(us as u64), n));
+        fast.chain(self.slow.iter().map(|(&v, &n)| (v, n))).filter(|&(_, n)| n > 0)
+    }
+
+    /// LATENCY HISTOGRAM's buckets.
+    pub fn log2_buckets(&self) -> [u64; BUCKETS] {
+        let mut b = [0; BUCKETS];
+        for (v, n) in self.counts() {
+            b[bucket_ns(v)] += n;
+        }
+        b
+    }
+
+    /// Redis's `hdr_value_at_percentile` (ns): the sub-bucket where the running count
+    /// reaches `percentile`% of the calls, its lowest value for 0, else its highest.
+    pub fn value_at_percentile(&self, percentile: f64) -> u64 {
+        let requested = if percentile < 100.0 { percentile } else { 100.0 };
+        let want = (((requested / 100.0) * self.total() as f64) + 0.5) as i64;
+        let want = want.max(1) as u64;
+        let mut running = 0;
+        for (v, n) in self.counts() {
+            running += n;
+            if running >= want {
+                return if percentile == 0.0 { hdr_lowest(v) } else { hdr_highest(v) };
+            }
+        }
+        0
+    }
+
+    /// INFO `latencystats`' line for a command (without the line end): Redis's
+    /// `fillPercentileDistributionLatencies`, each percentile named as `%f` prints it with
+    /// its trailing zeros cut, each value in µs with three decimals.
+    pub fn percentiles_line(&self, name: &str, percentiles: &[f64]) -> String {
+        let mut line = format!("latency_percentiles_usec_{name}:");
+        for (j, &p) in percentiles.iter().enumerate() {
+            if j > 0 {
+                line.push(',');
+            }
+            let _ = write!(line, "p{}={:.3}", percentile_label(p), self.value_at_percentile(p) as f64 / 1000.0);
+        }
+        line
+    }
+}
+
+/// A percentile as Redis prints it (INFO `latencystats`, CONFIG GET
+/// `latency-tracking-info-percentiles`): `%f`, then `trimDoubleString` (trailing zeros
+/// and a trailing point cut).
+pub fn percentile_label(p: f64) -> String {
+    let mut s = format!("{p:.6}");
+    if s.contains('.') {
+        let trimmed = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(trimmed);
+    }
+    s
 }
 
 /// Samples kept per event (Redis's `LATENCY_TS_LEN`).
@@ -370,6 +476,47 @@ mod tests {
         assert_eq!(bucket_label(bucket(1_000_000)), 1073741);
         assert_eq!(bucket_label(bucket(500_000)), 541065);
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+    }
+
+    /// Durations of the calls of `usecs` µs, kept as `CmdStats` keeps them.
+    fn durations(usecs: &[u64]) -> Durations {
+        let mut d = Durations::default();
+        for &us in usecs {
+            match d.fast.get_mut(us as usize) {
+                Some(n) => *n += 1,
+                None => *d.slow.entry(hdr_lowest(recorded_ns(us))).or_default() += 1,
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn percentiles_are_redis_hdr_values() {
+        // Values of redis-server 7.0.15's INFO latencystats for calls of these durations.
+        for (us, ns) in [(0, 1), (1, 1003), (3, 3007), (12, 12031), (43, 43007), (50, 50175), (50331, 50331647)] {
+            let d = durations(&[us]);
+            assert_eq!(d.value_at_percentile(50.0), ns, "{us} µs");
+            assert_eq!(d.value_at_percentile(100.0), ns, "{us} µs");
+        }
+        assert_eq!(durations(&[1]).value_at_percentile(0.0), 1000);
+        assert_eq!(durations(&[50]).value_at_percentile(0.0), 49920);
+        assert_eq!(durations(&[5_000_000]).value_at_percentile(50.0), 1_002_438_655);
+        // The count at a percentile rounds half up; the first sub-bucket reaching it wins.
+        let d = durations(&[1, 1, 1, 1, 1, 1, 1, 1, 1, 100]);
+        assert_eq!((d.value_at_percentile(50.0), d.value_at_percentile(90.0)), (1003, 1003));
+        assert_eq!((d.value_at_percentile(95.0), d.value_at_percentile(99.9)), (100351, 100351));
+        let line = d.percentiles_line("get", &[50.0, 99.0, 99.9]);
+        assert_eq!(line, "latency_percentiles_usec_get:p50=1.003,p99=100.351,p99.9=100.351");
+        assert_eq!(d.percentiles_line("client|id", &[]), "latency_percentiles_usec_client|id:");
+        assert_eq!(d.log2_buckets()[..8], [9, 0, 0, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn percentile_labels_are_printed_as_redis_prints_them() {
+        for (p, label) in [(50.0, "50"), (99.9, "99.9"), (0.0, "0"), (100.0, "100"), (99.99999999, "100"), (-0.0, "-0")]
+        {
+            assert_eq!(percentile_label(p), label);
+        }
     }
 
     #[test]

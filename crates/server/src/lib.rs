@@ -50,8 +50,11 @@ pub use config::{Args, Config};
 use stats::{Slowlog, Stats};
 
 /// The Redis version Larder reports (HELLO, INFO `redis_version`): the release whose
-/// commands and replies it follows. Clients pick features by it.
-pub const REDIS_VERSION: &str = "7.2.0";
+/// commands and replies it follows. Clients pick features by it. (A few additions of later
+/// releases are there too, harmless to a 7.0 client: CLIENT SETINFO with CLIENT LIST's
+/// `lib-name` and `lib-ver`, INFO's `pubsub_clients`, the `set-max-listpack-*` names,
+/// CLIENT KILL MAXAGE.)
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Which protocol a connection speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,9 +105,12 @@ pub struct ClientInfo {
     pub multi: AtomicI64,
     /// Blocked in a blocking command (CLIENT LIST flag `b`).
     pub blocked: AtomicBool,
-    /// Read buffer capacity and its peak fill (CLIENT LIST `rbs`, `rbp`).
+    /// Read buffer capacity (CLIENT LIST `qbuf-free` is what of it `qbuf` leaves).
     pub rbuf_cap: AtomicU64,
-    pub rbuf_peak: AtomicU64,
+    /// The size and the recent peak use of the reply buffer Redis would keep for this
+    /// client (CLIENT LIST `rbs`, `rbp`; see `worker::resize_reply_buffer`).
+    pub rbs: AtomicU64,
+    pub rbp: AtomicU64,
     /// Bytes held by the connection's buffers (CLIENT LIST `tot-mem`).
     pub mem: AtomicU64,
     /// CLIENT TRACKING's flags ([`tracking::ON`], ...) and redirect client id (0: none).
@@ -161,7 +167,9 @@ impl ClientInfo {
             multi: AtomicI64::new(-1),
             blocked: Default::default(),
             rbuf_cap: Default::default(),
-            rbuf_peak: Default::default(),
+            // A new client's, as Redis makes it: 16 KiB, its peak at that size.
+            rbs: AtomicU64::new(16 * 1024),
+            rbp: AtomicU64::new(16 * 1024),
             mem: Default::default(),
             tracking: Default::default(),
             redirect: Default::default(),

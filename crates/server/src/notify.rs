@@ -174,7 +174,15 @@ pub struct Replace {
 }
 
 impl Replace {
-    /// Deletes `key`, noting whether it existed.
+    /// The key of a STORE command with an empty result: deleted as Redis's `dbDelete` deletes
+    /// it, without a lookup first, so an expired key is deleted as any other (its event is
+    /// "del", not "expired"). Returns whether it had an item.
+    pub fn delete(h: &mut Handle, db: u32, key: &[u8]) -> Result<bool, larder_engine::Error> {
+        h.del_even_expired(db, key)
+    }
+
+    /// Deletes `key`, noting whether it existed. An expired key is "expired" and did not
+    /// exist, as Redis's `setKey` looks the key up before it writes it.
     pub fn begin(h: &mut Handle, db: u32, key: &[u8]) -> Result<Replace, larder_engine::Error> {
         Ok(Replace { existed: h.del(db, &[key])? > 0 })
     }

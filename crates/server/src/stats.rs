@@ -3,9 +3,11 @@
 //! Each worker writes only its own [`WorkerStats`] ([`Counter`]s on its own cache lines:
 //! a plain load and store, no locked instruction); INFO adds them up.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use crate::latency::{Durations, FAST_US};
 
 /// A counter that one thread adds to and any thread reads.
 ///
@@ -46,6 +48,15 @@ impl Counter {
         self.total.load(Ordering::Relaxed)
     }
 
+    /// Takes back one that was added, if the count since the last reset has one. Only
+    /// the owning thread may call this.
+    pub fn take_back(&self) {
+        let total = self.total.load(Ordering::Relaxed);
+        if total != self.zero.load(Ordering::Relaxed) {
+            self.total.store(total.wrapping_sub(1), Ordering::Relaxed);
+        }
+    }
+
     /// CONFIG RESETSTAT: the count starts again from zero.
     pub fn reset(&self) {
         self.zero.store(self.total.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -59,8 +70,48 @@ pub struct CmdStats {
     pub usec: Counter,
     pub rejected: Counter,
     pub failed: Counter,
-    /// Calls by duration, in the buckets of [`crate::latency::bucket`] (`latency-tracking`).
-    pub hist: [Counter; crate::latency::BUCKETS],
+    /// Calls by duration (`latency-tracking`; see [`crate::latency`]): those of less than
+    /// [`FAST_US`] µs one counter per µs, the others under the lowest value (ns) of the HDR
+    /// sub-bucket Redis counts them in.
+    pub fast: [Counter; FAST_US],
+    pub slow: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl CmdStats {
+    /// Counts a call of `usec` µs in its duration histogram. Only the owning worker may
+    /// call this.
+    #[inline]
+    pub fn record(&self, usec: u64) {
+        match self.fast.get(usec as usize) {
+            Some(c) => c.incr(),
+            None => self.record_slow(usec),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_slow(&self, usec: u64) {
+        let v = crate::latency::hdr_lowest(crate::latency::recorded_ns(usec));
+        *self.slow.lock().unwrap_or_else(|e| e.into_inner()).entry(v).or_default() += 1;
+    }
+
+    /// Takes back a call of `usec` µs that [`CmdStats::record`] counted (one that blocked:
+    /// it is counted when it is served). Only the owning worker may call this.
+    pub fn take_back(&self, usec: u64) {
+        match self.fast.get(usec as usize) {
+            Some(c) => c.take_back(),
+            None => {
+                let v = crate::latency::hdr_lowest(crate::latency::recorded_ns(usec));
+                let mut slow = self.slow.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(n) = slow.get_mut(&v) {
+                    *n -= 1;
+                    if *n == 0 {
+                        slow.remove(&v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[derive(Default, Debug)]
@@ -74,6 +125,10 @@ pub struct WorkerStats {
     /// `total_writes_processed`).
     pub reads: Counter,
     pub writes: Counter,
+    /// Resizes of the reply buffer Redis would keep for each client (INFO
+    /// `reply_buffer_shrinks`, `reply_buffer_expands`; see CLIENT LIST's `rbs`).
+    pub reply_buffer_shrinks: Counter,
+    pub reply_buffer_expands: Counter,
     pub keyspace_hits: Counter,
     pub keyspace_misses: Counter,
     pub expired_keys: Counter,
@@ -187,15 +242,18 @@ impl Stats {
         t
     }
 
-    /// Per command: its latency histogram, summed over workers.
-    pub fn histogram(&self, i: usize) -> [u64; crate::latency::BUCKETS] {
-        let mut h = [0; crate::latency::BUCKETS];
+    /// Per command: its durations, summed over workers.
+    pub fn durations(&self, i: usize) -> Durations {
+        let mut d = Durations::default();
         for c in self.workers.iter().filter_map(|w| w.cmd.get(i)) {
-            for (n, b) in h.iter_mut().zip(&c.hist) {
+            for (n, b) in d.fast.iter_mut().zip(&c.fast) {
                 *n += b.get();
             }
+            for (&v, &n) in c.slow.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                *d.slow.entry(v).or_default() += n;
+            }
         }
-        h
+        d
     }
 
     /// Error counts by prefix, summed over workers.
@@ -223,6 +281,8 @@ impl Stats {
                 &w.net_output,
                 &w.reads,
                 &w.writes,
+                &w.reply_buffer_shrinks,
+                &w.reply_buffer_expands,
                 &w.keyspace_hits,
                 &w.keyspace_misses,
                 &w.expired_keys,
@@ -232,9 +292,10 @@ impl Stats {
             }
             w.errors.lock().unwrap_or_else(|e| e.into_inner()).clear();
             for c in &w.cmd {
-                for a in [&c.calls, &c.usec, &c.rejected, &c.failed].into_iter().chain(&c.hist) {
+                for a in [&c.calls, &c.usec, &c.rejected, &c.failed].into_iter().chain(&c.fast) {
                     a.reset();
                 }
+                c.slow.lock().unwrap_or_else(|e| e.into_inner()).clear();
             }
         }
     }

@@ -86,6 +86,18 @@ struct Conn {
     /// memcached: the socket became readable while `held`, and was left unread, as memcached
     /// reads nothing more from a client that does not read its replies.
     unread: bool,
+    /// The read buffer's peak fill since the clients cron last looked (Redis's
+    /// `querybuf_peak`, by which the cron cuts the buffer down).
+    qbuf_peak: usize,
+    /// Redis's reply buffer, which CLIENT LIST shows as `rbs` (its size) and `rbp` (its peak
+    /// use): Larder keeps all unsent replies in `wbuf`; Redis keeps the first of them in
+    /// that buffer (the rest in a list), which starts at 16 KiB and which its clients cron
+    /// resizes by the peak. `reply_peak` is the most bytes waiting to be written seen at a
+    /// write (at most `reply_size`) since `reply_reset` (ms since start; None: not yet),
+    /// `reply_size` the size the cron gave the buffer: see [`resize_reply_buffer`].
+    reply_size: usize,
+    reply_peak: usize,
+    reply_reset: Option<u64>,
 }
 
 fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
@@ -514,6 +526,11 @@ impl Worker {
                 multiget: 0,
                 held: false,
                 unread: false,
+                qbuf_peak: 0,
+                // As Redis makes a client: a 16 KiB buffer, its peak at that size.
+                reply_size: REPLY_CHUNK,
+                reply_peak: REPLY_CHUNK,
+                reply_reset: None,
             });
         }
     }
@@ -613,11 +630,7 @@ impl Worker {
             }
         }
         c.state.info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
-        // Only this worker writes the peak: a load and a store, not a locked compare-exchange.
-        let peak = &c.state.info.rbuf_peak;
-        if c.rbuf.len() as u64 > peak.load(Ordering::Relaxed) {
-            peak.store(c.rbuf.len() as u64, Ordering::Relaxed);
-        }
+        c.qbuf_peak = c.qbuf_peak.max(c.rbuf.len());
         self.process(i);
         if eof {
             // Replies to what the peer sent before closing still go out if they can.
@@ -810,6 +823,9 @@ impl Worker {
     fn write_out(&mut self, i: usize) {
         let ws = self.shared.stats.worker(self.id);
         let Some(Some(c)) = self.conns.get_mut(i) else { return };
+        if c.wbuf.len() - c.wsent > c.reply_peak {
+            reply_peak(c);
+        }
         let mut written = 0;
         while c.wsent + written < c.wbuf.len() {
             // rustix's send is the system call itself; std's (libc's) `send` is a thread
@@ -966,6 +982,8 @@ impl Worker {
     ///   is over 32 KiB and twice that peak. A connection that once sent a large value does
     ///   not keep a buffer of its size for good. The peak starts again from what the buffer
     ///   holds.
+    /// - `clientsCronResizeOutputBuffer`, for CLIENT LIST's `rbs` and `rbp`: see
+    ///   [`resize_reply_buffer`].
     /// - the output buffer limits, so a client over a soft limit for longer than allowed is
     ///   closed even when nothing more is written to it.
     fn clients_cron(&mut self) {
@@ -988,7 +1006,7 @@ impl Worker {
             if let Some(Some(c)) = self.conns.get_mut(i) {
                 turns -= 1;
                 let (len, cap) = (c.rbuf.len(), c.rbuf.capacity());
-                let peak = c.state.info.rbuf_peak.load(Ordering::Relaxed) as usize;
+                let peak = c.qbuf_peak;
                 let idle_secs = now.saturating_sub(c.state.info.last_ms.load(Ordering::Relaxed)) / 1000;
                 if cap - len > 4 * 1024 {
                     if idle_secs > 2 {
@@ -1000,7 +1018,8 @@ impl Worker {
                     let mem = c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>();
                     c.state.info.mem.store(mem as u64, Ordering::Relaxed);
                 }
-                c.state.info.rbuf_peak.store(len as u64, Ordering::Relaxed);
+                c.qbuf_peak = len;
+                resize_reply_buffer(c, now, self.shared.stats.worker(self.id));
                 if over_output_limit(&self.shared, c) {
                     self.close(i);
                 }
@@ -1246,6 +1265,45 @@ fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &mut [Parsed]) {
 /// no longer than what was written before it, so that each byte moves at most once: a
 /// 100 MB reply going out a few MB per writable event used to be moved down after each,
 /// gigabytes of copying while the worker's other clients waited.
+/// Redis's `PROTO_REPLY_CHUNK_BYTES` and `PROTO_REPLY_MIN_BYTES`: the size a client's reply
+/// buffer starts at and the most it grows back to, and the least it shrinks to.
+const REPLY_CHUNK: usize = 16 * 1024;
+const REPLY_MIN: usize = 1024;
+/// Redis's `REPLY_BUFFER_DEFAULT_PEAK_RESET_TIME` (ms).
+const REPLY_PEAK_RESET_MS: u64 = 5000;
+
+/// More bytes wait to be written than Redis's reply buffer held at its peak: the new peak
+/// (what of it the buffer holds; the rest would be in Redis's reply list), for CLIENT LIST.
+#[cold]
+#[inline(never)]
+fn reply_peak(c: &mut Conn) {
+    c.reply_peak = (c.wbuf.len() - c.wsent).min(c.reply_size);
+    c.state.info.rbp.store(c.reply_peak as u64, Ordering::Relaxed);
+}
+
+/// Redis 7.0's `clientsCronResizeOutputBuffer` on the size Redis's reply buffer would have
+/// for this client (Larder's own `wbuf` grows as it needs): cut to its peak use (at least
+/// 1 KiB) when that is under half of it, doubled (up to 16 KiB) when the peak filled it
+/// (INFO's `reply_buffer_shrinks` and `reply_buffer_expands`); then every 5 s the peak
+/// starts again from what is waiting. As in Redis, whose first reset time is in seconds
+/// where the cron compares milliseconds, a new client's first visit resets its peak.
+fn resize_reply_buffer(c: &mut Conn, now_ms: u64, ws: &crate::stats::WorkerStats) {
+    if c.reply_size / 2 >= REPLY_MIN && c.reply_peak < c.reply_size / 2 {
+        c.reply_size = REPLY_MIN.max(c.reply_peak + 1);
+        ws.reply_buffer_shrinks.incr();
+    } else if c.reply_size * 2 < REPLY_CHUNK * 2 && c.reply_peak == c.reply_size {
+        c.reply_size = REPLY_CHUNK.min(c.reply_size * 2);
+        ws.reply_buffer_expands.incr();
+    }
+    if c.reply_reset.is_none_or(|t| now_ms.saturating_sub(t) >= REPLY_PEAK_RESET_MS) {
+        c.reply_peak = (c.wbuf.len() - c.wsent).min(c.reply_size);
+        c.reply_reset = Some(now_ms);
+    }
+    let info = &c.state.info;
+    info.rbs.store(c.reply_size as u64, Ordering::Relaxed);
+    info.rbp.store(c.reply_peak as u64, Ordering::Relaxed);
+}
+
 fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
     if sent == wbuf.len() {
         wbuf.clear();

@@ -97,3 +97,127 @@ fn slow_commands_are_latency_events() {
     ck(&mut c, "LATENCY LATEST", "*0\r\n");
     ck(&mut c, "LATENCY RESET", ":0\r\n");
 }
+
+/// INFO `latencystats`' lines: (command, [(percentile label, value µs)]).
+fn latencystats(c: &mut Raw) -> Vec<(String, Vec<(String, String)>)> {
+    let info = String::from_utf8(call(c, "INFO latencystats").bulk()).unwrap();
+    let mut lines = info.split("\r\n");
+    assert_eq!(lines.next(), Some("# Latencystats"));
+    lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (name, values) = l.strip_prefix("latency_percentiles_usec_").unwrap().split_once(':').unwrap();
+            let values = values
+                .split(',')
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    let (p, us) = v.split_once('=').unwrap();
+                    (p.to_string(), us.to_string())
+                })
+                .collect();
+            (name.to_string(), values)
+        })
+        .collect()
+}
+
+/// A value as Redis prints a percentile: µs with three decimals, the highest value (ns) of
+/// a sub-bucket of its HDR histogram (2 significant digits: 2^(k-7) ns wide from 2^k ns).
+fn is_hdr_value(us: &str) -> bool {
+    let Some((whole, frac)) = us.split_once('.') else { return false };
+    let ns: u64 = format!("{whole}{frac}").parse().unwrap();
+    let k = 63 - (ns | 255).leading_zeros();
+    frac.len() == 3 && (ns + 1).is_multiple_of(1 << (k - 7))
+}
+
+#[test]
+fn info_latencystats_prints_each_command_percentiles_as_redis() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    let stats = latencystats(&mut c);
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert_eq!(stats[0].0, "config|resetstat");
+    ck(&mut c, "DEBUG SLEEP 0.05", "+OK\r\n");
+    ck(&mut c, "SET k v", "+OK\r\n");
+    let stats = latencystats(&mut c);
+    let of = |name: &str| stats.iter().find(|s| s.0 == name).unwrap_or_else(|| panic!("{name}: {stats:?}")).1.clone();
+    for (name, values) in &stats {
+        let labels: Vec<&str> = values.iter().map(|v| v.0.as_str()).collect();
+        assert_eq!(labels, ["p50", "p99", "p99.9"], "{name}");
+        assert!(values.iter().all(|v| is_hdr_value(&v.1)), "{name}: {values:?}");
+    }
+    // One call each: every percentile is that call.
+    let debug: f64 = of("debug")[0].1.parse().unwrap();
+    assert!((50000.0..60000.0).contains(&debug), "{debug}");
+    assert!(of("debug").iter().all(|v| v.1 == of("debug")[0].1));
+    let set: f64 = of("set")[0].1.parse().unwrap();
+    assert!(set < debug);
+
+    // The percentiles are a setting: any from 0 to 100, printed as Redis prints a double.
+    c.check(&cmd(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", b"1e1 0x10 99.99999999"]), b"+OK\r\n");
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"latency-tracking-info-percentiles"]),
+        b"*2\r\n$33\r\nlatency-tracking-info-percentiles\r\n$9\r\n10 16 100\r\n",
+    );
+    let labels: Vec<String> = latencystats(&mut c)[0].1.iter().map(|v| v.0.clone()).collect();
+    assert_eq!(labels, ["p10", "p16", "p100"]);
+    for bad in ["10.0 50.0 a", "50  99", " 50"] {
+        c.check(
+            &cmd(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", bad.as_bytes()]),
+            b"-ERR CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - Invalid latency-tracking-info-percentiles parameters\r\n",
+        );
+    }
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", b"10.0 50.0 101.0"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'latency-tracking-info-percentiles') - latency-tracking-info-percentiles parameters should sit between [0.0,100.0]\r\n",
+    );
+    c.check(
+        &cmd(&[b"CONFIG", b"GET", b"latency-tracking-info-percentiles"]),
+        b"*2\r\n$33\r\nlatency-tracking-info-percentiles\r\n$9\r\n10 16 100\r\n",
+    );
+    // None: each command's line without values.
+    c.check(&cmd(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", b""]), b"+OK\r\n");
+    assert!(latencystats(&mut c).iter().all(|s| s.1.is_empty()));
+    c.check(&cmd(&[b"CONFIG", b"SET", b"latency-tracking-info-percentiles", b"0 50 100"]), b"+OK\r\n");
+    let stats = latencystats(&mut c);
+    let set = &stats.iter().find(|s| s.0 == "set").unwrap().1;
+    assert_eq!(set.iter().map(|v| v.0.as_str()).collect::<Vec<_>>(), ["p0", "p50", "p100"]);
+    // p0 is the lowest value of the sub-bucket, the others its highest.
+    assert!(set[0].1 < set[1].1 && set[1].1 == set[2].1, "{set:?}");
+    // latency-tracking no: the section's header only.
+    ck(&mut c, "CONFIG SET latency-tracking no", "+OK\r\n");
+    ck(&mut c, "INFO latencystats", "$16\r\n# Latencystats\r\n\r\n");
+}
+
+#[test]
+fn blocked_commands_are_timed_when_served() {
+    // As Redis 7.0.15's `updateStatsOnUnblock`: a blocked command's latency sample is taken
+    // when it is served or unblocked by CLIENT UNBLOCK; one that times out has none (its
+    // call is counted in commandstats all the same).
+    let t = start();
+    let (mut b, mut c) = one_per_worker(&t);
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    ck(&mut b, "BLPOP q 0.05", "*-1\r\n");
+    ck(&mut c, "LATENCY HISTOGRAM blpop", "*0\r\n");
+    assert!(latencystats(&mut c).iter().all(|s| s.0 != "blpop"));
+    let stats = String::from_utf8(call(&mut c, "INFO commandstats").bulk()).unwrap();
+    assert!(stats.contains("\r\ncmdstat_blpop:calls=1,"), "{stats}");
+    // Served by a push from the other worker.
+    b.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut c, 1);
+    ck(&mut c, "RPUSH q x", ":1\r\n");
+    b.check(b"", b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+    assert_eq!(histogram(&mut c, "LATENCY HISTOGRAM blpop")[0].1, 1);
+    // Unblocked.
+    let id = client_id(&mut b);
+    b.send(&cmd(&[b"BLPOP", b"q", b"0"]));
+    wait_blocked(&mut c, 1);
+    ck(&mut c, &format!("CLIENT UNBLOCK {id}"), ":1\r\n");
+    b.check(b"", b"*-1\r\n");
+    assert_eq!(histogram(&mut c, "LATENCY HISTOGRAM blpop")[0].1, 2);
+    let stats = latencystats(&mut c);
+    let blpop = &stats.iter().find(|s| s.0 == "blpop").unwrap().1;
+    assert!(blpop.iter().all(|v| is_hdr_value(&v.1)), "{blpop:?}");
+    let stats = String::from_utf8(call(&mut c, "INFO commandstats").bulk()).unwrap();
+    assert!(stats.contains("\r\ncmdstat_blpop:calls=3,") && stats.contains(",failed_calls=1\r\n"), "{stats}");
+}

@@ -268,3 +268,130 @@ fn memcached_requests_notify_the_keys_they_create_or_find_expired() {
     sub.check(b"", new.as_bytes());
     silent(&mut sub);
 }
+
+/// An INFO stats field as a number.
+fn stat(c: &mut Raw, field: &str) -> u64 {
+    let info = ask(c, &[b"INFO", b"stats"]);
+    let line = info.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap_or_else(|| panic!("{field}"));
+    line[field.len() + 1..].trim().parse().unwrap()
+}
+
+#[test]
+fn store_commands_with_nothing_to_store_delete_an_expired_destination_as_del() {
+    // Redis 7.0.15 deletes the destination without looking it up (`dbDelete`): an expired
+    // one is a "del", not an "expired", and no expired key is counted (the events checked
+    // against redis-server 7.0.15, a subscriber with KEAm).
+    let t = start();
+    let (mut sub, mut w) = one_per_worker(&t);
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    ck(&mut w, "SADD src a b", ":2\r\n");
+    ck(&mut w, "GEOADD geo 0 0 m", ":1\r\n");
+    let dsts = ["sdst", "zdst", "ldst", "gdst", "g2dst", "bdst", "zrdst"];
+    for d in dsts {
+        ck(&mut w, &format!("SET {d} v PX 20"), "+OK\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(60));
+    ck(&mut w, "CONFIG SET notify-keyspace-events KEAm", "+OK\r\n");
+    sub.check(&cmd(&[b"PSUBSCRIBE", b"*"]), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n");
+    let expired_before = stat(&mut w, "expired_keys");
+    for req in [
+        "SINTERSTORE sdst src nosuch",
+        "ZUNIONSTORE zdst 1 nosuch",
+        "SORT nosuch STORE ldst",
+        "GEORADIUS nosuch 0 0 10 km STORE gdst",
+        "GEORADIUS geo 50 50 1 km STORE g2dst",
+        "BITOP AND bdst nosuch",
+        "ZRANGESTORE zrdst nosuch 0 -1",
+    ] {
+        ck(&mut w, req, ":0\r\n");
+    }
+    sub.check(
+        b"",
+        evs(&[
+            ("keymiss", "nosuch"),
+            ("del", "sdst"),
+            ("keymiss", "nosuch"),
+            ("del", "zdst"),
+            ("keymiss", "nosuch"),
+            ("del", "ldst"),
+            ("keymiss", "nosuch"),
+            ("del", "gdst"),
+            ("del", "g2dst"),
+            ("keymiss", "nosuch"),
+            ("del", "bdst"),
+            ("keymiss", "nosuch"),
+            ("del", "zrdst"),
+        ])
+        .as_bytes(),
+    );
+    assert_eq!(stat(&mut w, "expired_keys"), expired_before);
+    ck(&mut w, "DBSIZE", ":2\r\n");
+    silent(&mut sub);
+}
+
+#[test]
+fn set_with_a_time_already_past_stores_the_key_expired() {
+    // As redis-server 7.0.15: SET ... EXAT/PXAT in the past is "new", "set", "expire"; the
+    // key stays (DBSIZE counts it) until a lookup finds it expired ("expired", counted in
+    // expired_keys) or active expiry takes it.
+    let t = start();
+    let (mut sub, mut w) = pair(&t, "KEAnm");
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    ck(&mut w, "SET past v PXAT 1", "+OK\r\n");
+    ck(&mut w, "SET past2 v EXAT 1 GET", "$-1\r\n");
+    ck(&mut w, "SET k0 v", "+OK\r\n");
+    ck(&mut w, "SET k0 w PXAT 1", "+OK\r\n");
+    sub.check(
+        b"",
+        evs(&[
+            ("new", "past"),
+            ("set", "past"),
+            ("expire", "past"),
+            ("keymiss", "past2"),
+            ("new", "past2"),
+            ("set", "past2"),
+            ("expire", "past2"),
+            ("new", "k0"),
+            ("set", "k0"),
+            ("set", "k0"),
+            ("expire", "k0"),
+        ])
+        .as_bytes(),
+    );
+    ck(&mut w, "DBSIZE", ":3\r\n");
+    let expired_before = stat(&mut w, "expired_keys");
+    ck(&mut w, "EXISTS past", ":0\r\n");
+    sub.check(b"", evs(&[("expired", "past"), ("keymiss", "past")]).as_bytes());
+    assert_eq!(stat(&mut w, "expired_keys"), expired_before + 1);
+    ck(&mut w, "DBSIZE", ":2\r\n");
+    // Active expiry takes the others.
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 1", "+OK\r\n");
+    let want = evs(&[("expired", "k0"), ("expired", "past2")]);
+    let got = sub.read_n_within(want.len(), Duration::from_secs(10));
+    let (a, b) = (evs(&[("expired", "past2"), ("expired", "k0")]), String::from_utf8_lossy(&got));
+    assert!(b == want || b == a, "{b}");
+}
+
+#[test]
+fn sort_by_and_get_patterns_look_keys_up_as_reads() {
+    // Each key a BY or GET pattern names is a read (Redis's `lookupKeyRead`): an expired
+    // one is "expired", then every missing one a "keymiss" (checked against redis-server
+    // 7.0.15).
+    let t = start();
+    let (mut sub, mut w) = one_per_worker(&t);
+    ck(&mut w, "DEBUG SET-ACTIVE-EXPIRE 0", "+OK\r\n");
+    ck(&mut w, "RPUSH l 3 1 2", ":3\r\n");
+    ck(&mut w, "MSET w_1 10 w_2 5", "+OK\r\n");
+    ck(&mut w, "HSET h_1 f a", ":1\r\n");
+    ck(&mut w, "SET w_3 7 PX 10", "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(40));
+    ck(&mut w, "CONFIG SET notify-keyspace-events KEAm", "+OK\r\n");
+    sub.check(&cmd(&[b"PSUBSCRIBE", b"*"]), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n");
+    ck(&mut w, "SORT l BY w_*", "*3\r\n$1\r\n3\r\n$1\r\n2\r\n$1\r\n1\r\n");
+    sub.check(b"", evs(&[("expired", "w_3"), ("keymiss", "w_3")]).as_bytes());
+    ask(&mut w, &[b"SORT", b"l", b"BY", b"nosort", b"GET", b"#", b"GET", b"h_*->f"]);
+    sub.check(b"", evs(&[("keymiss", "h_3"), ("keymiss", "h_2")]).as_bytes());
+    ck(&mut w, "SORT l BY w_* LIMIT 0 1 GET w_*", "*1\r\n$-1\r\n");
+    sub.check(b"", evs(&[("keymiss", "w_3"), ("keymiss", "w_3")]).as_bytes());
+    silent(&mut sub);
+}

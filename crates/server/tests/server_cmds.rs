@@ -94,7 +94,7 @@ fn hello_switches_protocol() {
     let id = client_id(&mut c);
     let hello = |proto: &str, map: &str| {
         format!(
-            "{map}$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.0\r\n$5\r\nproto\r\n:{proto}\r\n$2\r\nid\r\n:{id}\r\n\
+            "{map}$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:{proto}\r\n$2\r\nid\r\n:{id}\r\n\
              $4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
         )
     };
@@ -180,7 +180,7 @@ fn client_subcommands() {
     c.check(&cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), b"+OK\r\n");
     c.check(&cmd(&[b"CLIENT", b"NO-EVICT", b"maybe"]), b"-ERR syntax error\r\n");
 
-    // CLIENT LIST: Redis 7.2's fields in order.
+    // CLIENT LIST: Redis 7.0.15's fields in order, then 7.2's lib-name and lib-ver.
     let list = ask(&mut c, &[b"CLIENT", b"LIST"]);
     let text = bulk(&list);
     assert!(text.ends_with('\n'));
@@ -406,7 +406,10 @@ fn info_sections() {
     // Every line ends in CRLF: no bare LF anywhere, sections separated by one empty line.
     assert!(!text.replace("\r\n", "").contains('\n'));
     assert!(text.contains("\r\n\r\n# Clients\r\n"));
-    assert_eq!(info_field(text, "redis_version"), "7.2.0");
+    // The release whose behaviour Larder follows, as HELLO says too (and none of 7.2's
+    // server fields, such as `listener0`).
+    assert_eq!(info_field(text, "redis_version"), "7.0.15");
+    assert!(!text.contains("\r\nlistener"), "{text}");
     assert_eq!(info_field(text, "redis_mode"), "standalone");
     assert_eq!(info_field(text, "tcp_port"), t.resp.to_string());
     assert_eq!(info_field(text, "process_id"), std::process::id().to_string());
@@ -1410,4 +1413,74 @@ fn the_soft_output_limit_is_enforced_without_traffic() {
         assert!(Instant::now() < deadline, "still connected: {:?}", sub_line(&mut admin));
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// CLIENT INFO's `rbs` and `rbp` of client `c`.
+fn reply_buffer(c: &mut Raw) -> (u64, u64) {
+    let info = ask(c, &[b"CLIENT", b"INFO"]);
+    let field = |name: &str| -> u64 {
+        let v = bulk(&info).split(' ').find_map(|kv| kv.strip_prefix(name)).unwrap_or_else(|| panic!("{info}"));
+        v.parse().unwrap()
+    };
+    (field("rbs="), field("rbp="))
+}
+
+/// CLIENT LIST's `rbs` and `rbp` are Redis 7.0.15's reply buffer: its size and peak use.
+/// A client's starts at 16 KiB; the clients cron cuts it to 1 KiB once the client has
+/// been quiet, and doubles it (up to 16 KiB) while replies fill it, counting the resizes
+/// in INFO (`reply_buffer_shrinks`, `reply_buffer_expands`). The same steps as
+/// redis-server 7.0.15 takes (tests/unit/replybufsize.tcl's, without its DEBUG knob).
+#[test]
+fn client_list_shows_redis_reply_buffer_size_and_peak() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (rbs, rbp) = reply_buffer(&mut c);
+        if rbs == 1024 {
+            assert!(rbp < 1024, "{rbp}");
+            break;
+        }
+        assert!(rbs == 16384 && std::time::Instant::now() < deadline, "rbs={rbs} rbp={rbp}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    ck(&mut c, &format!("SET big {}", "x".repeat(32768)), "+OK\r\n");
+    let mut sizes = vec![1024];
+    while *sizes.last().unwrap() < 16384 {
+        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(5), "{sizes:?}");
+        ask(&mut c, &[b"GET", b"big"]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (rbs, rbp) = reply_buffer(&mut c);
+        assert!(rbp <= rbs, "rbs={rbs} rbp={rbp}");
+        if rbs != *sizes.last().unwrap() {
+            sizes.push(rbs);
+        }
+    }
+    assert_eq!(sizes, [1024, 2048, 4096, 8192, 16384]);
+    let stats = ask(&mut c, &[b"INFO", b"stats"]);
+    assert!(info_field(bulk(&stats), "reply_buffer_shrinks").parse::<u64>().unwrap() >= 1, "{stats}");
+    assert!(info_field(bulk(&stats), "reply_buffer_expands").parse::<u64>().unwrap() >= 4, "{stats}");
+}
+
+/// INFO clients has Redis 7.0.15's fields in its order (then 7.2's `pubsub_clients`);
+/// `clients_in_timeout_table` counts the clients blocked with a timeout, as there.
+#[test]
+fn info_clients_fields_are_redis_fields() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let clients = ask(&mut c, &[b"INFO", b"clients"]);
+    let names: Vec<&str> = bulk(&clients).lines().skip(1).map(|l| l.split_once(':').unwrap().0).collect();
+    let redis = "connected_clients cluster_connections maxclients client_recent_max_input_buffer \
+        client_recent_max_output_buffer blocked_clients tracking_clients clients_in_timeout_table pubsub_clients";
+    assert_eq!(names, redis.split_whitespace().collect::<Vec<_>>());
+    let (mut forever, mut timed) = (Raw::connect(t.resp), Raw::connect(t.resp));
+    forever.send(&cmd(&[b"BLPOP", b"q1", b"0"]));
+    timed.send(&cmd(&[b"BLPOP", b"q2", b"10"]));
+    wait_blocked(&mut c, 2);
+    let clients = ask(&mut c, &[b"INFO", b"clients"]);
+    assert_eq!(info_field(bulk(&clients), "clients_in_timeout_table"), "1");
+    ck(&mut c, "RPUSH q2 x", ":1\r\n");
+    timed.check(b"", b"*2\r\n$2\r\nq2\r\n$1\r\nx\r\n");
+    let clients = ask(&mut c, &[b"INFO", b"clients"]);
+    assert_eq!(info_field(bulk(&clients), "clients_in_timeout_table"), "0");
 }

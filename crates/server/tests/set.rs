@@ -336,3 +336,32 @@ fn model() {
         }
     }
 }
+
+#[test]
+fn multi_key_commands_count_one_lookup_per_source() {
+    // Each source is looked up in turn (a keyspace hit or miss) up to one of another type;
+    // the destination is not looked up. Running totals from redis-server 7.0.15.
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let stats = &t.server.as_ref().unwrap().shared.stats;
+    let counts = || (stats.sum(|w| &w.keyspace_hits), stats.sum(|w| &w.keyspace_misses));
+    ck(&mut c, "SADD a 1 2", ":2\r\n");
+    ck(&mut c, "SADD b 2 3", ":2\r\n");
+    ck(&mut c, "SET str x", "+OK\r\n");
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    for (req, totals) in [
+        ("SINTER a b", (2, 0)),
+        ("SINTER a nosuch str b", (4, 1)),
+        ("SINTERCARD 2 a nosuch", (5, 2)),
+        ("SUNION a nosuch b", (7, 3)),
+        ("SUNIONSTORE d a str b", (9, 3)),
+        ("SDIFF nosuch a b", (11, 4)),
+        ("SDIFFSTORE d a b", (13, 4)),
+        ("SINTERSTORE d str a", (14, 4)),
+    ] {
+        let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
+        c.send(&cmd(&args));
+        read_reply(&mut c);
+        assert_eq!(counts(), totals, "{req}");
+    }
+}

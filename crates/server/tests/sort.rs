@@ -191,3 +191,35 @@ fn command_getkeys_finds_the_store_key() {
     ck(&mut c, "COMMAND GETKEYS sintercard 3 a b", "-ERR Invalid arguments specified for command\r\n");
     ck(&mut c, "COMMAND GETKEYS sintercard x a", "-ERR Invalid arguments specified for command\r\n");
 }
+
+#[test]
+fn the_sorted_key_and_each_pattern_lookup_count_keyspace_hits_and_misses() {
+    // Redis looks up the sorted key, then each key a BY or GET pattern names (not `#`, nor
+    // a pattern without `*`) with `lookupKeyRead`: a hit if it exists (of any type), else a
+    // miss. The running totals are redis-server 7.0.15's for the same sequence.
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let stats = &t.server.as_ref().unwrap().shared.stats;
+    let counts = || (stats.sum(|w| &w.keyspace_hits), stats.sum(|w| &w.keyspace_misses));
+    ck(&mut c, "RPUSH l 3 1 2", ":3\r\n");
+    ck(&mut c, "MSET w_1 10 w_2 5", "+OK\r\n");
+    ck(&mut c, "HSET h_1 f a", ":1\r\n");
+    ck(&mut c, "RPUSH x_1 q", ":1\r\n");
+    ck(&mut c, "RPUSH bad a", ":1\r\n");
+    ck(&mut c, "CONFIG RESETSTAT", "+OK\r\n");
+    for (req, want, totals) in [
+        ("SORT l BY w_*", arr(&["3", "2", "1"]), (3, 1)),
+        ("SORT l BY nosort GET # GET h_*->f", arr(&["3", "(nil)", "1", "a", "2", "(nil)"]), (5, 3)),
+        ("SORT l BY w_* GET w_* STORE dst", ":3\r\n".into(), (10, 5)),
+        ("SORT l BY h_*->f ALPHA", arr(&["3", "2", "1"]), (12, 7)),
+        ("SORT nosuch BY w_*", "*0\r\n".into(), (12, 8)),
+        ("SORT l GET nostar", arr(&["(nil)", "(nil)", "(nil)"]), (13, 8)),
+        ("SORT l BY w_* GET x_*", arr(&["(nil)", "(nil)", "(nil)"]), (17, 11)),
+        ("SORT l BY w_* LIMIT 0 1 GET w_*", arr(&["(nil)"]), (20, 13)),
+        ("SORT bad BY nosort GET k_*", arr(&["(nil)"]), (21, 14)),
+    ] {
+        let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
+        c.check(&cmd(&args), want.as_bytes());
+        assert_eq!(counts(), totals, "{req}");
+    }
+}

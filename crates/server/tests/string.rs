@@ -146,7 +146,8 @@ fn set_expiry_options() {
     // The largest absolute times fit; relative ones that overflow do not.
     ck(&mut c, "SET k v EXAT 9223372036854775", "+OK\r\n");
     ck(&mut c, "SET k v PXAT 9223372036854775807", "+OK\r\n");
-    // An absolute time in the past stores and expires at once (GET still sees the old value).
+    // An absolute time in the past stores the key already expired (GET still sees the old
+    // value); a lookup then finds it expired.
     ck(&mut c, "SET k v EXAT 1 GET", "$1\r\nv\r\n");
     assert!(!exists(&t, b"k"));
     ck(&mut c, "SET k v PXAT 1", "+OK\r\n");

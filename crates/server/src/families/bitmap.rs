@@ -261,7 +261,8 @@ fn cmd_bitop(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let len = srcs.iter().map(Vec::len).max().unwrap_or(0);
     let (db, dest) = (ctx.conn.db, ctx.arg(2));
     if len == 0 {
-        if ctx.h.del(db, &[dest])? > 0 {
+        // Redis's `dbDelete`, without a lookup first: an expired key is deleted ("del").
+        if crate::notify::Replace::delete(ctx.h, db, dest)? {
             notify(ctx, GENERIC, "del", dest);
         }
     } else {

@@ -471,7 +471,8 @@ fn all_clients(shared: &Shared) -> Vec<Arc<ClientInfo>> {
 /// Redis's reply buffer and reply list block size (`PROTO_REPLY_CHUNK_BYTES`).
 const REPLY_CHUNK: u64 = 16 * 1024;
 
-/// One CLIENT LIST line, in Redis 7.2's field order (without the newline).
+/// One CLIENT LIST line, in Redis 7.0.15's field order (without the newline), then Redis
+/// 7.2's `lib-name` and `lib-ver` (CLIENT SETINFO).
 pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     let now = shared.uptime_ms();
     let mut flags = String::new();
@@ -499,7 +500,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         flags.push('N');
     }
     let qbuf = c.qbuf.load(Ordering::Relaxed);
-    let rbs = c.rbuf_cap.load(Ordering::Relaxed);
+    let rcap = c.rbuf_cap.load(Ordering::Relaxed);
     // Replies not yet written, and pub/sub messages still in the worker's mailbox, shown as
     // Redis holds output: the first 16 KiB in the client's reply buffer (obl), the rest in
     // a list of 16 KiB blocks (oll blocks, omem bytes).
@@ -532,15 +533,15 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         c.ssub.load(Ordering::Relaxed),
         multi,
         qbuf,
-        rbs.saturating_sub(qbuf),
+        rcap.saturating_sub(qbuf),
         argv_mem,
         multi_mem,
-        rbs,
-        c.rbuf_peak.load(Ordering::Relaxed),
+        c.rbs.load(Ordering::Relaxed),
+        c.rbp.load(Ordering::Relaxed),
         obl,
         omem.div_ceil(REPLY_CHUNK),
         omem,
-        c.mem.load(Ordering::Relaxed).max(rbs + unsent) + argv_mem + multi_mem,
+        c.mem.load(Ordering::Relaxed).max(rcap + unsent) + argv_mem + multi_mem,
         if unsent > 0 { "rw" } else { "r" },
         cmd,
         redirect_of(c),

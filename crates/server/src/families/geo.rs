@@ -1003,9 +1003,9 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
         let q = parse_query(argv, flags, None)?;
         match q.store {
             Some(d) => {
-                let n = ctx.h.del(db, &[argv.get(d)])?;
-                ctx.conn.unchanged = n == 0;
-                if n > 0 {
+                let deleted = notify::Replace::delete(ctx.h, db, argv.get(d))?;
+                ctx.conn.unchanged = !deleted;
+                if deleted {
                     notify::notify(ctx, GENERIC, "del", argv.get(d));
                 }
                 ctx.out.integer(0);
@@ -1027,7 +1027,7 @@ fn georadius_generic(ctx: &mut Ctx<'_>, src: usize, flags: u8) -> Result<(), Cmd
     if let Some(d) = q.store {
         let dst = argv.get(d);
         let (stored, existed) = if returned == 0 {
-            let existed = ctx.h.del(db, &[dst])? > 0;
+            let existed = notify::Replace::delete(ctx.h, db, dst)?;
             ctx.conn.unchanged = !existed;
             (false, existed)
         } else {

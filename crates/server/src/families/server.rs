@@ -477,7 +477,6 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 cfg.file.as_ref().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()).display().to_string());
             line!("config_file:{}", file.unwrap_or_default());
             line!("io_threads_active:0");
-            line!("listener0:name=tcp,bind={},port={port}", cfg.bind);
             line!("larder_version:{}", env!("CARGO_PKG_VERSION"));
             line!("larder_threads:{}", cfg.threads);
             line!("larder_memcache_port:{}", shared.tcp_ports.get().map_or(cfg.memcache_port, |p| p.1));
@@ -505,6 +504,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 shared.blocked_clients.load(Ordering::Relaxed) + shared.pause.postponed.load(Ordering::Relaxed)
             );
             line!("tracking_clients:{}", shared.tracking.counts().0);
+            line!("clients_in_timeout_table:{}", shared.blocking.with_timeout());
+            // (Redis 7.2's; kept, after 7.0's fields.)
             line!("pubsub_clients:{pubsub}");
         }
         "memory" => {
@@ -625,8 +626,8 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("total_writes_processed:{}", st.sum(|w| &w.writes));
             line!("io_threaded_reads_processed:0");
             line!("io_threaded_writes_processed:0");
-            line!("reply_buffer_shrinks:0");
-            line!("reply_buffer_expands:0");
+            line!("reply_buffer_shrinks:{}", st.sum(|w| &w.reply_buffer_shrinks));
+            line!("reply_buffer_expands:{}", st.sum(|w| &w.reply_buffer_expands));
         }
         "replication" => {
             // No replication: a master without replicas, as a fresh Redis reports.
@@ -677,7 +678,21 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
                 line!("errorstat_{prefix}:count={count}");
             }
         }
-        "latencystats" => out.push_str("# Latencystats\r\n"),
+        "latencystats" => {
+            // Redis's `genRedisInfoStringLatencyStats`: each command (then its subcommands)
+            // that has a histogram, i.e. was called since CONFIG RESETSTAT.
+            out.push_str("# Latencystats\r\n");
+            if shared.config.latency_tracking.load(Ordering::Relaxed) {
+                let t = table();
+                let percentiles = shared.config.latency_percentiles();
+                for i in t.commands().flat_map(|i| std::iter::once(i).chain(t.subcommands(i).iter().copied())) {
+                    let d = st.durations(i);
+                    if d.total() > 0 {
+                        line!("{}", d.percentiles_line(t.specs[i].name, &percentiles));
+                    }
+                }
+            }
+        }
         "cluster" => {
             out.push_str("# Cluster\r\n");
             line!("cluster_enabled:0");
@@ -1506,8 +1521,11 @@ fn cmd_latency_histogram(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let st = &ctx.shared.stats;
-    let with_data: Vec<(usize, [u64; crate::latency::BUCKETS])> =
-        wanted.into_iter().map(|i| (i, st.histogram(i))).filter(|(_, h)| h.iter().any(|&n| n > 0)).collect();
+    let with_data: Vec<(usize, [u64; crate::latency::BUCKETS])> = wanted
+        .into_iter()
+        .map(|i| (i, st.durations(i).log2_buckets()))
+        .filter(|(_, h)| h.iter().any(|&n| n > 0))
+        .collect();
     ctx.out.map(with_data.len());
     for (i, h) in with_data {
         let total: u64 = h.iter().sum();

@@ -361,9 +361,17 @@ fn cmd_smove(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 // ---- intersections, unions, differences ----
 
-/// The size of each key's set (0 for a missing key); WRONGTYPE if any holds another type.
-fn sizes(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<u64>, Error> {
-    keys.iter().map(|k| Ok(h.coll_read(db, k, Kind::Set, |c| Ok(c.len()))?.unwrap_or(0))).collect()
+/// The size of each source's set (0 for a missing key), looked up in turn as Redis's
+/// SINTER, SUNION, SDIFF and their STORE and CARD forms look them up (`lookupKeyRead`: a
+/// keyspace hit or miss each), up to one that holds another type (a hit, then WRONGTYPE).
+fn sources(ctx: &Ctx<'_>, keys: &[&[u8]]) -> Result<Vec<u64>, CmdError> {
+    let mut sizes = Vec::with_capacity(keys.len());
+    for k in keys {
+        let r = ctx.h.coll_read(ctx.conn.db, k, Kind::Set, |c| Ok(c.len()));
+        count_lookup(ctx, k, !matches!(r, Ok(None)));
+        sizes.push(r?.unwrap_or(0));
+    }
+    Ok(sizes)
 }
 
 /// Keeps the candidates that are (`keep_if` true) or are not (false) in `key`'s set.
@@ -387,8 +395,8 @@ fn filter_by(h: &Handle, db: u32, key: &[u8], cands: &mut Vec<Vec<u8>>, keep_if:
 }
 
 /// Op: the intersection, in the smallest set's order; stops at `limit` members (0: no limit).
-pub fn op_sinter(h: &Handle, db: u32, keys: &[&[u8]], limit: u64) -> Result<Vec<Vec<u8>>, Error> {
-    let sz = sizes(h, db, keys)?;
+/// `sz`: each key's size, from [`sources`] (which checked their types).
+pub fn op_sinter(h: &Handle, db: u32, keys: &[&[u8]], sz: &[u64], limit: u64) -> Result<Vec<Vec<u8>>, Error> {
     if sz.contains(&0) {
         return Ok(Vec::new());
     }
@@ -420,12 +428,12 @@ fn as_result_set(h: &Handle, mut members: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     members
 }
 
-/// Op: the union, members in the order first seen.
-pub fn op_sunion(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Error> {
-    sizes(h, db, keys)?;
+/// Op: the union, members in the order first seen. `sz`: each key's size, from [`sources`]
+/// (which checked their types).
+pub fn op_sunion(h: &Handle, db: u32, keys: &[&[u8]], sz: &[u64]) -> Result<Vec<Vec<u8>>, Error> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for k in keys {
+    for (k, _) in keys.iter().zip(sz).filter(|(_, &n)| n > 0) {
         for m in op_smembers(h, db, k)?.unwrap_or_default() {
             if seen.insert(m.clone()) {
                 out.push(m);
@@ -435,9 +443,9 @@ pub fn op_sunion(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Er
     Ok(as_result_set(h, out))
 }
 
-/// Op: the first set's members that are in none of the others.
+/// Op: the first set's members that are in none of the others. Its keys' types were
+/// checked by [`sources`].
 pub fn op_sdiff(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Error> {
-    sizes(h, db, keys)?;
     let mut cands = op_smembers(h, db, keys[0])?.unwrap_or_default();
     for k in &keys[1..] {
         if cands.is_empty() {
@@ -456,10 +464,10 @@ pub fn op_sdiff(h: &Handle, db: u32, keys: &[&[u8]]) -> Result<Vec<Vec<u8>>, Err
 /// are none; returns the new size and whether `dst` existed. Two steps (delete, then
 /// write), so a reader may see the key missing in between.
 pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Result<(u64, bool), Error> {
-    let replace = Replace::begin(h, db, dst)?;
     if members.is_empty() {
-        return Ok((0, replace.existed));
+        return Ok((0, Replace::delete(h, db, dst)?));
     }
+    let replace = Replace::begin(h, db, dst)?;
     let n = replace.write(h, |h| {
         h.coll_write(db, dst, Kind::Set, true, |c| {
             for m in members {
@@ -469,20 +477,6 @@ pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], members: &[Vec<u8>]) -> Res
         })
     })?;
     Ok((n.unwrap_or(0), replace.existed))
-}
-
-/// Counts the lookups of the sources of SINTER, SUNION, SDIFF and their STORE and CARD
-/// forms as Redis makes them: each in turn (a keyspace hit or miss), until one that is not
-/// a set (the command then fails with WRONGTYPE).
-fn count_sources(ctx: &Ctx<'_>, keys: &[&[u8]]) -> Result<(), CmdError> {
-    for k in keys {
-        let t = ctx.h.type_of(ctx.conn.db, k)?;
-        count_lookup(ctx, k, t.is_some());
-        if t.is_some_and(|t| t != larder_engine::Type::Set) {
-            break;
-        }
-    }
-    Ok(())
 }
 
 /// The STORE commands' end: the destination written, the reply, the events.
@@ -496,8 +490,9 @@ fn store(ctx: &mut Ctx<'_>, members: &[Vec<u8>], event: &str) -> Result<(), CmdE
 /// # Format
 /// `SINTER key [key ...]` → the members in every set.
 fn cmd_sinter(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 1))?;
-    let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 1), 0)?;
+    let keys = args_from(ctx, 1);
+    let sz = sources(ctx, &keys)?;
+    let r = op_sinter(ctx.h, ctx.conn.db, &keys, &sz, 0)?;
     members_reply(&mut ctx.out, &r);
     Ok(())
 }
@@ -528,8 +523,8 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         }
     }
     let keys: Vec<&[u8]> = (2..end).map(|i| ctx.arg(i)).collect();
-    count_sources(ctx, &keys)?;
-    let r = op_sinter(ctx.h, ctx.conn.db, &keys, limit)?;
+    let sz = sources(ctx, &keys)?;
+    let r = op_sinter(ctx.h, ctx.conn.db, &keys, &sz, limit)?;
     ctx.out.integer(r.len() as i64);
     Ok(())
 }
@@ -537,16 +532,18 @@ fn cmd_sintercard(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SINTERSTORE destination key [key ...]` → the size of the stored intersection.
 fn cmd_sinterstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 2))?;
-    let r = op_sinter(ctx.h, ctx.conn.db, &args_from(ctx, 2), 0)?;
+    let keys = args_from(ctx, 2);
+    let sz = sources(ctx, &keys)?;
+    let r = op_sinter(ctx.h, ctx.conn.db, &keys, &sz, 0)?;
     store(ctx, &r, "sinterstore")
 }
 
 /// # Format
 /// `SUNION key [key ...]` → the members of any of the sets.
 fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 1))?;
-    let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
+    let keys = args_from(ctx, 1);
+    let sz = sources(ctx, &keys)?;
+    let r = op_sunion(ctx.h, ctx.conn.db, &keys, &sz)?;
     members_reply(&mut ctx.out, &r);
     Ok(())
 }
@@ -554,16 +551,18 @@ fn cmd_sunion(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SUNIONSTORE destination key [key ...]` → the size of the stored union.
 fn cmd_sunionstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 2))?;
-    let r = op_sunion(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
+    let keys = args_from(ctx, 2);
+    let sz = sources(ctx, &keys)?;
+    let r = op_sunion(ctx.h, ctx.conn.db, &keys, &sz)?;
     store(ctx, &r, "sunionstore")
 }
 
 /// # Format
 /// `SDIFF key [key ...]` → the first set's members that are in none of the others.
 fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 1))?;
-    let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 1))?;
+    let keys = args_from(ctx, 1);
+    sources(ctx, &keys)?;
+    let r = op_sdiff(ctx.h, ctx.conn.db, &keys)?;
     members_reply(&mut ctx.out, &r);
     Ok(())
 }
@@ -571,8 +570,9 @@ fn cmd_sdiff(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `SDIFFSTORE destination key [key ...]` → the size of the stored difference.
 fn cmd_sdiffstore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    count_sources(ctx, &args_from(ctx, 2))?;
-    let r = op_sdiff(ctx.h, ctx.conn.db, &args_from(ctx, 2))?;
+    let keys = args_from(ctx, 2);
+    sources(ctx, &keys)?;
+    let r = op_sdiff(ctx.h, ctx.conn.db, &keys)?;
     store(ctx, &r, "sdiffstore")
 }
 

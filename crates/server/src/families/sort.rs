@@ -73,8 +73,16 @@ fn parse_opts<'a>(ctx: &Ctx<'a>, readonly: bool) -> Result<SortOpts<'a>, CmdErro
 
 /// Redis's `lookupKeyByPattern`: `#` is the element itself; otherwise the first `*` is
 /// replaced by the element, and a `->field` after it (non-empty) reads that hash field.
-/// None when the pattern has no `*`, the key is missing or of the wrong type.
-pub fn lookup_by_pattern(h: &Handle, db: u32, pattern: &[u8], elem: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+/// None when the pattern has no `*`, the key is missing or of the wrong type. The key it
+/// looks up (none for `#` or a pattern without `*`) is passed to `looked_up` with whether
+/// it was found, for the keyspace hits and misses Redis's `lookupKeyRead` counts.
+pub fn lookup_by_pattern(
+    h: &Handle,
+    db: u32,
+    pattern: &[u8],
+    elem: &[u8],
+    looked_up: &mut impl FnMut(&[u8], bool),
+) -> Result<Option<Vec<u8>>, Error> {
     if pattern == b"#" {
         return Ok(Some(elem.to_vec()));
     }
@@ -90,12 +98,20 @@ pub fn lookup_by_pattern(h: &Handle, db: u32, pattern: &[u8], elem: &[u8]) -> Re
     key.extend_from_slice(elem);
     key.extend_from_slice(postfix);
     let r = match field {
-        Some(f) => h.coll_read(db, &key, Kind::Hash, |c| c.find(f)).map(Option::flatten),
-        None => h.get(db, &key),
+        Some(f) => h.coll_read(db, &key, Kind::Hash, |c| c.find(f)),
+        None => h.get(db, &key).map(|v| v.map(Some)),
     };
+    // Ok(None): the key is missing; Ok(Some(None)): a hash without the field.
     match r {
-        Err(Error::WrongType) => Ok(None),
-        r => r,
+        Err(Error::WrongType) => {
+            looked_up(&key, true);
+            Ok(None)
+        }
+        Ok(v) => {
+            looked_up(&key, v.is_some());
+            Ok(v.flatten())
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -132,17 +148,18 @@ struct Item {
     by: Option<Vec<u8>>,
 }
 
-/// The elements of the key to sort: all of them, or for a list or sorted set left in its
-/// order (`dontsort`) only the LIMIT window, read in the requested direction. Returns the
-/// elements and whether they are already that window.
+/// The elements of the key to sort, of type `ty`: all of them, or for a list or sorted set
+/// left in its order (`dontsort`) only the LIMIT window, read in the requested direction.
+/// Returns the elements and whether they are already that window.
 fn load(
     h: &Handle,
     db: u32,
     key: &[u8],
+    ty: Option<Type>,
     o: &SortOpts<'_>,
     window: impl Fn(i64) -> (i64, i64),
 ) -> Result<(Vec<Vec<u8>>, bool), CmdError> {
-    let kind = match h.type_of(db, key)? {
+    let kind = match ty {
         None => return Ok((Vec::new(), false)),
         Some(Type::List) => Kind::List,
         Some(Type::Set) => Kind::Set,
@@ -195,16 +212,25 @@ fn window(limit: Option<(i64, i64)>, len: i64) -> (i64, i64) {
 }
 
 /// What SORT produces: the values to return or store (None: a GET that found nothing).
-pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<Vec<Option<Vec<u8>>>, CmdError> {
+/// `ty`: the type of `key`, as the caller's lookup found it. Each key a BY or GET pattern
+/// looks up is passed to `looked_up` with whether it was found ([`lookup_by_pattern`]).
+pub fn op_sort(
+    h: &Handle,
+    db: u32,
+    key: &[u8],
+    ty: Option<Type>,
+    o: &mut SortOpts<'_>,
+    looked_up: &mut impl FnMut(&[u8], bool),
+) -> Result<Vec<Option<Vec<u8>>>, CmdError> {
     // A set has no order of its own: with STORE it is sorted as strings, so replicas and
     // reloads agree (Redis's rule).
-    if o.dontsort && o.store.is_some() && h.type_of(db, key)? == Some(Type::Set) {
+    if o.dontsort && o.store.is_some() && ty == Some(Type::Set) {
         o.dontsort = false;
         o.alpha = true;
         o.by = None;
     }
     let limit = o.limit;
-    let (elems, windowed) = load(h, db, key, o, |len| window(limit, len))?;
+    let (elems, windowed) = load(h, db, key, ty, o, |len| window(limit, len))?;
     let len = elems.len() as i64;
     let (start, end) = if windowed { (0, len - 1) } else { window(limit, len) };
     let mut items: Vec<Item> = elems.into_iter().map(|elem| Item { elem, score: 0.0, by: None }).collect();
@@ -212,7 +238,7 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
         let mut bad = false;
         for it in &mut items {
             let w = match o.by {
-                Some(p) => match lookup_by_pattern(h, db, p, &it.elem)? {
+                Some(p) => match lookup_by_pattern(h, db, p, &it.elem, looked_up)? {
                     Some(w) => w,
                     None => continue,
                 },
@@ -262,7 +288,7 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
                 out.push(Some(it.elem.clone()));
             }
             for p in &o.get {
-                out.push(lookup_by_pattern(h, db, p, &it.elem)?);
+                out.push(lookup_by_pattern(h, db, p, &it.elem, looked_up)?);
             }
         }
     }
@@ -273,10 +299,10 @@ pub fn op_sort(h: &Handle, db: u32, key: &[u8], o: &mut SortOpts<'_>) -> Result<
 /// deletes it when there are none; returns whether it existed. Delete then write: a reader
 /// may see it missing between.
 pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>>]) -> Result<bool, Error> {
-    let replace = Replace::begin(h, db, dst)?;
     if vals.is_empty() {
-        return Ok(replace.existed);
+        return Replace::delete(h, db, dst);
     }
+    let replace = Replace::begin(h, db, dst)?;
     replace.write(h, |h| {
         h.coll_write(db, dst, Kind::List, true, |c| {
             for v in vals {
@@ -291,10 +317,11 @@ pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>
 fn sort_generic(ctx: &mut Ctx<'_>, readonly: bool) -> Result<(), CmdError> {
     let mut o = parse_opts(ctx, readonly)?;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
-    // Redis looks the key up (a keyspace hit or miss) before it sorts.
-    let found = ctx.h.type_of(db, key)?.is_some();
-    count_lookup(ctx, key, found);
-    let vals = op_sort(ctx.h, db, key, &mut o)?;
+    // Redis looks the key up (a keyspace hit or miss) before it sorts, and each key its BY
+    // and GET patterns name as it reads them.
+    let ty = ctx.h.type_of(db, key)?;
+    count_lookup(ctx, key, ty.is_some());
+    let vals = op_sort(ctx.h, db, key, ty, &mut o, &mut |k, found| count_lookup(ctx, k, found))?;
     match o.store {
         Some(dst) => {
             let existed = op_store_list(ctx.h, db, dst, &vals)?;

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use larder_engine::{now_ms, Cond, Error, Expiry, Handle, Outcome, SetOptions, Type, PREFETCH_GROUP};
 
 use crate::command::{CmdError, Ctx, Spec, DENYOOM, FAST, READONLY, WRITE};
-use crate::notify::{self, notify, EXPIRED, GENERIC, STRING};
+use crate::notify::{self, notify, GENERIC, STRING};
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Spec] = &[
@@ -231,33 +231,30 @@ fn expire_at(ctx: &Ctx<'_>, i: usize, unit: Unit, cmd: &str) -> Result<u64, CmdE
 
 // ---- GET and SET families ----
 
-/// Whether the engine deletes the key a SET with this expiry writes at once (an EXAT or
-/// PXAT already past). Asked before the write: the engine's clock is then the later one.
+/// Whether GETEX with this expiry deletes the key (an EXAT or PXAT already past). Asked
+/// before the write: the engine's clock is then the later one.
 fn expires_at_once(expiry: Expiry) -> bool {
     matches!(expiry, Expiry::At(at) if at <= now_ms())
 }
 
-/// The events of a SET that stored: "set", and "expire" with a time. Redis keeps a key set
-/// with a time already past until a lookup or active expiry finds it ("expired" then);
-/// Larder deletes it at once, so its "expired" comes at once too.
+/// The events of a SET that stored: "set", and "expire" with a time. A time already past
+/// (EXAT, PXAT) stores the key all the same, as Redis does: its "expired" comes when a
+/// lookup or active expiry finds it.
 #[inline]
-fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry, past: bool) {
+fn notify_set(ctx: &mut Ctx<'_>, key: &[u8], expiry: Expiry) {
     // The one load and test SET pays with the flags empty.
     let f = notify::flags(ctx.shared);
     if f != 0 {
-        notify_set_events(ctx, f, key, expiry, past);
+        notify_set_events(ctx, f, key, expiry);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn notify_set_events(ctx: &mut Ctx<'_>, f: u32, key: &[u8], expiry: Expiry, past: bool) {
+fn notify_set_events(ctx: &mut Ctx<'_>, f: u32, key: &[u8], expiry: Expiry) {
     notify::notify_with(ctx, f, STRING, "set", key);
     if matches!(expiry, Expiry::At(_)) {
         notify::notify_with(ctx, f, GENERIC, "expire", key);
-        if past {
-            notify::notify_with(ctx, f, EXPIRED, "expired", key);
-        }
     }
 }
 
@@ -292,14 +289,15 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if o.get {
         check_string_read(ctx, key)?;
     }
-    let past = expires_at_once(expiry);
-    let r = ctx.h.set(db, key, value, &SetOptions { cond, expiry, get: o.get, ..Default::default() })?;
+    // A time already past stores the key expired, as Redis's SET does.
+    let opts = SetOptions { cond, expiry, get: o.get, keep_expired: true, ..Default::default() };
+    let r = ctx.h.set(db, key, value, &opts)?;
     // Redis's order: the events, then OK (a RESP3 client subscribed to its own keys sees
     // its pushes first).
     if o.get {
-        set_get_reply(ctx, key, &r, expiry, past);
+        set_get_reply(ctx, key, &r, expiry);
     } else if r.outcome == Outcome::Stored {
-        notify_set(ctx, key, expiry, past);
+        notify_set(ctx, key, expiry);
         ctx.out.ok();
     } else {
         ctx.out.null();
@@ -309,13 +307,13 @@ fn cmd_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 /// SET ... GET's end, in Redis's order: the lookup (a hit or a miss, whose "keymiss"
 /// comes before the reply), the old value, then the "new" and the events if it stored.
-fn set_get_reply(ctx: &mut Ctx<'_>, key: &[u8], r: &larder_engine::SetReply, expiry: Expiry, past: bool) {
+fn set_get_reply(ctx: &mut Ctx<'_>, key: &[u8], r: &larder_engine::SetReply, expiry: Expiry) {
     count_lookup(ctx, key, r.old.is_some());
     let created = if r.old.is_none() { notify::miss_before_creation(ctx, key) } else { Vec::new() };
     reply_opt(ctx, r.old.as_deref());
     notify::publish_changes(ctx, &created);
     if r.outcome == Outcome::Stored {
-        notify_set(ctx, key, expiry, past);
+        notify_set(ctx, key, expiry);
     }
 }
 
@@ -336,7 +334,7 @@ fn set_with_expiry(ctx: &mut Ctx<'_>, unit: Unit, cmd: &str) -> Result<(), CmdEr
     let at = expire_at(ctx, 2, unit, cmd)?;
     let (key, value, db) = (ctx.arg(1), ctx.arg(3), ctx.conn.db);
     ctx.h.set(db, key, value, &SetOptions { expiry: Expiry::At(at), ..Default::default() })?;
-    notify_set(ctx, key, Expiry::At(at), false);
+    notify_set(ctx, key, Expiry::At(at));
     ctx.out.ok();
     Ok(())
 }

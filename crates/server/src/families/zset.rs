@@ -515,10 +515,10 @@ pub fn op_range(
 /// Returns the new size and whether `dst` existed. Not atomic: the old value is deleted,
 /// then the new one written.
 pub fn op_store(h: &mut Handle, db: u32, dst: &[u8], items: &[Scored]) -> Result<(u64, bool), CmdError> {
-    let replace = Replace::begin(h, db, dst)?;
     if items.is_empty() {
-        return Ok((0, replace.existed));
+        return Ok((0, Replace::delete(h, db, dst)?));
     }
+    let replace = Replace::begin(h, db, dst)?;
     replace.write(h, |h| {
         h.coll_write(db, dst, Kind::ZSet, true, |c| {
             c.clear()?;

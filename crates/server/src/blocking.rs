@@ -82,10 +82,10 @@ pub struct Park {
     /// (set by the worker when it parks the client).
     req: Vec<u8>,
     args: Args,
-    /// When the command's first run started (its `ConnState::clock`), and how long that run
+    /// When the command's first run started (its `ConnState::clock`, in nanoseconds), and how long that run
     /// took (set when the worker parks the client): its latency sample and slow log entry
     /// are taken when it is served, with that time and the serving's.
-    start: Instant,
+    start: u64,
     first_usec: u64,
 }
 
@@ -303,7 +303,7 @@ pub(crate) fn enter(
     // The first run, as `command::run` timed it (its end is the clock now). Counted in the
     // latency histogram when the client is served: the sample `run` counted is taken back
     // here rather than the hot path asking every command whether it blocked.
-    p.first_usec = st.clock.duration_since(p.start).as_micros() as u64;
+    p.first_usec = st.clock.saturating_sub(p.start) / 1000;
     if shared.config.latency_tracking.load(Ordering::Relaxed) {
         if let Some(c) = shared.stats.worker(worker).cmd.get(st.info.last_cmd.load(Ordering::Relaxed) as usize) {
             c.take_back(p.first_usec);

@@ -993,7 +993,7 @@ fn grow_inner(args: &Args, seg: &Segment, h: &mut Handle, n: u64, out: &mut Repo
     let mut group = [[0u8; 32]; larder_engine::PREFETCH_GROUP];
     let mut group_len = [0usize; larder_engine::PREFETCH_GROUP];
     for i in GROW_READ_KEYS + 1..=n {
-        if batch > 1 && (i - GROW_READ_KEYS - 1) % batch == 0 {
+        if batch > 1 && (i - GROW_READ_KEYS - 1).is_multiple_of(batch) {
             let m = batch.min(n + 1 - i) as usize;
             for j in 0..m {
                 group_len[j] = fmt_key(b"key:", i + j as u64, &mut group[j]);

@@ -1260,11 +1260,6 @@ fn prefetch_keys(h: &Handle, db: u32, buf: &[u8], batch: &mut [Parsed]) {
     h.prefetch_group(db, keys[..n].iter().copied());
 }
 
-/// Drops what has been written from the front of an output buffer, `sent` bytes of it, and
-/// returns how much of what is left has been written. The rest moves down only once it is
-/// no longer than what was written before it, so that each byte moves at most once: a
-/// 100 MB reply going out a few MB per writable event used to be moved down after each,
-/// gigabytes of copying while the worker's other clients waited.
 /// Redis's `PROTO_REPLY_CHUNK_BYTES` and `PROTO_REPLY_MIN_BYTES`: the size a client's reply
 /// buffer starts at and the most it grows back to, and the least it shrinks to.
 const REPLY_CHUNK: usize = 16 * 1024;
@@ -1304,6 +1299,11 @@ fn resize_reply_buffer(c: &mut Conn, now_ms: u64, ws: &crate::stats::WorkerStats
     info.rbp.store(c.reply_peak as u64, Ordering::Relaxed);
 }
 
+/// Drops what has been written from the front of an output buffer, `sent` bytes of it, and
+/// returns how much of what is left has been written. The rest moves down only once it is
+/// no longer than what was written before it, so that each byte moves at most once: a
+/// 100 MB reply going out a few MB per writable event used to be moved down after each,
+/// gigabytes of copying while the worker's other clients waited.
 fn drop_written(wbuf: &mut Vec<u8>, sent: usize) -> usize {
     if sent == wbuf.len() {
         wbuf.clear();

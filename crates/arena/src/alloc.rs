@@ -817,7 +817,7 @@ impl Participant {
         let first = a.data_off / PAGE;
         let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
         let releasing = a.u64(crate::H_RELEASING + c as u64 * 8)?;
-        releasing.store(now_ms(), Ordering::Release);
+        release_mark::enter(releasing);
         #[cfg(test)]
         crate::tests::hook(crate::tests::Hook::ReleaseBeforeTake);
         // Take the whole stack.
@@ -907,7 +907,7 @@ impl Participant {
         let tag = ((h >> 32) as u32).wrapping_add(1).wrapping_add(keep.len().div_ceil(BATCH as usize) as u32);
         let freed = free_pages.len() as u64;
         let r = self.free_pages_sorted(&free_pages);
-        releasing.store(0, Ordering::Release);
+        release_mark::leave(releasing);
         pushed?;
         r?;
         Ok((freed, walked, tag))
@@ -949,15 +949,13 @@ impl Participant {
     }
 
     /// [`Participant::refill`], which, when the arena is full, tries again while a page
-    /// release holds the class's free blocks (a pass in progress: the class's mark in the
-    /// header, less than two seconds old, as a releaser killed in the middle leaves it) or
-    /// has just given them back (the class's stack changed since the try), for up to two
+    /// release of any class is in progress (it holds the class's free blocks and is about
+    /// to free whole pages, which any class can take: see [`release_mark`]) or the class's
+    /// own stack changed since the try (a release just gave its blocks back), for up to two
     /// seconds.
     fn refill_past_release(&self, c: usize) -> Result<u64, Error> {
         let a = &*self.arena;
-        let (Ok(stack), Ok(releasing)) =
-            (a.u64(H_CLASS_STACKS + c as u64 * 8), a.u64(crate::H_RELEASING + c as u64 * 8))
-        else {
+        let Ok(stack) = a.u64(H_CLASS_STACKS + c as u64 * 8) else {
             return self.refill(c);
         };
         let mut give_up = None;
@@ -967,8 +965,11 @@ impl Participant {
             if !matches!(r, Err(Error::Full)) {
                 return r;
             }
-            let t = releasing.load(Ordering::Acquire);
-            let releasing_now = t != 0 && now_ms().saturating_sub(t) <= 2000;
+            let now = now_ms();
+            let releasing_now = (0..NCLASSES).any(|k| {
+                a.u64(crate::H_RELEASING + k as u64 * 8)
+                    .is_ok_and(|m| release_mark::live(m.load(Ordering::Acquire), now))
+            });
             if !releasing_now && stack.load(Ordering::Acquire) == before {
                 return r;
             }
@@ -1524,5 +1525,65 @@ mod tests {
             let first = live.blocks[0].0 / PAGE;
             a.u64(H_PAGE_NEXT).unwrap().store(first, Ordering::Relaxed);
         });
+    }
+}
+
+/// A class's page-release mark (one u64 per class in the header at `H_RELEASING`): how many
+/// releases hold the class's stack, in the top 16 bits, and when (monotonic ms) the last one
+/// began, below. A count, not one stamp: two releases of a class can overlap (the server's
+/// and a local process's: the first puts back the blocks it keeps before it frees its
+/// pages, and the second takes them), and the first to end must not clear the mark while
+/// the other holds the blocks. A releaser killed in the middle leaves its count behind, so a
+/// mark is live only for two seconds after the last release began.
+pub(crate) mod release_mark {
+    use super::now_ms;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const HOLDER: u64 = 1 << 48;
+
+    /// A release of the class begins.
+    pub(crate) fn enter(mark: &AtomicU64) {
+        let _ = mark.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+            let holders = (v / HOLDER).saturating_add(1).min(0xffff);
+            Some((holders * HOLDER) | (now_ms() & (HOLDER - 1)))
+        });
+    }
+
+    /// A release of the class ends.
+    pub(crate) fn leave(mark: &AtomicU64) {
+        let _ = mark
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(if v / HOLDER <= 1 { 0 } else { v - HOLDER }));
+    }
+
+    /// Whether a mark read at `now` (monotonic ms) says a release holds the class's blocks.
+    pub(crate) fn live(v: u64, now: u64) -> bool {
+        v / HOLDER > 0 && now.saturating_sub(v & (HOLDER - 1)) <= 2000
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn overlapping_releases_keep_the_mark_until_the_last_one_ends() {
+            let m = AtomicU64::new(0);
+            let now = now_ms();
+            assert!(!live(m.load(Ordering::Relaxed), now));
+            enter(&m);
+            enter(&m);
+            leave(&m);
+            assert!(live(m.load(Ordering::Relaxed), now_ms()), "the other release still holds the blocks");
+            leave(&m);
+            assert_eq!(m.load(Ordering::Relaxed), 0);
+            // A releaser killed in the middle: live for two seconds after it began, then not.
+            enter(&m);
+            let began = m.load(Ordering::Relaxed) & (HOLDER - 1);
+            assert!(live(m.load(Ordering::Relaxed), began + 2000));
+            assert!(!live(m.load(Ordering::Relaxed), began + 2001));
+            // A leave without an enter (a corrupt header) does not wrap.
+            leave(&m);
+            leave(&m);
+            assert_eq!(m.load(Ordering::Relaxed), 0);
+        }
     }
 }

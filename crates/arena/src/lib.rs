@@ -122,10 +122,11 @@ pub(crate) const H_CLASS_STACKS: u64 = 512; // NCLASSES × u64 (tag:32 | unit of
 /// NCLASSES × u64: how many blocks each class's stack holds (at least: a pusher counts its
 /// batch before it pushes it, a popper after it has it), for [`Arena::used_bytes`].
 pub(crate) const H_STACK_BLOCKS: u64 = 2048;
-/// NCLASSES × u64: when (monotonic ms) a page release took the class's stack, 0 when none
-/// holds it (see `Participant::release_free_pages`): an allocation of the class that finds
-/// the arena full waits for it. One per class, so that a release ending does not clear the
-/// mark of another one running beside it (the server's and a local process's).
+/// NCLASSES × u64: each class's page-release mark, how many releases hold the class's stack
+/// and when the last began (see `alloc::release_mark`): an allocation that finds the arena
+/// full waits while a release of any class is under way. One per class, and a count, so
+/// that a release ending does not clear the mark of another one running beside it (the
+/// server's and a local process's).
 pub(crate) const H_RELEASING: u64 = 2816;
 const _: () = assert!(H_CLASS_STACKS + 8 * NCLASSES as u64 <= H_STACK_BLOCKS);
 const _: () = assert!(H_STACK_BLOCKS + 8 * NCLASSES as u64 <= H_RELEASING);

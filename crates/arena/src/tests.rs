@@ -1548,3 +1548,34 @@ fn a_release_ending_leaves_another_releases_mark_alone() {
     let t = waiter.lock().unwrap().take().expect("the hook ran");
     assert!(t.join().unwrap().is_ok(), "the allocation failed while X's blocks were held");
 }
+
+/// A full arena's allocation waits for a page release of another class too: the pages it
+/// is about to free can be taken by any class. (With a mark per class and only its own
+/// looked at, an allocation of X answered Full at once while Y's whole pages were held.)
+#[test]
+fn a_full_arena_waits_for_another_class_release() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
+    let p = a.register().unwrap();
+    let (sx, sy) = (class_size(class_of(100)), class_size(class_of(1000)));
+    // Class Y fills the arena, then all of it is freed: every page whole on Y's stack.
+    let ys = fill(&p, sy);
+    for &b in &ys {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    let waiter = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let w = waiter.clone();
+    let a2 = a.clone();
+    // The release holds Y's stack, its pages not yet freed; an allocation of X comes.
+    set_hook(Hook::ReleaseHolding, move || {
+        *w.lock().unwrap() = Some(std::thread::spawn(move || {
+            let u = a2.register().unwrap();
+            u.alloc(sx).map(|_| ())
+        }));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    });
+    let freed = p.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    assert!(freed > 0);
+    let t = waiter.lock().unwrap().take().expect("the hook ran");
+    assert!(t.join().unwrap().is_ok(), "the allocation failed while Y's pages were about to be freed");
+}

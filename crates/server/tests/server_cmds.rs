@@ -1462,7 +1462,7 @@ fn client_list_shows_redis_reply_buffer_size_and_peak() {
     assert!(info_field(bulk(&stats), "reply_buffer_expands").parse::<u64>().unwrap() >= 4, "{stats}");
 }
 
-/// INFO clients has Redis 7.0.15's fields in its order (then 7.2's `pubsub_clients`);
+/// INFO clients has Redis 7.0.15's fields in its order (then 7.4's `pubsub_clients`);
 /// `clients_in_timeout_table` counts the clients blocked with a timeout, as there.
 #[test]
 fn info_clients_fields_are_redis_fields() {

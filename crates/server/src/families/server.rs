@@ -505,7 +505,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             );
             line!("tracking_clients:{}", shared.tracking.counts().0);
             line!("clients_in_timeout_table:{}", shared.blocking.with_timeout());
-            // (Redis 7.2's; kept, after 7.0's fields.)
+            // (Redis 7.4's; kept, after 7.0's fields.)
             line!("pubsub_clients:{pubsub}");
         }
         "memory" => {
@@ -538,9 +538,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("lazyfreed_objects:0");
             line!("larder_arena_capacity:{}", arena.capacity());
             line!("larder_arena_huge_pages:{}", u8::from(arena.huge_pages()));
-            // What used_memory leaves out: the pages of small classes and large values
-            // (used_memory before it counted live bytes), the free blocks in them kept for
-            // their class, and the free large runs whose pages are not given back yet.
+            // Beside used_memory: the pages of small classes and large values (what
+            // used_memory was before it counted live bytes: those plus the free blocks in
+            // them), the free blocks kept for their class, and the free large runs whose
+            // pages are not given back yet.
             line!("larder_arena_pages_held:{}", arena.pages_held_bytes());
             line!("larder_arena_free_blocks_bytes:{}", arena.free_small_bytes());
             line!("larder_arena_dirty_free_bytes:{}", arena.dirty_free_bytes());

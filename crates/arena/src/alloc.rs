@@ -1555,9 +1555,14 @@ pub(crate) mod release_mark {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(if v / HOLDER <= 1 { 0 } else { v - HOLDER }));
     }
 
-    /// Whether a mark read at `now` (monotonic ms) says a release holds the class's blocks.
+    /// Whether a mark read at `now` (monotonic ms) says a release holds the class's blocks:
+    /// one began less than two seconds ago. A start further ahead of `now` than a clock
+    /// read racing the mark's could put it is a corrupt header's (random bits are nearly
+    /// always hours ahead), and would otherwise make every allocation in a full arena wait
+    /// its two seconds.
     pub(crate) fn live(v: u64, now: u64) -> bool {
-        v / HOLDER > 0 && now.saturating_sub(v & (HOLDER - 1)) <= 2000
+        let began = v & (HOLDER - 1);
+        v / HOLDER > 0 && began <= now + 1000 && now.saturating_sub(began) <= 2000
     }
 
     #[cfg(test)]
@@ -1584,6 +1589,9 @@ pub(crate) mod release_mark {
             leave(&m);
             leave(&m);
             assert_eq!(m.load(Ordering::Relaxed), 0);
+            // Random bits (a corrupt header): a start far ahead of the clock is no release.
+            assert!(!live((3 * HOLDER) | (HOLDER - 1), now_ms()));
+            assert!(live(HOLDER | (began + 500), began));
         }
     }
 }

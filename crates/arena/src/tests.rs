@@ -19,6 +19,46 @@ fn fill(p: &Participant, size: u64) -> Vec<u64> {
     }
 }
 
+/// A thread that gives free pages back over and over, beside a churn, until stopped.
+/// `fresh`: a new `PageRelease` state each pass (no backoff: every stack with blocks is read).
+struct Reclaimer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Reclaimer {
+    fn start(a: &std::sync::Arc<Arena>, fresh: bool) -> Reclaimer {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, flag) = (a.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let p = a.register().unwrap();
+            let (mut seen, mut freed) = (crate::PageRelease::default(), 0);
+            while !flag.load(Ordering::Relaxed) {
+                if fresh {
+                    seen = crate::PageRelease::default();
+                }
+                freed += p.release_free_pages(&mut seen).unwrap();
+                std::thread::yield_now();
+            }
+            freed
+        });
+        Reclaimer { stop, thread }
+    }
+
+    /// Stops it; the pages it gave back.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// One step of a xorshift64 generator.
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 fn unique(tag: &str) -> String {
     format!("test-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "")
 }
@@ -1053,19 +1093,7 @@ fn whole_free_pages_of_a_class_go_back_to_the_pool() {
 #[test]
 fn pages_given_back_under_churn_are_never_handed_out_twice() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reclaimer = {
-        let (a, stop) = (a.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let p = a.register().unwrap();
-            let (mut seen, mut freed) = (crate::PageRelease::default(), 0);
-            while !stop.load(Ordering::Relaxed) {
-                freed += p.release_free_pages(&mut seen).unwrap();
-                std::thread::yield_now();
-            }
-            freed
-        })
-    };
+    let reclaimer = Reclaimer::start(&a, false);
     let workers: Vec<_> = (0..3u64)
         .map(|t| {
             let a = a.clone();
@@ -1074,9 +1102,7 @@ fn pages_given_back_under_churn_are_never_handed_out_twice() {
                 let mut live: Vec<(u64, u64)> = Vec::new();
                 let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ t;
                 for i in 0..150_000u64 {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
+                    xorshift(&mut rng);
                     // Waves: fill up, then drain, so whole pages come free.
                     let filling = (i / 20_000) % 2 == 0;
                     if filling || live.is_empty() {
@@ -1101,8 +1127,7 @@ fn pages_given_back_under_churn_are_never_handed_out_twice() {
     for w in workers {
         w.join().unwrap();
     }
-    stop.store(true, Ordering::Relaxed);
-    let during = reclaimer.join().unwrap();
+    let during = reclaimer.stop();
     // The free lists are sound: no block on two of them, none inside a freed page.
     let st = a.alloc_stats().unwrap();
     for (&off, &size) in &st.free_set {
@@ -1439,20 +1464,8 @@ fn used_bytes_counts_what_is_allocated_not_what_is_free() {
 #[test]
 fn used_bytes_stays_exact_under_churn_and_page_releases() {
     let a = Arena::create(Backing::Anonymous, &small()).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reclaimer = {
-        let (a, stop) = (a.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let p = a.register().unwrap();
-            let mut freed = 0;
-            while !stop.load(Ordering::Relaxed) {
-                // A fresh state each time: no backoff, a pass whenever a stack holds blocks.
-                freed += p.release_free_pages(&mut crate::PageRelease::default()).unwrap();
-                std::thread::yield_now();
-            }
-            freed
-        })
-    };
+    // A fresh state each pass: no backoff, a pass whenever a stack holds blocks.
+    let reclaimer = Reclaimer::start(&a, true);
     let workers: Vec<_> = (0..3u64)
         .map(|t| {
             let a = a.clone();
@@ -1461,9 +1474,7 @@ fn used_bytes_stays_exact_under_churn_and_page_releases() {
                 let mut live: Vec<(u64, u64)> = Vec::new();
                 let mut rng = 0x2545_f491_4f6c_dd1du64 ^ t;
                 for i in 0..95_000u64 {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
+                    xorshift(&mut rng);
                     // Fill, then drain for twice as long (empty, then one block at a time), so
                     // pages come free whole while the releaser runs.
                     if (i / 10_000) % 3 == 0 || live.is_empty() {
@@ -1492,8 +1503,7 @@ fn used_bytes_stays_exact_under_churn_and_page_releases() {
         .collect();
     // (The participants stay registered, so their caches are still read.)
     let done: Vec<(Vec<(u64, u64)>, Participant)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    stop.store(true, Ordering::Relaxed);
-    let released = reclaimer.join().unwrap();
+    let released = reclaimer.stop();
     let kept: u64 = done.iter().flat_map(|d| &d.0).map(|&(_, size)| size).sum();
     assert!(kept > 0);
     assert_eq!(a.used_bytes(), kept, "free blocks counted as used (or the other way); {released} pages released");

@@ -52,14 +52,25 @@ impl Drop for Segment {
 }
 
 /// Two ports for test number `n`: from `LARDER_TEST_PORT_BASE`, or free ones the kernel
-/// hands out.
+/// hands out, distinct from every pair handed out before in this process. The server's
+/// listeners use SO_REUSEPORT and the kernel readily gives a just-released port again, so
+/// without that two tests' servers could share a port, and a client meant for one would
+/// land on the other (or on its memcached listener).
 fn ports(n: u16) -> (u16, u16) {
     if let Some(base) = std::env::var("LARDER_TEST_PORT_BASE").ok().and_then(|b| b.parse::<u16>().ok()) {
         return (base + 2 * n, base + 2 * n + 1);
     }
-    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
+    static USED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+        let mut used = USED.lock().unwrap();
+        if !used.contains(&pa) && !used.contains(&pb) {
+            used.extend([pa, pb]);
+            return (pa, pb);
+        }
+    }
 }
 
 /// A `larder server --shm` child, SIGKILLed when dropped.

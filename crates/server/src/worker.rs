@@ -100,10 +100,22 @@ struct Conn {
     reply_reset: Option<u64>,
 }
 
-fn listener(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+/// A listener on `addr` for one worker. Every worker binds its own listener to the same
+/// port with SO_REUSEPORT and the kernel spreads connections among them; `first` (the first
+/// worker's) makes sure no other process listens there already, since SO_REUSEPORT would
+/// let a second server join the port and take a share of its connections, where Redis and
+/// memcached fail with "Address already in use".
+fn listener(addr: SocketAddr, first: bool) -> std::io::Result<std::net::TcpListener> {
+    if first && addr.port() != 0 {
+        // A bind without SO_REUSEPORT fails on a port anyone listens on. The probe is
+        // closed again before the real listeners bind: a server started in between could
+        // still join, but two servers no longer share a port unnoticed.
+        let probe = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+        probe.set_reuse_address(true)?;
+        probe.bind(&addr.into())?;
+    }
     let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
     s.set_reuse_address(true)?;
-    // Every worker binds its own listener to the same port; the kernel spreads connections.
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
@@ -136,13 +148,14 @@ pub(crate) fn spawn_all(
         let mut resp = None;
         let mut mc = None;
         if ports.0 != 0 {
-            let l = listener(resolve(&c.bind, ports.0)?).map_err(|e| format!("RESP port {}: {e}", ports.0))?;
+            let l = listener(resolve(&c.bind, ports.0)?, i == 0).map_err(|e| format!("RESP port {}: {e}", ports.0))?;
             let mut l = TcpListener::from_std(l);
             poll.registry().register(&mut l, RESP_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
             resp = Some(l);
         }
         if c.memcache_port != 0 {
-            let l = listener(resolve(&c.bind, ports.1)?).map_err(|e| format!("memcached port {}: {e}", ports.1))?;
+            let l =
+                listener(resolve(&c.bind, ports.1)?, i == 0).map_err(|e| format!("memcached port {}: {e}", ports.1))?;
             let mut l = TcpListener::from_std(l);
             poll.registry().register(&mut l, MC_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
             mc = Some(l);
@@ -199,8 +212,12 @@ pub(crate) fn change_resp_port(shared: &Shared, port: u16) -> Result<(), String>
         return Err(format!("port {port} is the memcached port"));
     }
     let mut new = Vec::with_capacity(c.threads);
-    for _ in 0..c.threads {
-        new.push(if port == 0 { None } else { Some(listener(resolve(&c.bind, port)?).map_err(|e| e.to_string())?) });
+    for w in 0..c.threads {
+        new.push(if port == 0 {
+            None
+        } else {
+            Some(listener(resolve(&c.bind, port)?, w == 0).map_err(|e| e.to_string())?)
+        });
     }
     c.port.store(port, Ordering::Relaxed);
     for (w, resp) in new.into_iter().enumerate() {

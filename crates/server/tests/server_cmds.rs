@@ -1484,3 +1484,38 @@ fn info_clients_fields_are_redis_fields() {
     let clients = ask(&mut c, &[b"INFO", b"clients"]);
     assert_eq!(info_field(bulk(&clients), "clients_in_timeout_table"), "0");
 }
+
+/// A port another server listens on is refused, at start and by CONFIG SET port, as Redis
+/// refuses it ("Address already in use"): the listeners' SO_REUSEPORT would otherwise let
+/// the second server take a share of the first one's connections.
+#[test]
+fn a_port_another_server_listens_on_is_refused() {
+    let a = start();
+    for (resp, mc) in [(a.resp, 0), (0, a.mc)] {
+        let args = larder_server::Args {
+            bind: Some("127.0.0.1".into()),
+            port: Some(resp),
+            memcache_port: Some(mc),
+            threads: Some(2),
+            capacity: Some(64 << 20),
+            ..Default::default()
+        };
+        let err = larder_server::Server::start(larder_server::Config::load(&args).unwrap()).err();
+        assert!(err.as_deref().is_some_and(|e| e.contains("Address already in use")), "{resp} {mc}: {err:?}");
+    }
+    let b = start();
+    let mut c = Raw::connect(b.resp);
+    c.check(
+        &cmd(&[b"CONFIG", b"SET", b"port", a.resp.to_string().as_bytes()]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n",
+    );
+    c.check(b"PING\r\n", b"+PONG\r\n");
+    // Every connection to the first server's port still reaches it.
+    for _ in 0..20 {
+        let mut r = Raw::connect(a.resp);
+        r.check(
+            &cmd(&[b"CONFIG", b"GET", b"port"]),
+            format!("*2\r\n$4\r\nport\r\n${}\r\n{}\r\n", a.resp.to_string().len(), a.resp).as_bytes(),
+        );
+    }
+}

@@ -113,3 +113,63 @@ fn unauthenticated_clients_send_and_leave_little() {
     let mut rest = Vec::new();
     let _ = c.s.read_to_end(&mut rest);
 }
+
+/// With `requirepass` set the memcached port asks for it too, the way memcached's ASCII
+/// authentication (`-Y authfile`) does: a `set` whose data is `default <password>`. Replies
+/// as memcached 1.6 gives them, one per request (memcached itself loses all but the last
+/// reply of a pipeline sent before authenticating).
+#[test]
+fn requirepass_guards_the_memcached_port() {
+    let t = start();
+    let mut before = Raw::connect(t.mc);
+    before.check(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
+    let mut admin = Raw::connect(t.resp);
+    ck(&mut admin, "CONFIG SET requirepass foobar", "+OK\r\n");
+    // Connected before the password was set: still authenticated, as on the RESP port.
+    before.check(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    let mut c = Raw::connect(t.mc);
+    for (req, want) in [
+        (&b"get k\r\n"[..], "CLIENT_ERROR unauthenticated"),
+        (b"stats\r\n", "CLIENT_ERROR unauthenticated"),
+        (b"mg k v\r\n", "CLIENT_ERROR unauthenticated"),
+        (b"SET a 0 0 1\r\n", "CLIENT_ERROR unauthenticated"),
+        (b"set a 0 0\r\n", "CLIENT_ERROR unauthenticated"),
+        (b"set a 0 0 -1\r\n", "CLIENT_ERROR unauthenticated"),
+        // The data of a set is the token: a value is no `user password` pair.
+        (b"set k 0 0 2\r\nhi\r\n", "CLIENT_ERROR bad authentication token format"),
+        (b"set k 0 0 3\r\nabcde", "CLIENT_ERROR bad command line termination"),
+        (b"set k 0 0 14\r\ndefault foobaz\r\n", "CLIENT_ERROR authentication failure"),
+        (b"set k 0 0 12\r\nother foobar\r\n", "CLIENT_ERROR authentication failure"),
+        // Too long for a token: skipped unread, and it fails.
+        (&[&b"set k 0 0 5000\r\n"[..], &[b'x'; 5000], b"\r\n"].concat(), "CLIENT_ERROR authentication failure"),
+    ] {
+        c.check(req, format!("{want}\r\n").as_bytes());
+    }
+    // Pipelined: every request gets its reply, and what follows the token runs.
+    c.check(
+        b"get k\r\nset auth 0 0 14 noreply\r\ndefault foobar\r\nget k\r\n",
+        b"CLIENT_ERROR unauthenticated\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
+    );
+    let stats = String::from_utf8(ask_mc(&mut c, b"stats\r\n")).unwrap();
+    assert!(stats.contains("STAT auth_cmds 4\r\n") && stats.contains("STAT auth_errors 3\r\n"), "{stats}");
+    let settings = String::from_utf8(ask_mc(&mut c, b"stats settings\r\n")).unwrap();
+    assert!(settings.contains("STAT auth_enabled_ascii yes\r\n"), "{settings}");
+    // 2 KiB without a line end: memcached hangs up.
+    let mut junk = Raw::connect(t.mc);
+    junk.send(&[b'x'; 3000]);
+    assert!(junk.closed());
+    // Without a password, nothing to ask.
+    admin.check(&cmd(&[b"CONFIG", b"SET", b"requirepass", b""]), b"+OK\r\n");
+    let mut c = Raw::connect(t.mc);
+    c.check(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+}
+
+/// A memcached reply up to its `END`.
+fn ask_mc(c: &mut Raw, req: &[u8]) -> Vec<u8> {
+    c.send(req);
+    let mut out = Vec::new();
+    while !out.ends_with(b"END\r\n") {
+        out.extend(c.read_n(1));
+    }
+    out
+}

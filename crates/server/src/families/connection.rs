@@ -164,7 +164,7 @@ fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdEr
 }
 
 /// Whether `user` / `pass` are the default user's credentials.
-fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
+pub(crate) fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
     user == b"default"
         && match &*shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()) {
             None => true,

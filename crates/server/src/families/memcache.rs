@@ -94,6 +94,8 @@ enum C {
     TouchMisses,
     StoreTooLarge,
     StoreNoMemory,
+    AuthCmds,
+    AuthErrors,
     TotalItems,
 }
 
@@ -348,6 +350,12 @@ pub fn process(
             return pos;
         }
     }
+    if !conn.authenticated && crate::command::auth_required(shared, conn) {
+        pos += authenticate(&buf[pos..], out, out_max, conn, shared, worker);
+        if !conn.authenticated {
+            return pos;
+        }
+    }
     if pos >= buf.len() {
         return pos;
     }
@@ -546,6 +554,88 @@ impl From<Outcome> for StoreResult {
             Outcome::NotFound => StoreResult::NotFound,
         }
     }
+}
+
+/// The longest request line an unauthenticated connection may send: memcached closes the
+/// connection past it.
+const AUTH_LINE_MAX: usize = 2048;
+/// The longest token (`default <password>`) an unauthenticated connection may send. Longer
+/// data is skipped unread and fails; memcached reads it all, whatever its size.
+const AUTH_TOKEN_MAX: usize = 4096;
+
+/// memcached's ASCII authentication (its `-Y authfile`), with `requirepass` as the password
+/// of Larder's one user, `default`: until it authenticates, a connection may send only
+/// `set <key> <flags> <exptime> <bytes>` with `default <password>` as the data (key, flags
+/// and exptime ignored), answered `STORED` when right. Anything else gets memcached's
+/// errors: `CLIENT_ERROR unauthenticated` for another request, `... bad command line
+/// termination`, `... bad authentication token format`, `... authentication failure`.
+/// Returns the bytes consumed; stops once the connection has authenticated.
+fn authenticate(
+    buf: &[u8],
+    out: &mut Vec<u8>,
+    out_max: usize,
+    conn: &mut ConnState,
+    shared: &Shared,
+    worker: usize,
+) -> usize {
+    let st = &shared.memcache;
+    let count = |c: C| st.counters[worker.min(st.counters.len() - 1)].0[c as usize].incr();
+    let mut pos = 0;
+    while pos < buf.len() && !conn.authenticated && !conn.close && out.len() < out_max {
+        let rest = &buf[pos..];
+        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+            // No line end in 2 KiB: junk, and memcached hangs up.
+            conn.close |= rest.len() > AUTH_LINE_MAX;
+            break;
+        };
+        let line = rest[..nl].strip_suffix(b"\r").unwrap_or(&rest[..nl]);
+        let tokens: SmallVec<[&[u8]; 8]> = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).collect();
+        let size = match tokens.as_slice() {
+            [b"set", _, _, _, size, ..] => std::str::from_utf8(size).ok().and_then(|s| s.parse::<u32>().ok()),
+            _ => None,
+        };
+        let Some(size) = size.map(|s| s as usize) else {
+            reply::client_error(out, "unauthenticated");
+            pos += nl + 1;
+            continue;
+        };
+        let data = &rest[nl + 1..];
+        if size > AUTH_TOKEN_MAX {
+            // Not a token: skip the data (see `process`) and fail.
+            count(C::AuthCmds);
+            count(C::AuthErrors);
+            reply::client_error(out, "authentication failure");
+            let now = (size + 2).min(data.len());
+            conn.mc_swallow = (size + 2 - now) as u64;
+            pos += nl + 1 + now;
+            if conn.mc_swallow > 0 {
+                break;
+            }
+            continue;
+        }
+        if data.len() < size + 2 {
+            break; // the rest of the token is still to come
+        }
+        pos += nl + 1 + size + 2;
+        if &data[size..size + 2] != b"\r\n" {
+            reply::client_error(out, "bad command line termination");
+            continue;
+        }
+        let mut words = data[..size].split(|&b| b == b' ').filter(|t| !t.is_empty());
+        let (Some(user), Some(pass)) = (words.next(), words.next()) else {
+            reply::client_error(out, "bad authentication token format");
+            continue;
+        };
+        count(C::AuthCmds);
+        if crate::families::connection::credentials_ok(shared, user, pass) {
+            conn.authenticated = true;
+            out.extend_from_slice(b"STORED\r\n");
+        } else {
+            count(C::AuthErrors);
+            reply::client_error(out, "authentication failure");
+        }
+    }
+    pos
 }
 
 impl<'a> Mc<'a> {
@@ -1445,8 +1535,8 @@ impl<'a> Mc<'a> {
         ] {
             s(out, name, st.sum(c));
         }
-        s(out, "auth_cmds", 0);
-        s(out, "auth_errors", 0);
+        s(out, "auth_cmds", st.sum(C::AuthCmds));
+        s(out, "auth_errors", st.sum(C::AuthErrors));
         s(out, "bytes_read", shared.stats.sum(|w| &w.net_input));
         s(out, "bytes_written", shared.stats.sum(|w| &w.net_output));
         s(out, "limit_maxbytes", arena.capacity());
@@ -1502,7 +1592,8 @@ impl<'a> Mc<'a> {
         n(out, "tcp_backlog", 1024);
         t(out, "binding_protocol", "ascii");
         t(out, "auth_enabled_sasl", "no");
-        t(out, "auth_enabled_ascii", "no");
+        let password = self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some();
+        t(out, "auth_enabled_ascii", if password { "yes" } else { "no" });
         n(out, "item_size_max", self.item_max as u64);
         t(out, "maxconns_fast", "yes");
         n(out, "hashpower_init", 0);

@@ -843,6 +843,12 @@ impl Worker {
         if c.wbuf.len() - c.wsent > c.reply_peak {
             reply_peak(c);
         }
+        // The limits are checked before anything is written, as Redis checks them when a
+        // reply is added: a client whose replies pass the hard limit gets none of them.
+        if over_output_limit(&self.shared, c) {
+            self.close(i);
+            return;
+        }
         let mut written = 0;
         while c.wsent + written < c.wbuf.len() {
             // rustix's send is the system call itself; std's (libc's) `send` is a thread
@@ -869,10 +875,6 @@ impl Worker {
             .info
             .mem
             .store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
-        if over_output_limit(&self.shared, c) {
-            self.close(i);
-            return;
-        }
         if c.wbuf.is_empty() {
             if c.state.close {
                 self.close(i);

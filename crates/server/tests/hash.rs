@@ -344,8 +344,10 @@ fn thresholds_from_config_set() {
     assert_eq!(l.zset_max_listpack_value.load(std::sync::atomic::Ordering::Relaxed), 1024);
 }
 
-/// A negative count no reply could hold (Redis streams it until its output limit closes
-/// the client) ends at the output bound with the connection closed, the server unharmed.
+/// A negative count no reply could hold (Redis builds it until its output limit closes
+/// the client) ends at the output bound with the connection closed, the server unharmed,
+/// and the client gets none of it, as from Redis (which writes nothing to a client it is
+/// closing for its output limit).
 #[test]
 fn endless_random_replies_are_cut_off() {
     let t = start();
@@ -361,9 +363,7 @@ fn endless_random_replies_are_cut_off() {
         let mut d = Raw::connect(t.resp);
         let args: Vec<&[u8]> = req.split(' ').map(str::as_bytes).collect();
         d.send(&cmd(&args));
-        let got = d.read_n(64 << 20);
-        assert!(got.len() > 1 << 20 && got.len() < 8 << 20, "{req}: {} bytes", got.len());
-        assert!(d.closed(), "{req}: still open");
+        assert!(d.closed(), "{req}: still open, or it sent some of the reply");
     }
     ck(&mut c, "HRANDFIELD h -2", "*2\r\n$1\r\na\r\n$1\r\na\r\n");
 }

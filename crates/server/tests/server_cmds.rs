@@ -1519,3 +1519,33 @@ fn a_port_another_server_listens_on_is_refused() {
         );
     }
 }
+
+/// Redis's unit/obuf-limits (which runs only on servers it starts itself): a client whose
+/// replies pass the hard limit is closed without any of them, and a transaction runs to
+/// its end even so.
+#[test]
+fn a_reply_over_the_hard_output_limit_is_not_sent_at_all() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 100000 0 0"]), b"+OK\r\n");
+    let item = vec![b'x'; 1000];
+    for _ in 0..150 {
+        c.send(&cmd(&[b"LPUSH", b"mylist", &item]));
+        read_reply(&mut c);
+    }
+    let mut d = Raw::connect(t.resp);
+    d.check(&cmd(&[b"CLIENT", b"SETNAME", b"mybiglist"]), b"+OK\r\n");
+    d.send(&cmd(&[b"LRANGE", b"mylist", b"0", b"-1"]));
+    assert!(d.closed(), "still open, or it sent some of the reply");
+    assert!(!ask(&mut c, &[b"CLIENT", b"LIST"]).contains("name=mybiglist"));
+
+    let mut d = Raw::connect(t.resp);
+    let mut reqs = cmd(&[b"MULTI"]);
+    reqs.extend(cmd(&[b"SET", b"k1", b"v1"]));
+    reqs.extend(cmd(&[b"LRANGE", b"mylist", b"0", b"-1"]));
+    reqs.extend(cmd(&[b"SET", b"k2", b"v2"]));
+    reqs.extend(cmd(&[b"EXEC"]));
+    d.send(&reqs);
+    assert!(d.closed(), "still open, or it sent some of the replies");
+    c.check(&cmd(&[b"MGET", b"k1", b"k2"]), b"*2\r\n$2\r\nv1\r\n$2\r\nv2\r\n");
+}

@@ -1191,6 +1191,33 @@ impl Handle {
         Ok(n)
     }
 
+    /// Bytes the database's index takes in the arena: its directory and its segments, as
+    /// allocated (INFO memory counts them in `used_memory_overhead`, as Redis counts its
+    /// dictionaries' buckets and entries there). O(segments).
+    ///
+    /// ```
+    /// # use larder_engine::*;
+    /// # let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+    /// # let mut h = store.handle().unwrap();
+    /// let empty = h.index_bytes(0).unwrap();
+    /// assert!(empty > 0, "a database starts with one segment");
+    /// for i in 0..20_000 {
+    ///     h.set(0, format!("k{i}").as_bytes(), b"v", &SetOptions::default()).unwrap();
+    /// }
+    /// assert!(h.index_bytes(0).unwrap() > empty, "the index grew by splitting");
+    /// ```
+    pub fn index_bytes(&self, db: u32) -> Result<u64, Error> {
+        self.check_db(db)?;
+        let a = self.arena();
+        let _g = self.p.pin();
+        let (dir, _) = index::directory(a, db)?;
+        let mut n = a.block_size(dir)?;
+        for (seg, _) in index::segments(a, db)? {
+            n += a.block_size(seg)?;
+        }
+        Ok(n)
+    }
+
     /// Number of keys in the database with an expiry set (INFO keyspace's `expires`; like
     /// [`Handle::dbsize`], expired keys count until they are reclaimed). O(segments).
     ///

@@ -178,6 +178,18 @@ impl ClientInfo {
         }
     }
 
+    /// Bytes the client holds (CLIENT LIST `tot-mem`, Redis's `getClientMemoryUsage`): its
+    /// connection's buffers and state as its worker last recorded them (at least the read
+    /// buffer and the replies waiting now, recorded at each read), the arguments of the
+    /// command it is in and its MULTI queue.
+    pub fn tot_mem(&self) -> u64 {
+        let unsent = self.obuf.load(Ordering::Relaxed) + self.pending.load(Ordering::Relaxed);
+        let buffers = self.rbuf_cap.load(Ordering::Relaxed) + unsent;
+        self.mem.load(Ordering::Relaxed).max(buffers)
+            + self.argv_mem.load(Ordering::Relaxed)
+            + self.multi_mem.load(Ordering::Relaxed)
+    }
+
     /// Marks the client to be closed by its worker (CLIENT KILL); the caller wakes workers.
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
@@ -276,9 +288,55 @@ pub struct Shared {
     /// DEBUG PAUSE-CRON: the background thread's rounds (active expiry, the tracking table's
     /// limit) are skipped while set.
     pub cron_paused: AtomicBool,
+    /// The keyspace as the server found it at start (INFO memory's `used_memory_startup`,
+    /// persistence's `rdb_last_load_keys_loaded`).
+    pub at_start: AtStart,
+}
+
+/// What the store held when the server started, before any client.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AtStart {
+    /// Redis's `initial_memory_usage` (INFO `used_memory_startup`): what the server takes
+    /// with no data and no client. A fresh store's used bytes (its databases' empty indexes,
+    /// the allocator's first pages); for a `--shm` segment that already held keys, which
+    /// count as data as Redis's loaded keys do, only its indexes.
+    pub used: u64,
+    /// Bytes of the databases' indexes then (what of `used_memory_overhead` was there at
+    /// start; the index's growth since is added to it).
+    pub index: u64,
+    /// Keys the segment held: a server started on an existing `--shm` segment serves them
+    /// as Redis serves the keys it loaded from its RDB file (0 for a fresh store).
+    pub keys: u64,
+}
+
+impl AtStart {
+    fn measure(store: &Store) -> Result<AtStart, String> {
+        let h = store.handle().map_err(|e| e.to_string())?;
+        let (mut index, mut keys) = (0, 0);
+        for db in 0..store.databases() {
+            index += h.index_bytes(db).map_err(|e| e.to_string())?;
+            keys += h.dbsize(db).map_err(|e| e.to_string())?;
+        }
+        let used = if keys == 0 { store.arena().used_bytes() } else { index };
+        Ok(AtStart { used, index, keys })
+    }
 }
 
 impl Shared {
+    /// Bytes the connected clients hold, RESP and memcached alike: the sum of their
+    /// `tot-mem` (INFO `mem_clients_normal`; Redis sums its normal, pub/sub and master
+    /// clients' there, and Larder has no replicas).
+    pub fn clients_memory(&self) -> u64 {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner()).values().map(|c| c.tot_mem()).sum()
+    }
+
+    /// INFO's `used_memory`, as Redis's zmalloc counts it: the bytes allocated in the arena
+    /// and not freed (the keyspace, its indexes, the free tail of pages being carved), and
+    /// the clients' buffers, which Larder keeps on the process heap. Returns both parts.
+    pub fn used_memory(&self) -> (u64, u64) {
+        (self.store.arena().used_bytes(), self.clients_memory())
+    }
+
     /// Milliseconds since the server started.
     pub fn uptime_ms(&self) -> u64 {
         self.uptime_ms_at(larder_engine::monotonic_ns())
@@ -388,6 +446,7 @@ impl Server {
         if reaped > 0 {
             tracing::info!("reaped {reaped} participants of processes that died attached to the segment");
         }
+        let at_start = AtStart::measure(&store)?;
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
@@ -423,6 +482,7 @@ impl Server {
             monitors: Default::default(),
             tracking: tracking::Tracking::new(threads),
             cron_paused: AtomicBool::new(false),
+            at_start,
         });
         // Where the blocking watcher starts counting pushes from: taken here, before any
         // worker can block a client, not in the watcher thread (which may first run after a
@@ -503,8 +563,8 @@ fn background(shared: Arc<Shared>) {
         if shared.tracking.armed() {
             tracking::enforce_limit(&shared);
         }
-        let used = shared.store.arena().used_bytes();
-        shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed);
+        let (arena, clients) = shared.used_memory();
+        shared.stats.peak_memory.fetch_max(arena + clients, Ordering::Relaxed);
         // A CLIENT PAUSE past its deadline ends here if no command or paused client saw it
         // end (as Redis's cron ends it).
         if shared.pause.refresh(&shared.store, larder_engine::now_ms() as i64) {

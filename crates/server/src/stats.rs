@@ -167,7 +167,7 @@ pub struct Stats {
     /// KiB/s in and out over the last 1.6 s, as f64 bits.
     pub inst_in_kbps: AtomicU64,
     pub inst_out_kbps: AtomicU64,
-    /// Most live bytes seen, `Arena::used_bytes` (INFO `used_memory_peak`).
+    /// Most `used_memory` seen ([`crate::Shared::used_memory`], INFO `used_memory_peak`).
     pub peak_memory: AtomicU64,
 }
 

@@ -871,10 +871,6 @@ impl Worker {
         }
         c.wsent = drop_written(&mut c.wbuf, c.wsent + written);
         c.state.info.obuf.store((c.wbuf.len() - c.wsent) as u64, Ordering::Relaxed);
-        c.state
-            .info
-            .mem
-            .store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
         if c.wbuf.is_empty() {
             if c.state.close {
                 self.close(i);
@@ -898,6 +894,12 @@ impl Worker {
         if c.rbuf.capacity() > 1 << 20 && c.rbuf.is_empty() {
             c.rbuf = Vec::new();
         }
+        // Recorded after the buffers given back above: CLIENT LIST's qbuf-free and tot-mem
+        // (and INFO's mem_clients_normal) showed a buffer dropped after a large request for
+        // as long as the client stayed quiet.
+        let info = &c.state.info;
+        info.rbuf_cap.store(c.rbuf.capacity() as u64, Ordering::Relaxed);
+        info.mem.store((c.rbuf.capacity() + c.wbuf.capacity() + std::mem::size_of::<Conn>()) as u64, Ordering::Relaxed);
     }
 
     /// The mailbox: sweep killed clients if asked, then deliver messages to connections.
@@ -1303,10 +1305,10 @@ fn reply_peak(c: &mut Conn) {
 /// where the cron compares milliseconds, a new client's first visit resets its peak.
 fn resize_reply_buffer(c: &mut Conn, now_ms: u64, ws: &crate::stats::WorkerStats) {
     if c.reply_size / 2 >= REPLY_MIN && c.reply_peak < c.reply_size / 2 {
-        c.reply_size = REPLY_MIN.max(c.reply_peak + 1);
+        c.reply_size = jemalloc_usable_size(REPLY_MIN.max(c.reply_peak + 1));
         ws.reply_buffer_shrinks.incr();
     } else if c.reply_size * 2 < REPLY_CHUNK * 2 && c.reply_peak == c.reply_size {
-        c.reply_size = REPLY_CHUNK.min(c.reply_size * 2);
+        c.reply_size = jemalloc_usable_size(REPLY_CHUNK.min(c.reply_size * 2));
         ws.reply_buffer_expands.incr();
     }
     if c.reply_reset.is_none_or(|t| now_ms.saturating_sub(t) >= REPLY_PEAK_RESET_MS) {
@@ -1316,6 +1318,20 @@ fn resize_reply_buffer(c: &mut Conn, now_ms: u64, ws: &crate::stats::WorkerStats
     let info = &c.state.info;
     info.rbs.store(c.reply_size as u64, Ordering::Relaxed);
     info.rbp.store(c.reply_peak as u64, Ordering::Relaxed);
+}
+
+/// The usable size jemalloc 5.3 (Redis's allocator) gives a request of `n` bytes, which
+/// Redis takes as the reply buffer's size (`zmalloc_usable`): its size classes with a 16-byte
+/// quantum and four classes per doubling (8, 16, 32, 48, 64, 80, 96, 112, 128, 160, ...,
+/// 2560, 3072, 3584, 4096, 5120, ...), the same spacing for its large classes.
+fn jemalloc_usable_size(n: usize) -> usize {
+    if n <= 8 {
+        return 8;
+    }
+    // The class group (2^(k-1), 2^k] holding n is cut in four, never finer than 16 bytes.
+    let k = usize::BITS - (n - 1).leading_zeros();
+    let step = (1usize << k.saturating_sub(3)).max(16);
+    n.div_ceil(step) * step
 }
 
 /// Drops what has been written from the front of an output buffer, `sent` bytes of it, and
@@ -1373,6 +1389,33 @@ fn over_output_limit(shared: &Shared, c: &mut Conn) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// jemalloc 5.3's size classes, as `malloc_usable_size` reports them under Redis
+    /// (the figures redis-server 7.0.15 shows as CLIENT LIST `rbs` and `qbuf-free`).
+    #[test]
+    fn jemalloc_size_classes() {
+        let classes = [
+            (1, 8),
+            (8, 8),
+            (9, 16),
+            (17, 32),
+            (33, 48),
+            (65, 80),
+            (129, 160),
+            (1024, 1024),
+            (1025, 1280),
+            (2049, 2560),
+            (3010, 3072),
+            (4097, 5120),
+            (6144, 6144),
+            (8192, 8192),
+            (16384, 16384),
+            (16390, 20480),
+        ];
+        for (n, size) in classes {
+            assert_eq!(jemalloc_usable_size(n), size, "{n}");
+        }
+    }
 
     #[test]
     fn spin_window_adapts_like_halt_polling() {

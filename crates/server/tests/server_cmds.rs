@@ -1549,3 +1549,254 @@ fn a_reply_over_the_hard_output_limit_is_not_sent_at_all() {
     assert!(d.closed(), "still open, or it sent some of the replies");
     c.check(&cmd(&[b"MGET", b"k1", b"k2"]), b"*2\r\n$2\r\nv1\r\n$2\r\nv2\r\n");
 }
+
+/// The field names of one INFO section, in order.
+fn info_names(c: &mut Raw, section: &str) -> Vec<String> {
+    let reply = ask(c, &[b"INFO", section.as_bytes()]);
+    bulk(&reply).lines().skip(1).map(|l| l.split_once(':').unwrap().0.to_string()).collect()
+}
+
+/// One INFO memory field as a number.
+fn memory_field<T: std::str::FromStr>(info: &str, field: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    info_field(info, field).trim_end_matches('%').parse().unwrap()
+}
+
+/// INFO memory has every field of Redis 7.0.15's, in its order (from `genRedisInfoString`,
+/// and what redis-server 7.0.15 prints), then Larder's own `larder_arena_*`.
+#[test]
+fn info_memory_fields_are_redis_fields_in_order() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let redis = "used_memory used_memory_human used_memory_rss used_memory_rss_human used_memory_peak \
+        used_memory_peak_human used_memory_peak_perc used_memory_overhead used_memory_startup \
+        used_memory_dataset used_memory_dataset_perc allocator_allocated allocator_active \
+        allocator_resident total_system_memory total_system_memory_human used_memory_lua \
+        used_memory_vm_eval used_memory_lua_human used_memory_scripts_eval number_of_cached_scripts \
+        number_of_functions number_of_libraries used_memory_vm_functions used_memory_vm_total \
+        used_memory_vm_total_human used_memory_functions used_memory_scripts used_memory_scripts_human \
+        maxmemory maxmemory_human maxmemory_policy allocator_frag_ratio allocator_frag_bytes \
+        allocator_rss_ratio allocator_rss_bytes rss_overhead_ratio rss_overhead_bytes \
+        mem_fragmentation_ratio mem_fragmentation_bytes mem_not_counted_for_evict \
+        mem_replication_backlog mem_total_replication_buffers mem_clients_slaves mem_clients_normal \
+        mem_cluster_links mem_aof_buffer mem_allocator active_defrag_running lazyfree_pending_objects \
+        lazyfreed_objects";
+    let names = info_names(&mut c, "memory");
+    let (ours, larder): (Vec<_>, Vec<_>) = names.iter().map(String::as_str).partition(|n| !n.starts_with("larder_"));
+    assert_eq!(ours, redis.split_whitespace().collect::<Vec<_>>());
+    assert!(names.ends_with(&larder.iter().map(|s| s.to_string()).collect::<Vec<_>>()), "{names:?}");
+    // No Lua, functions, replication, cluster or AOF: 0 where Redis counts them.
+    let info = ask(&mut c, &[b"INFO", b"memory"]);
+    for f in ["used_memory_vm_eval", "number_of_functions", "mem_replication_backlog", "mem_aof_buffer"] {
+        assert_eq!(info_field(bulk(&info), f), "0", "{f}");
+    }
+    assert_eq!(info_field(bulk(&info), "used_memory_scripts_human"), "0B");
+}
+
+/// INFO persistence has every field of Redis 7.0.15's, in its order. Nothing is saved and
+/// nothing forks; a fresh store loaded no keys.
+#[test]
+fn info_persistence_fields_are_redis_fields_in_order() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let redis = "loading async_loading current_cow_peak current_cow_size current_cow_size_age \
+        current_fork_perc current_save_keys_processed current_save_keys_total rdb_changes_since_last_save \
+        rdb_bgsave_in_progress rdb_last_save_time rdb_last_bgsave_status rdb_last_bgsave_time_sec \
+        rdb_current_bgsave_time_sec rdb_saves rdb_last_cow_size rdb_last_load_keys_expired \
+        rdb_last_load_keys_loaded aof_enabled aof_rewrite_in_progress aof_rewrite_scheduled \
+        aof_last_rewrite_time_sec aof_current_rewrite_time_sec aof_last_bgrewrite_status aof_rewrites \
+        aof_rewrites_consecutive_failures aof_last_write_status aof_last_cow_size module_fork_in_progress \
+        module_fork_last_cow_size";
+    assert_eq!(info_names(&mut c, "persistence"), redis.split_whitespace().collect::<Vec<_>>());
+    let info = ask(&mut c, &[b"INFO", b"persistence"]);
+    assert_eq!(info_field(bulk(&info), "current_fork_perc"), "0.00");
+    assert_eq!(info_field(bulk(&info), "rdb_last_load_keys_loaded"), "0");
+}
+
+/// A server started on a `--shm` segment that already holds keys serves them: INFO counts
+/// them as the keys of its last load (Redis's keys loaded from its RDB file at start), and
+/// as data, not as startup memory.
+#[test]
+fn keys_found_on_an_existing_segment_count_as_loaded() {
+    struct Unlink(String);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            let _ = larder_engine::Arena::unlink(&self.0);
+        }
+    }
+    let name = format!("larder-info-load-{}", std::process::id());
+    let _unlink = Unlink(name.clone());
+    {
+        let store = larder_engine::Store::open(larder_engine::StoreConfig {
+            backing: larder_engine::Backing::Named(name.clone()),
+            arena: larder_engine::ArenaConfig { capacity: 64 << 20, max_participants: 64 },
+            databases: 16,
+        })
+        .unwrap();
+        let mut h = store.handle().unwrap();
+        for (db, i) in (0..250).map(|i| (i % 2, i)) {
+            h.set(db, format!("k{i}").as_bytes(), &[b'v'; 1000], &Default::default()).unwrap();
+        }
+    }
+    let s = start_with(|a| a.shm = Some(name.clone()));
+    let mut c = Raw::connect(s.resp);
+    let info = ask(&mut c, &[b"INFO", b"persistence"]);
+    assert_eq!(info_field(bulk(&info), "rdb_last_load_keys_loaded"), "250");
+    let info = ask(&mut c, &[b"INFO", b"memory"]);
+    let [startup, dataset]: [u64; 2] = ["used_memory_startup", "used_memory_dataset"].map(|f| memory_field(&info, f));
+    assert!(dataset > 250_000, "the keys found are data: {dataset} (startup {startup})");
+}
+
+/// INFO memory's breakdown adds up as Redis's does: used_memory is overhead (what the
+/// server had at start, the clients' buffers, the indexes' growth) plus dataset;
+/// dataset_perc is the dataset's share of what was added since start; the allocator's
+/// figures and ratios are the arena's. used_memory_startup stays what it was at start.
+#[test]
+fn info_memory_breakdown_adds_up() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let check = |c: &mut Raw| -> (u64, u64, u64, u64) {
+        let info = ask(c, &[b"INFO", b"memory"]);
+        let info = bulk(&info);
+        let [used, overhead, startup, dataset, clients, allocated, active, resident]: [u64; 8] = [
+            "used_memory",
+            "used_memory_overhead",
+            "used_memory_startup",
+            "used_memory_dataset",
+            "mem_clients_normal",
+            "allocator_allocated",
+            "allocator_active",
+            "allocator_resident",
+        ]
+        .map(|f| memory_field(info, f));
+        assert_eq!(dataset + overhead, used, "{info}");
+        assert_eq!(allocated + clients, used, "{info}");
+        assert!(overhead >= clients, "{info}");
+        assert!(allocated <= active && active <= resident, "{info}");
+        let net = if used > startup { used - startup } else { 1 };
+        let perc: f64 = memory_field(info, "used_memory_dataset_perc");
+        assert!((perc - dataset as f64 * 100.0 / net as f64).abs() < 0.02, "{info}");
+        let frag: f64 = memory_field(info, "allocator_frag_ratio");
+        assert!((frag - active as f64 / allocated as f64).abs() < 0.01, "{info}");
+        let frag_bytes: i64 = memory_field(info, "allocator_frag_bytes");
+        assert_eq!(frag_bytes, active as i64 - allocated as i64);
+        (used, startup, dataset, overhead)
+    };
+    let (used0, startup0, _, _) = check(&mut c);
+    assert!(startup0 > 0 && startup0 <= used0, "{startup0} {used0}");
+    // 20000 keys of 100 bytes: the dataset takes them, the index's growth is overhead.
+    let value = vec![b'v'; 100];
+    for chunk in (0..20_000).collect::<Vec<_>>().chunks(500) {
+        let keys: Vec<Vec<u8>> = chunk.iter().map(|i| format!("key:{i}").into_bytes()).collect();
+        let mut args: Vec<&[u8]> = vec![b"MSET"];
+        for k in &keys {
+            args.extend([k.as_slice(), value.as_slice()]);
+        }
+        c.check(&cmd(&args), b"+OK\r\n");
+    }
+    let (used, startup, dataset, overhead) = check(&mut c);
+    assert_eq!(startup, startup0, "used_memory_startup is the figure at start");
+    assert!(startup <= used);
+    assert!(dataset > 20_000 * 100, "{dataset}");
+    assert!(overhead > startup0, "the index grew: {overhead}");
+    ck(&mut c, "FLUSHALL", "+OK\r\n");
+    check(&mut c);
+}
+
+/// mem_clients_normal sums the clients' `tot-mem`: it (and used_memory with it) grows while
+/// a client has a large request half sent, and comes back down once it is done.
+#[test]
+fn mem_clients_normal_counts_a_pending_query_buffer() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let clients = |c: &mut Raw| -> u64 { memory_field(&ask(c, &[b"INFO", b"memory"]), "mem_clients_normal") };
+    let before = clients(&mut c);
+    let mut big = Raw::connect(t.resp);
+    big.check(&cmd(&[b"CLIENT", b"SETNAME", b"big"]), b"+OK\r\n");
+    // Half of a 4 MB SET: the server holds it in the client's read buffer.
+    let half = vec![b'x'; 2 << 20];
+    big.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n");
+    big.send(&half);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while query_buffer(&mut c, "big") < 2 << 20 {
+        assert!(Instant::now() < deadline, "the half request never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = clients(&mut c);
+    assert!(during > before + (2 << 20), "{during} with the half request, {before} before");
+    big.send(&half);
+    big.send(b"\r\n");
+    big.check(b"", b"+OK\r\n");
+    // The buffer is given back after the write of the reply (over 1 MB and empty).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while clients(&mut c) > before + (1 << 20) {
+        assert!(Instant::now() < deadline, "still {} after the request", clients(&mut c));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CLIENT LIST's qbuf-free is the free room of the client's read buffer, and a buffer given
+/// back after a request over 1 MB reads as given back at once (qbuf-free and tot-mem kept
+/// the dropped buffer's size for as long as the client stayed quiet).
+#[test]
+fn qbuf_free_is_the_read_buffer_room_left() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let mut idle = Raw::connect(t.resp);
+    idle.check(&cmd(&[b"CLIENT", b"SETNAME", b"idle"]), b"+OK\r\n");
+    let line = |c: &mut Raw| -> String {
+        let list = ask(c, &[b"CLIENT", b"LIST"]);
+        bulk(&list).lines().find(|l| l.contains(" name=idle ")).unwrap().to_string()
+    };
+    let field = |line: &str, k: &str| -> u64 {
+        line.split(' ').find_map(|kv| kv.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+    };
+    // An idle client that has sent a request: its buffer is empty and has room for one as
+    // long (Redis's has room for 16 KiB; Larder reads small requests through its worker's
+    // buffer and keeps only what they take).
+    let l = line(&mut c);
+    assert_eq!(field(&l, "qbuf"), 0, "{l}");
+    assert!(field(&l, "qbuf-free") > 0, "{l}");
+    idle.check(&cmd(&[b"SET", b"k", &vec![b'x'; 3 << 20]]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let l = line(&mut c);
+        if field(&l, "qbuf-free") < 1 << 20 && field(&l, "tot-mem") < 1 << 20 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the buffer given back still shows: {l}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CLIENT LIST's `rbs` after the clients cron cut a client's reply buffer down to its peak
+/// is the jemalloc size class Redis 7.0.15 gets for peak + 1 bytes: 3072 for a peak of
+/// 3009 (a 3000-byte GET's reply), as redis-server shows, not 3010.
+#[test]
+fn rbs_is_rounded_to_jemalloc_size_classes() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    // Pipelined, so that the replies' peak is there when the cron first looks (if it looked
+    // before, the buffer went to 1 KiB and doubles back: then fill it to 16 KiB again with
+    // larger replies, and wait for the peak to start again from the small ones).
+    let mut req = cmd(&[b"SET", b"v", &[b'y'; 3000]]);
+    req.extend(cmd(&[b"SET", b"big", &[b'z'; 40_000]]));
+    req.extend(cmd(&[b"GET", b"v"]));
+    c.send(&req);
+    c.check(b"", format!("+OK\r\n+OK\r\n$3000\r\n{}\r\n", "y".repeat(3000)).as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (rbs, rbp) = reply_buffer(&mut c);
+        if rbs == 3072 {
+            assert_eq!(rbp, 3009);
+            break;
+        }
+        assert!(rbs == 16384 || [1024, 2048, 4096, 8192].contains(&rbs), "rbs={rbs} rbp={rbp}");
+        assert!(Instant::now() < deadline, "rbs={rbs} rbp={rbp}");
+        let key: &[u8] = if rbs == 16384 { b"v" } else { b"big" };
+        ask(&mut c, &[b"GET", key]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -541,7 +541,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         obl,
         omem.div_ceil(REPLY_CHUNK),
         omem,
-        c.mem.load(Ordering::Relaxed).max(rcap + unsent) + argv_mem + multi_mem,
+        c.tot_mem(),
         if unsent > 0 { "rw" } else { "r" },
         cmd,
         redirect_of(c),

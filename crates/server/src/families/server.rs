@@ -510,15 +510,40 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         }
         "memory" => {
             out.push_str("# Memory\r\n");
-            // Bytes allocated and not freed, as Redis's zmalloc counts them: free blocks that
-            // classes keep for their next allocations (index segments among them) and pages
-            // still resident are in the larder_arena fields below and in used_memory_rss.
+            // Redis 7.0.15's fields in its order, then Larder's own. used_memory is what
+            // Redis's zmalloc would count (see `Shared::used_memory`): the arena's bytes
+            // allocated and not freed, and the clients' buffers. Free blocks that classes
+            // keep for their next allocations (index segments among them) and pages still
+            // resident are in the allocator_* and larder_arena fields below and in
+            // used_memory_rss.
             let arena = shared.store.arena();
-            let used = arena.used_bytes();
+            let (in_arena, clients) = shared.used_memory();
+            let used = in_arena + clients;
             let peak = st.peak_memory.fetch_max(used, Ordering::Relaxed).max(used);
             let rss = rss_bytes();
             let total = total_system_memory();
             let maxmemory: u64 = cfg.get("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
+            // Redis's overhead: the memory it had at start, the clients' buffers, and per
+            // key the dictionaries' entries and buckets. Larder's: what it had at start, the
+            // clients', and what its databases' indexes (directory and segments) grew by
+            // since. The items' own headers stay in the dataset.
+            let start = &shared.at_start;
+            let index: u64 = (0..shared.store.databases()).map(|db| ctx.h.index_bytes(db).unwrap_or(0)).sum();
+            let overhead = (start.used + clients + index).saturating_sub(start.index).min(used);
+            let dataset = used - overhead;
+            // Redis's dataset_perc: of what was added since start (1 if nothing was).
+            let net = if used > start.used { used - start.used } else { 1 };
+            // The arena is Larder's allocator. jemalloc's `allocated` is the arena's live
+            // bytes; `active` the pages those sit in (small-class pages with their free
+            // blocks, and large values' pages); `resident` those pages and the free runs not
+            // yet given back to the kernel (an over-estimate, see `dirty_free_bytes`; the
+            // arena's header and page descriptors are not in it, as jemalloc's metadata
+            // is). The clients' buffers are on the process heap, which none of them count.
+            let allocated = in_arena;
+            let active = arena.pages_held_bytes();
+            let resident = active + arena.dirty_free_bytes();
+            let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+            let diff = |a: u64, b: u64| a as i64 - b as i64;
             line!("used_memory:{used}");
             line!("used_memory_human:{}", bytes_to_human(used));
             line!("used_memory_rss:{rss}");
@@ -526,14 +551,54 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("used_memory_peak:{peak}");
             line!("used_memory_peak_human:{}", bytes_to_human(peak));
             line!("used_memory_peak_perc:{:.2}%", if peak == 0 { 100.0 } else { used as f64 * 100.0 / peak as f64 });
+            line!("used_memory_overhead:{overhead}");
+            line!("used_memory_startup:{}", start.used);
+            line!("used_memory_dataset:{dataset}");
+            // (In single precision, as Redis computes it.)
+            line!("used_memory_dataset_perc:{:.2}%", dataset as f32 * 100.0 / net as f32);
+            line!("allocator_allocated:{allocated}");
+            line!("allocator_active:{active}");
+            line!("allocator_resident:{resident}");
             line!("total_system_memory:{total}");
             line!("total_system_memory_human:{}", bytes_to_human(total));
+            // No Lua and no functions: none of the memory Redis reports for them, not even
+            // the Lua interpreters a fresh Redis starts (its used_memory_vm_eval and
+            // used_memory_vm_functions are 30-40 KB each with nothing loaded).
+            line!("used_memory_lua:0");
+            line!("used_memory_vm_eval:0");
+            line!("used_memory_lua_human:0B");
+            line!("used_memory_scripts_eval:0");
+            line!("number_of_cached_scripts:0");
+            line!("number_of_functions:0");
+            line!("number_of_libraries:0");
+            line!("used_memory_vm_functions:0");
+            line!("used_memory_vm_total:0");
+            line!("used_memory_vm_total_human:0B");
+            line!("used_memory_functions:0");
+            line!("used_memory_scripts:0");
+            line!("used_memory_scripts_human:0B");
             line!("maxmemory:{maxmemory}");
             line!("maxmemory_human:{}", bytes_to_human(maxmemory));
             line!("maxmemory_policy:{}", cfg.get("maxmemory-policy").unwrap_or_default());
-            line!("mem_fragmentation_ratio:{:.2}", if used == 0 { 0.0 } else { rss as f64 / used as f64 });
-            line!("mem_fragmentation_bytes:{}", rss as i64 - used as i64);
+            line!("allocator_frag_ratio:{:.2}", ratio(active, allocated));
+            line!("allocator_frag_bytes:{}", diff(active, allocated));
+            line!("allocator_rss_ratio:{:.2}", ratio(resident, active));
+            line!("allocator_rss_bytes:{}", diff(resident, active));
+            line!("rss_overhead_ratio:{:.2}", ratio(rss, resident));
+            line!("rss_overhead_bytes:{}", diff(rss, resident));
+            line!("mem_fragmentation_ratio:{:.2}", ratio(rss, used));
+            line!("mem_fragmentation_bytes:{}", diff(rss, used));
+            // No AOF, replicas, replication backlog or cluster: their buffers are 0, as in a
+            // Redis with none. Every client is a normal or pub/sub one.
+            line!("mem_not_counted_for_evict:0");
+            line!("mem_replication_backlog:0");
+            line!("mem_total_replication_buffers:0");
+            line!("mem_clients_slaves:0");
+            line!("mem_clients_normal:{clients}");
+            line!("mem_cluster_links:0");
+            line!("mem_aof_buffer:0");
             line!("mem_allocator:larder-arena");
+            line!("active_defrag_running:0");
             line!("lazyfree_pending_objects:0");
             line!("lazyfreed_objects:0");
             line!("larder_arena_capacity:{}", arena.capacity());
@@ -554,8 +619,17 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
         }
         "persistence" => {
             out.push_str("# Persistence\r\n");
+            // Redis 7.0.15's fields in its order. Larder has no persistence yet (SAVE and
+            // BGSAVE answer an error) and never forks: no save, rewrite or copy-on-write to
+            // report, as in a Redis that has not saved.
             line!("loading:0");
             line!("async_loading:0");
+            line!("current_cow_peak:0");
+            line!("current_cow_size:0");
+            line!("current_cow_size_age:0");
+            line!("current_fork_perc:0.00");
+            line!("current_save_keys_processed:0");
+            line!("current_save_keys_total:0");
             line!("rdb_changes_since_last_save:{}", st.sum(|w| &w.dirty));
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_save_time:{}", shared.started_unix);
@@ -563,6 +637,13 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("rdb_last_bgsave_time_sec:-1");
             line!("rdb_current_bgsave_time_sec:-1");
             line!("rdb_saves:0");
+            line!("rdb_last_cow_size:0");
+            // The closest Larder has to loading: a server started on an existing `--shm`
+            // segment serves the keys it finds there (see `AtStart::keys`). Expired ones
+            // among them are not dropped then, as Redis's loader drops them, but by expiry
+            // later (INFO stats' expired_keys).
+            line!("rdb_last_load_keys_expired:0");
+            line!("rdb_last_load_keys_loaded:{}", shared.at_start.keys);
             line!("aof_enabled:0");
             line!("aof_rewrite_in_progress:0");
             line!("aof_rewrite_scheduled:0");
@@ -570,8 +651,11 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("aof_current_rewrite_time_sec:-1");
             line!("aof_last_bgrewrite_status:ok");
             line!("aof_rewrites:0");
+            line!("aof_rewrites_consecutive_failures:0");
             line!("aof_last_write_status:ok");
+            line!("aof_last_cow_size:0");
             line!("module_fork_in_progress:0");
+            line!("module_fork_last_cow_size:0");
         }
         "stats" => {
             out.push_str("# Stats\r\n");

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
+use rustix::event::epoll::{Event, EventFlags};
 
 use larder_engine::{Handle, PREFETCH_GROUP};
 use larder_resp::{Args, Limits, Progress, Protocol, Writer};
@@ -291,6 +292,21 @@ struct Parsed {
     cmd: Option<usize>,
 }
 
+/// Waits for the events of `poll` (registered through mio: edge-triggered, the token in the
+/// data word) as mio's `Poll::poll` does, but with the system call itself: mio calls libc's
+/// `epoll_wait`, a thread cancellation point, and marking that on and off cost 30
+/// instructions a call, more than the rest of the wait (under callgrind).
+fn wait(poll: &Poll, events: &mut Vec<Event>, timeout: Duration) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    events.clear();
+    // SAFETY: the epoll descriptor is owned by `poll`, which outlives this call.
+    let epoll = unsafe { BorrowedFd::borrow_raw(poll.as_raw_fd()) };
+    // (rustix rounds the timeout up to whole milliseconds, as mio does.)
+    let timeout = rustix::time::Timespec::try_from(timeout).map_err(std::io::Error::other)?;
+    rustix::event::epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&timeout))?;
+    Ok(())
+}
+
 /// Polling without sleeping, for unpipelined clients (`--busy-poll-us`).
 ///
 /// A client that sends one request and waits for the reply before the next finds this thread
@@ -336,7 +352,7 @@ impl Spin {
 
 impl Worker {
     fn run(&mut self) {
-        let mut events = Events::with_capacity(1024);
+        let mut events: Vec<Event> = Vec::with_capacity(1024);
         let mut spin = Spin::new(self.shared.config.busy_poll);
         // Whether the last round's reads carried about one request each (see Spin).
         let mut unpipelined = false;
@@ -347,7 +363,7 @@ impl Worker {
             if unpipelined && spin.window != 0 {
                 let until = waiting + spin.window;
                 loop {
-                    if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() && !events.is_empty() {
+                    if wait(&self.poll, &mut events, Duration::ZERO).is_ok() && !events.is_empty() {
                         found = true;
                         break;
                     }
@@ -359,7 +375,7 @@ impl Worker {
                 }
             }
             if !found {
-                if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if let Err(e) = wait(&self.poll, &mut events, timeout) {
                     if e.kind() != ErrorKind::Interrupted {
                         tracing::error!("poll: {e}");
                         return;
@@ -381,8 +397,9 @@ impl Worker {
             if self.h.reporting().modified && self.shared.mailboxes[self.id].posted.load(Ordering::Relaxed) {
                 self.on_wake();
             }
-            for ev in events.iter() {
-                match ev.token() {
+            for &ev in &events {
+                let flags = ev.flags;
+                match Token(ev.data.u64() as usize) {
                     RESP_LISTENER => self.accept(Proto::Resp),
                     MC_LISTENER => self.accept(Proto::Memcache),
                     WAKER => {
@@ -391,10 +408,14 @@ impl Worker {
                     }
                     Token(t) => {
                         let i = t - FIRST_CONN;
-                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                            self.on_readable(i, ev.is_read_closed());
+                        // As mio reads the flags: closed for reading on a hangup, or on
+                        // input with the peer's FIN (RDHUP).
+                        let read_closed =
+                            flags.contains(EventFlags::HUP) || flags.contains(EventFlags::IN | EventFlags::RDHUP);
+                        if flags.intersects(EventFlags::IN | EventFlags::PRI | EventFlags::ERR) || read_closed {
+                            self.on_readable(i, read_closed);
                         }
-                        if ev.is_writable() {
+                        if flags.contains(EventFlags::OUT) {
                             self.flush(i);
                         }
                     }

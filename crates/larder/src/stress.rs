@@ -308,7 +308,14 @@ pub fn run(args: &Args) -> Result<(), String> {
         }
         Ok(())
     };
-    let e = |e: larder_engine::Error| e.to_string();
+    // A full arena says where its pages are (a kill test's writer once failed with it).
+    let e = |e: larder_engine::Error| {
+        if e.is_oom() {
+            format!("{e}\n{}", store.arena().alloc_report())
+        } else {
+            e.to_string()
+        }
+    };
     match args.mode.as_str() {
         "writer" => {
             let mut s = args.start;

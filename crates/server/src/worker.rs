@@ -297,13 +297,12 @@ struct Parsed {
 /// `epoll_wait`, a thread cancellation point, and marking that on and off cost 30
 /// instructions a call, more than the rest of the wait (under callgrind).
 fn wait(poll: &Poll, events: &mut Vec<Event>, timeout: Duration) -> std::io::Result<()> {
-    use std::os::fd::{AsRawFd, BorrowedFd};
+    use std::os::fd::AsFd;
     events.clear();
-    // SAFETY: the epoll descriptor is owned by `poll`, which outlives this call.
-    let epoll = unsafe { BorrowedFd::borrow_raw(poll.as_raw_fd()) };
     // (rustix rounds the timeout up to whole milliseconds, as mio does.)
     let timeout = rustix::time::Timespec::try_from(timeout).map_err(std::io::Error::other)?;
-    rustix::event::epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&timeout))?;
+    // The registry's descriptor is the poll's epoll instance.
+    rustix::event::epoll::wait(poll.registry().as_fd(), rustix::buffer::spare_capacity(events), Some(&timeout))?;
     Ok(())
 }
 

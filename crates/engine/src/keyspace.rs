@@ -1576,6 +1576,19 @@ impl Handle {
         Ok(freed)
     }
 
+    /// Gives back all the memory it can now (MEMORY PURGE, jemalloc's purge): frees the
+    /// memory this handle retired that no reader can still see, returns whole free pages of
+    /// small size classes to the page pool, and gives the kernel the pages of every free
+    /// run, however recently freed. Returns the pages given to the kernel.
+    pub fn purge(&self) -> Result<u64, Error> {
+        // A collect frees what was retired before the previous one: two free all that the
+        // other participants' pins allow.
+        self.p.collect()?;
+        self.p.collect()?;
+        self.p.release_free_pages(&mut PageRelease::default())?;
+        Ok(self.p.purge_dirty(0)?)
+    }
+
     /// Gives whole free pages of small size classes back to the page pool (and, after a
     /// second, to the kernel), so memory freed by values of one size serves values of
     /// another: see `Participant::release_free_pages`. `state` carries, between calls, what

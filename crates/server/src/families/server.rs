@@ -41,6 +41,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("latency", -2, 0, "server", "A container for latency diagnostics commands.", cmd_container),
     spec("memory", -2, 0, "server", "A container for memory diagnostics commands.", cmd_container),
     spec("debug", -2, AS, "server", "A container for debugging commands.", cmd_debug),
+    spec("role", 1, NOSCRIPT | LOADING | STALE | FAST, "replication", "Returns the replication role.", cmd_role),
     spec(
         "shutdown",
         -1,
@@ -139,6 +140,10 @@ pub const SUBCOMMANDS: &[Spec] = &[
         ..spec("memory|usage", -3, READONLY, "server", "Estimate the memory usage of a key.", cmd_memory_usage)
     },
     spec("memory|help", 2, LS, "server", "Show helpful text about the different subcommands", cmd_memory_help),
+    spec("memory|stats", 2, 0, "server", "Returns details about memory usage.", cmd_memory_stats),
+    spec("memory|doctor", 2, 0, "server", "Outputs a memory problems report.", cmd_memory_doctor),
+    spec("memory|purge", 2, 0, "server", "Asks the allocator to release memory.", cmd_memory_purge),
+    spec("memory|malloc-stats", 2, 0, "server", "Returns the allocator statistics.", cmd_memory_malloc_stats),
     spec(
         "function|flush",
         -2,
@@ -517,31 +522,10 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             // resident are in the allocator_* and larder_arena fields below and in
             // used_memory_rss.
             let arena = shared.store.arena();
-            let (in_arena, clients) = shared.used_memory();
-            let used = in_arena + clients;
-            let peak = st.peak_memory.fetch_max(used, Ordering::Relaxed).max(used);
-            let rss = rss_bytes();
+            let m = MemoryFigures::measure(ctx);
+            let MemoryFigures { used, peak, clients, overhead, dataset, allocated, active, resident, rss, .. } = m;
             let total = total_system_memory();
             let maxmemory: u64 = cfg.get("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
-            // Redis's overhead: the memory it had at start, the clients' buffers, and per
-            // key the dictionaries' entries and buckets. Larder's: what it had at start, the
-            // clients', and what its databases' indexes (directory and segments) grew by
-            // since. The items' own headers stay in the dataset.
-            let start = &shared.at_start;
-            let index: u64 = (0..shared.store.databases()).map(|db| ctx.h.index_bytes(db).unwrap_or(0)).sum();
-            let overhead = (start.used + clients + index).saturating_sub(start.index).min(used);
-            let dataset = used - overhead;
-            // Redis's dataset_perc: of what was added since start (1 if nothing was).
-            let net = if used > start.used { used - start.used } else { 1 };
-            // The arena is Larder's allocator. jemalloc's `allocated` is the arena's live
-            // bytes; `active` the pages those sit in (small-class pages with their free
-            // blocks, and large values' pages); `resident` those pages and the free runs not
-            // yet given back to the kernel (an over-estimate, see `dirty_free_bytes`; the
-            // arena's header and page descriptors are not in it, as jemalloc's metadata
-            // is). The clients' buffers are on the process heap, which none of them count.
-            let allocated = in_arena;
-            let active = arena.pages_held_bytes();
-            let resident = active + arena.dirty_free_bytes();
             let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
             let diff = |a: u64, b: u64| a as i64 - b as i64;
             line!("used_memory:{used}");
@@ -550,12 +534,11 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("used_memory_rss_human:{}", bytes_to_human(rss));
             line!("used_memory_peak:{peak}");
             line!("used_memory_peak_human:{}", bytes_to_human(peak));
-            line!("used_memory_peak_perc:{:.2}%", if peak == 0 { 100.0 } else { used as f64 * 100.0 / peak as f64 });
+            line!("used_memory_peak_perc:{:.2}%", m.peak_perc());
             line!("used_memory_overhead:{overhead}");
-            line!("used_memory_startup:{}", start.used);
+            line!("used_memory_startup:{}", m.startup);
             line!("used_memory_dataset:{dataset}");
-            // (In single precision, as Redis computes it.)
-            line!("used_memory_dataset_perc:{:.2}%", dataset as f32 * 100.0 / net as f32);
+            line!("used_memory_dataset_perc:{:.2}%", m.dataset_perc());
             line!("allocator_allocated:{allocated}");
             line!("allocator_active:{active}");
             line!("allocator_resident:{resident}");
@@ -1015,6 +998,7 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("command", &["connection"]),
     ("info", &["dangerous"]),
     ("lastsave", &["admin", "dangerous"]),
+    ("role", &["admin", "dangerous"]),
     ("keys", &["keyspace", "dangerous"]),
     ("flushdb", &["keyspace", "dangerous"]),
     ("flushall", &["keyspace", "dangerous"]),
@@ -1686,11 +1670,251 @@ fn cmd_memory_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         ctx,
         "MEMORY",
         &[
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
             "USAGE <key> [SAMPLES <count>]",
             "    Return memory in bytes used by <key> and its value. Nested values are",
             "    sampled up to <count> times (default: 5, 0 means sample all).",
         ],
     );
+    Ok(())
+}
+
+/// The memory figures of INFO memory and MEMORY STATS (Redis's `getMemoryOverheadData`),
+/// as Larder counts them: see the INFO memory section and the README.
+struct MemoryFigures {
+    /// used_memory: the arena's live bytes (`allocated`) and the clients' buffers.
+    used: u64,
+    peak: u64,
+    /// used_memory when the server started (see `AtStart`).
+    startup: u64,
+    /// The clients' buffers (`mem_clients_normal`, the sum of CLIENT LIST `tot-mem`).
+    clients: u64,
+    /// Per database with keys: its number, its index's bytes (directory and segments).
+    dbs: Vec<(u32, u64)>,
+    keys: u64,
+    /// What is not data: what there was at start, the clients' buffers, and what the
+    /// databases' indexes grew by since. The items' own headers are in the dataset.
+    overhead: u64,
+    dataset: u64,
+    /// The arena taken as jemalloc: `allocated` its live bytes; `active` the pages those sit
+    /// in (small-class pages with their free blocks, and large values' pages); `resident`
+    /// those and the free runs not yet given back to the kernel (an over-estimate, see
+    /// `dirty_free_bytes`; the arena's header and page descriptors are not in it, as
+    /// jemalloc's metadata is not). The clients' buffers are on the process heap, which
+    /// none of them counts.
+    allocated: u64,
+    active: u64,
+    resident: u64,
+    rss: u64,
+}
+
+impl MemoryFigures {
+    fn measure(ctx: &mut Ctx<'_>) -> MemoryFigures {
+        let shared = ctx.shared;
+        let arena = shared.store.arena();
+        let (allocated, clients) = shared.used_memory();
+        let used = allocated + clients;
+        let peak = shared.stats.peak_memory.fetch_max(used, Ordering::Relaxed).max(used);
+        let start = &shared.at_start;
+        let mut dbs = Vec::new();
+        let (mut index, mut keys) = (0, 0);
+        for db in 0..shared.store.databases() {
+            let bytes = ctx.h.index_bytes(db).unwrap_or(0);
+            index += bytes;
+            let n = ctx.h.dbsize(db).unwrap_or(0);
+            if n > 0 {
+                dbs.push((db, bytes));
+                keys += n;
+            }
+        }
+        let overhead = (start.used + clients + index).saturating_sub(start.index).min(used);
+        let active = arena.pages_held_bytes();
+        MemoryFigures {
+            used,
+            peak,
+            startup: start.used,
+            clients,
+            dbs,
+            keys,
+            overhead,
+            dataset: used - overhead,
+            allocated,
+            active,
+            resident: active + arena.dirty_free_bytes(),
+            rss: rss_bytes(),
+        }
+    }
+
+    /// What was added since start (Redis's `net_usage`: 1 if nothing was).
+    fn net(&self) -> u64 {
+        if self.used > self.startup {
+            self.used - self.startup
+        } else {
+            1
+        }
+    }
+
+    /// The dataset's share of what was added since start, in single precision as Redis
+    /// computes it.
+    fn dataset_perc(&self) -> f32 {
+        self.dataset as f32 * 100.0 / self.net() as f32
+    }
+
+    fn peak_perc(&self) -> f32 {
+        if self.peak == 0 {
+            100.0
+        } else {
+            self.used as f32 * 100.0 / self.peak as f32
+        }
+    }
+}
+
+/// `a / b` as Redis's memory ratios are, in single precision (0 when `b` is).
+fn ratio(a: u64, b: u64) -> f32 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f32 / b as f32
+    }
+}
+
+/// # Format
+/// `MEMORY STATS` → a map of Redis 7.0.15's fields in its order (`peak.allocated`, …,
+/// `db.N` for each database with keys, …, `fragmentation.bytes`), Larder's figures as INFO
+/// memory gives them; the ratios are doubles computed in single precision and printed with
+/// `%.17g`, as Redis 7.0's.
+fn cmd_memory_stats(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let m = MemoryFigures::measure(ctx);
+    let diff = |a: u64, b: u64| a as i64 - b as i64;
+    let out = &mut ctx.out;
+    out.map(27 + m.dbs.len());
+    let int = |out: &mut Writer<'_>, name: &str, v: i64| {
+        out.bulk(name.as_bytes()).integer(v);
+    };
+    let dbl = |out: &mut Writer<'_>, name: &str, v: f64| {
+        out.bulk(name.as_bytes());
+        crate::families::zset::write_double(out, v);
+    };
+    int(out, "peak.allocated", m.peak as i64);
+    int(out, "total.allocated", m.used as i64);
+    int(out, "startup.allocated", m.startup as i64);
+    // No replication, cluster, AOF, Lua or functions: nothing in their buffers and caches.
+    int(out, "replication.backlog", 0);
+    int(out, "clients.slaves", 0);
+    int(out, "clients.normal", m.clients as i64);
+    int(out, "cluster.links", 0);
+    int(out, "aof.buffer", 0);
+    int(out, "lua.caches", 0);
+    int(out, "functions.caches", 0);
+    for &(db, index) in &m.dbs {
+        // One index per database (expiry lives in the items): all of it is the main table.
+        out.bulk(format!("db.{db}").as_bytes()).map(3);
+        int(out, "overhead.hashtable.main", index as i64);
+        int(out, "overhead.hashtable.expires", 0);
+        int(out, "overhead.hashtable.slot-to-keys", 0);
+    }
+    int(out, "overhead.total", m.overhead as i64);
+    int(out, "keys.count", m.keys as i64);
+    int(out, "keys.bytes-per-key", m.net().checked_div(m.keys).unwrap_or(0) as i64);
+    int(out, "dataset.bytes", m.dataset as i64);
+    dbl(out, "dataset.percentage", m.dataset_perc() as f64);
+    dbl(out, "peak.percentage", m.peak_perc() as f64);
+    int(out, "allocator.allocated", m.allocated as i64);
+    int(out, "allocator.active", m.active as i64);
+    int(out, "allocator.resident", m.resident as i64);
+    dbl(out, "allocator-fragmentation.ratio", ratio(m.active, m.allocated) as f64);
+    int(out, "allocator-fragmentation.bytes", diff(m.active, m.allocated));
+    dbl(out, "allocator-rss.ratio", ratio(m.resident, m.active) as f64);
+    int(out, "allocator-rss.bytes", diff(m.resident, m.active));
+    dbl(out, "rss-overhead.ratio", ratio(m.rss, m.resident) as f64);
+    int(out, "rss-overhead.bytes", diff(m.rss, m.resident));
+    dbl(out, "fragmentation", ratio(m.rss, m.used) as f64);
+    int(out, "fragmentation.bytes", diff(m.rss, m.used));
+    Ok(())
+}
+
+/// # Format
+/// `MEMORY DOCTOR` → Redis 7.0.15's report (a verbatim string in RESP3), from the same
+/// figures and thresholds: under 5 MB used, "this instance is empty"; else a peak over 150%
+/// of what is used, fragmentation, allocator fragmentation or RSS overhead over their ratios
+/// and 10 MB, or clients' buffers over 200 KB each on average.
+fn cmd_memory_doctor(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let m = MemoryFigures::measure(ctx);
+    let over = |a: u64, b: u64| ratio(a, b) > 1.1 && a.saturating_sub(b) > 10 << 20;
+    let clients = (ctx.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).len() as u64).max(1);
+    let mut found: Vec<&str> = Vec::new();
+    let empty = m.used < 5 << 20;
+    if !empty {
+        if m.peak as f32 / m.used as f32 > 1.5 {
+            found.push(" * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n");
+        }
+        if ratio(m.rss, m.used) > 1.4 && m.rss.saturating_sub(m.used) > 10 << 20 {
+            found.push(" * High total RSS: This instance has a memory fragmentation and RSS overhead greater than 1.4 (this means that the Resident Set Size of the Redis process is much larger than the sum of the logical allocations Redis performed). This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. If the problem is a large peak memory, then there is no issue. Otherwise, make sure you are using the Jemalloc allocator and not the default libc malloc. Note: The currently used allocator is \"larder-arena\".\n\n");
+        }
+        if over(m.active, m.allocated) {
+            found.push(" * High allocator fragmentation: This instance has an allocator external fragmentation greater than 1.1. This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. You can try enabling 'activedefrag' config option.\n\n");
+        }
+        if over(m.resident, m.active) {
+            found.push(" * High allocator RSS overhead: This instance has an RSS memory overhead is greater than 1.1 (this means that the Resident Set Size of the allocator is much larger than the sum what the allocator actually holds). This problem is usually due to a large peak memory (check if there is a peak memory entry above in the report), you can try the MEMORY PURGE command to reclaim it.\n\n");
+        }
+        if over(m.rss, m.resident) {
+            found.push(" * High process RSS overhead: This instance has non-allocator RSS memory overhead is greater than 1.1 (this means that the Resident Set Size of the Redis process is much larger than the RSS the allocator holds). This problem may be due to Lua scripts or Modules.\n\n");
+        }
+        if m.clients / clients > 200 * 1024 {
+            found.push(" * Big client buffers: The clients output buffers in this instance are greater than 200K per client (on average). This may result from different causes, like Pub/Sub clients subscribed to channels bot not receiving data fast enough, so that data piles on the Redis instance output buffer, or clients sending commands with large replies or very large sequences of commands in the same pipeline. Please use the CLIENT LIST command in order to investigate the issue if it causes problems in your instance, or to understand better why certain clients are using a big amount of memory.\n\n");
+        }
+    }
+    let report = if empty {
+        "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting.\n".to_string()
+    } else if found.is_empty() {
+        "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"
+            .to_string()
+    } else {
+        let mut s = String::from("Sam, I detected a few issues in this Redis instance memory implants:\n\n");
+        s.extend(found);
+        s.push_str("I'm here to keep you safe, Sam. I want to help you.\n");
+        s
+    };
+    ctx.out.verbatim(b"txt", report.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `MEMORY PURGE` → `+OK`, once retired memory no reader can see is freed, whole free
+/// pages of small classes are back in the page pool, and the pages of every free run are
+/// given back to the kernel, however recently freed (jemalloc's purge of dirty pages).
+fn cmd_memory_purge(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    match ctx.h.purge() {
+        Ok(_) => {
+            ctx.out.ok();
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!(%e, "MEMORY PURGE");
+            Err(CmdError::new("ERR Error purging dirty pages"))
+        }
+    }
+}
+
+/// # Format
+/// `MEMORY MALLOC-STATS` → Redis's answer when its allocator is not jemalloc.
+fn cmd_memory_malloc_stats(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    ctx.out.bulk(b"Stats not supported for the current allocator");
+    Ok(())
+}
+
+/// # Format
+/// `ROLE` → `*3 master, 0, *0`: Larder has no replication, so it is a master with no
+/// replicas at offset 0, as a Redis with none reports.
+fn cmd_role(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    ctx.out.array(3).bulk(b"master").integer(0).array(0);
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use std::cmp::Ordering as CmpOrd;
 use std::collections::HashMap;
 
 use larder_engine::{Coll, Error, Handle, Kind, Type};
-use larder_resp::Protocol;
+use larder_resp::{Protocol, Writer};
 
 use crate::blocking::{self, NullReply};
 use crate::command::{
@@ -316,17 +316,29 @@ fn reply_score(ctx: &mut Ctx<'_>, d: f64) {
 
 /// A double already formatted as `s`: a bulk string in RESP2, a RESP3 double (`,s`).
 pub(crate) fn reply_double_text(ctx: &mut Ctx<'_>, s: &[u8]) {
-    match ctx.out.protocol() {
+    write_double_text(&mut ctx.out, s);
+}
+
+/// [`reply_double_text`] on a writer.
+pub(crate) fn write_double_text(out: &mut Writer<'_>, s: &[u8]) {
+    match out.protocol() {
         Protocol::Resp2 => {
-            ctx.out.bulk(s);
+            out.bulk(s);
         }
         Protocol::Resp3 => {
-            let buf = ctx.out.buf();
+            let buf = out.buf();
             buf.push(b',');
             buf.extend_from_slice(s);
             buf.extend_from_slice(b"\r\n");
         }
     }
+}
+
+/// A double as Redis 7.0's `addReplyDouble` writes it (`%.17g`, see [`fmt_score`]).
+pub(crate) fn write_double(out: &mut Writer<'_>, d: f64) {
+    let mut s = Vec::with_capacity(24);
+    fmt_score(&mut s, d);
+    write_double_text(out, &s);
 }
 
 /// Member/score pairs: members only, flat `m s m s`, or (`nested`) `[[m, s], ...]`.

@@ -86,6 +86,31 @@ proptest! {
         prop_assert_eq!(args_of(&two[buf.len()..]), Ok(Some((args, buf.len()))));
     }
 
+    /// A well-formed multibulk with one byte changed, cut or doubled: the reusable path
+    /// (whose fast path takes plain multibulks) and the allocating one (the general parser
+    /// alone) agree on every outcome, arguments, length and error alike.
+    #[test]
+    fn damaged_multibulks_parse_alike_on_both_paths(
+        args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..6),
+        at in any::<prop::sample::Index>(),
+        byte in proptest::sample::select(&b"*$\r\n0123456789-+ x"[..]),
+        how in 0..4u8,
+    ) {
+        let mut buf = Vec::new();
+        write_command(&mut buf, &args);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        let i = at.index(buf.len());
+        match how {
+            0 => buf[i] = byte,
+            1 => buf.insert(i, byte),
+            2 => { buf.remove(i); }
+            _ => buf.truncate(i),
+        }
+        let b = parse_command(&buf, &lim())
+            .map(|o| o.map(|(c, n)| (c.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), n)));
+        prop_assert_eq!(args_of(&buf), b);
+    }
+
     #[test]
     fn inline_quoted_round_trip(
         args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 1..6),

@@ -1161,14 +1161,12 @@ impl Participant {
                     self.cut_runs(prev)?;
                     return Ok(None);
                 }
-                // Marked taken here, under the lock (the caller writes the real
-                // descriptors after releasing it): another taker that reaches these pages
-                // through a corrupt, overlapping run then finds them in use.
-                for p in pages {
-                    a.page_desc(p)?.store(CONT, Ordering::Relaxed);
-                }
                 // Take the run's head, so what is left sits next to whatever comes after
                 // it: a value that grows finds its last run and the rest merged above it.
+                // Unlinked before its pages are marked taken: a process killed in between
+                // leaves those pages free but on no list (leaked), where the other order
+                // left a listed run whose pages are in use, at which the next walk cut the
+                // list and lost every run after it.
                 let since = a.u64(off + 8)?.load(Ordering::Relaxed);
                 let rest = if len == n {
                     next
@@ -1191,6 +1189,14 @@ impl Participant {
                 // Saturating: a crash can lose an addition, never make this wrap.
                 let free = a.u64(H_LARGE_FREE_PAGES)?;
                 free.store(free.load(Ordering::Relaxed).saturating_sub(n), Ordering::Relaxed);
+                #[cfg(test)]
+                crate::tests::hook(crate::tests::Hook::TakeRunUnlinked);
+                // Marked taken here, under the lock (the caller writes the real
+                // descriptors after releasing it): another taker that reaches these pages
+                // through a corrupt, overlapping run then finds them in use.
+                for p in pages {
+                    a.page_desc(p)?.store(CONT, Ordering::Relaxed);
+                }
                 return Ok(Some(off));
             }
             longest = longest.max(len);

@@ -1077,17 +1077,28 @@ impl Participant {
         };
         let mut give_up = None;
         loop {
+            // Releases are looked for before the try and after it: one that ends during the
+            // try may have freed its pages after the try looked (seen before), one that
+            // begins during it holds blocks the try did not find (seen after). Either way
+            // the loop tries again. (Looked for only after, a release ending during the try
+            // made it answer Full with the pages free: a CI run of
+            // a_full_arena_waits_for_another_class_release.)
+            let releasing = || {
+                let now = now_ms();
+                (0..NCLASSES).any(|k| {
+                    a.u64(crate::H_RELEASING + k as u64 * 8)
+                        .is_ok_and(|m| release_mark::live(m.load(Ordering::Acquire), now))
+                })
+            };
             let before = stack.load(Ordering::Acquire);
+            let releasing_before = releasing();
             let r = self.refill(c);
             if !matches!(r, Err(Error::Full)) {
                 return r;
             }
-            let now = now_ms();
-            let releasing_now = (0..NCLASSES).any(|k| {
-                a.u64(crate::H_RELEASING + k as u64 * 8)
-                    .is_ok_and(|m| release_mark::live(m.load(Ordering::Acquire), now))
-            });
-            if !releasing_now && stack.load(Ordering::Acquire) == before {
+            #[cfg(test)]
+            crate::tests::hook(crate::tests::Hook::FullTried);
+            if !releasing_before && !releasing() && stack.load(Ordering::Acquire) == before {
                 return r;
             }
             let deadline =

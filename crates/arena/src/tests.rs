@@ -365,6 +365,9 @@ pub(crate) enum Hook {
     /// In the next take of a free large run, between unlinking the run and marking its
     /// pages taken (under the large lock).
     TakeRunUnlinked,
+    /// In the next allocation of a full arena that waits for page releases, after a try
+    /// found nothing and before it looks whether a release is under way.
+    FullTried,
 }
 
 type HookFn = Box<dyn FnOnce()>;
@@ -1588,6 +1591,48 @@ fn a_release_ending_leaves_another_releases_mark_alone() {
     b.release_free_pages(&mut crate::PageRelease::default()).unwrap();
     let t = waiter.lock().unwrap().take().expect("the hook ran");
     assert!(t.join().unwrap().is_ok(), "the allocation failed while X's blocks were held");
+}
+
+/// A release that ends while a full arena's allocation tries (its pages freed after the
+/// try looked) is still waited for: the allocation tries again and gets them. (The release
+/// was looked for only after the try, and the allocation answered Full with the pages free:
+/// a_full_arena_waits_for_another_class_release failed so in a CI run.)
+#[test]
+fn a_release_ending_during_a_full_try_is_waited_for() {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
+    let p = a.register().unwrap();
+    let (sx, sy) = (class_size(class_of(100)), class_size(class_of(1000)));
+    // Class Y fills the arena, then all of it is freed: every page whole on Y's stack.
+    let ys = fill(&p, sy);
+    for &b in &ys {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waiter = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (w, a2, d2) = (waiter.clone(), a.clone(), done.clone());
+    // The release holds Y's stack; an allocation of X tries, finds nothing, and the release
+    // ends (its pages freed) before the allocation looks for releases.
+    set_hook(Hook::ReleaseHolding, move || {
+        *w.lock().unwrap() = Some(std::thread::spawn(move || {
+            set_hook(Hook::FullTried, move || {
+                let t = std::time::Instant::now();
+                while !d2.load(std::sync::atomic::Ordering::Acquire) {
+                    assert!(t.elapsed() < std::time::Duration::from_secs(20), "the release never ended");
+                    std::thread::yield_now();
+                }
+            });
+            let u = a2.register().unwrap();
+            u.alloc(sx).map(|_| ())
+        }));
+        // Until the allocation has tried (it waits in its hook for the release to end).
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    });
+    let freed = p.release_free_pages(&mut crate::PageRelease::default()).unwrap();
+    assert!(freed > 0);
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let t = waiter.lock().unwrap().take().expect("the hook ran");
+    assert!(t.join().unwrap().is_ok(), "the allocation answered Full after the release freed its pages");
 }
 
 /// A full arena's allocation waits for a page release of another class too: the pages it

@@ -1885,7 +1885,16 @@ fn memory_stats_doctor_purge_and_role() {
     let net = get("total.allocated") - get("startup.allocated");
     assert_eq!(get("keys.bytes-per-key"), (net / 41.0).floor());
     assert_eq!(get("dataset.percentage"), (get("dataset.bytes") as f32 * 100.0 / net as f32) as f64);
-    ck(&mut c, "MEMORY DOCTOR", &as_bulk("Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n"));
+    // Past 5 MB the report looks at the figures; the RSS ones are this whole test process's
+    // (its other servers' too), so only what this test controls is checked: a report, and
+    // no big client buffers.
+    let doctor = ask(&mut c, &[b"MEMORY", b"DOCTOR"]);
+    assert!(
+        bulk(&doctor).starts_with("Hi Sam, I can't find any memory issue")
+            || bulk(&doctor).starts_with("Sam, I detected a few issues"),
+        "{doctor}"
+    );
+    assert!(!doctor.contains("Big client buffers") && !doctor.contains("Peak memory"), "{doctor}");
 
     // PURGE: the large values' pages, freed, go back to the kernel at once.
     ck(&mut c, "SELECT 0", "+OK\r\n");

@@ -1593,21 +1593,26 @@ fn a_release_ending_leaves_another_releases_mark_alone() {
     assert!(t.join().unwrap().is_ok(), "the allocation failed while X's blocks were held");
 }
 
+/// An 8 MiB arena that blocks of `size` filled, then all freed: every page whole on the
+/// class's stack, none left for another class until a page release frees them.
+fn arena_full_of_freed(size: u64) -> (std::sync::Arc<Arena>, Participant) {
+    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
+    let p = a.register().unwrap();
+    for b in fill(&p, size) {
+        p.free(b).unwrap();
+    }
+    p.flush_free_lists().unwrap();
+    (a, p)
+}
+
 /// A release that ends while a full arena's allocation tries (its pages freed after the
 /// try looked) is still waited for: the allocation tries again and gets them. (The release
 /// was looked for only after the try, and the allocation answered Full with the pages free:
 /// a_full_arena_waits_for_another_class_release failed so in a CI run.)
 #[test]
 fn a_release_ending_during_a_full_try_is_waited_for() {
-    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
-    let p = a.register().unwrap();
     let (sx, sy) = (class_size(class_of(100)), class_size(class_of(1000)));
-    // Class Y fills the arena, then all of it is freed: every page whole on Y's stack.
-    let ys = fill(&p, sy);
-    for &b in &ys {
-        p.free(b).unwrap();
-    }
-    p.flush_free_lists().unwrap();
+    let (a, p) = arena_full_of_freed(sy);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let waiter = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (w, a2, d2) = (waiter.clone(), a.clone(), done.clone());
@@ -1640,15 +1645,8 @@ fn a_release_ending_during_a_full_try_is_waited_for() {
 /// looked at, an allocation of X answered Full at once while Y's whole pages were held.)
 #[test]
 fn a_full_arena_waits_for_another_class_release() {
-    let a = Arena::create(Backing::Anonymous, &Config { capacity: 8 << 20, max_participants: 8 }).unwrap();
-    let p = a.register().unwrap();
     let (sx, sy) = (class_size(class_of(100)), class_size(class_of(1000)));
-    // Class Y fills the arena, then all of it is freed: every page whole on Y's stack.
-    let ys = fill(&p, sy);
-    for &b in &ys {
-        p.free(b).unwrap();
-    }
-    p.flush_free_lists().unwrap();
+    let (a, p) = arena_full_of_freed(sy);
     let waiter = std::sync::Arc::new(std::sync::Mutex::new(None));
     let w = waiter.clone();
     let a2 = a.clone();

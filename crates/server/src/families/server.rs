@@ -526,8 +526,6 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             let MemoryFigures { used, peak, clients, overhead, dataset, allocated, active, resident, rss, .. } = m;
             let total = total_system_memory();
             let maxmemory: u64 = cfg.get("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
-            let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-            let diff = |a: u64, b: u64| a as i64 - b as i64;
             line!("used_memory:{used}");
             line!("used_memory_human:{}", bytes_to_human(used));
             line!("used_memory_rss:{rss}");
@@ -1785,6 +1783,11 @@ fn ratio(a: u64, b: u64) -> f32 {
     }
 }
 
+/// `a - b`, signed (Redis's `_bytes` figures beside its ratios).
+fn diff(a: u64, b: u64) -> i64 {
+    a as i64 - b as i64
+}
+
 /// # Format
 /// `MEMORY STATS` → a map of Redis 7.0.15's fields in its order (`peak.allocated`, …,
 /// `db.N` for each database with keys, …, `fragmentation.bytes`), Larder's figures as INFO
@@ -1792,7 +1795,6 @@ fn ratio(a: u64, b: u64) -> f32 {
 /// `%.17g`, as Redis 7.0's.
 fn cmd_memory_stats(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let m = MemoryFigures::measure(ctx);
-    let diff = |a: u64, b: u64| a as i64 - b as i64;
     let out = &mut ctx.out;
     out.map(27 + m.dbs.len());
     let int = |out: &mut Writer<'_>, name: &str, v: i64| {

@@ -3,7 +3,8 @@
 //!
 //! - **Fast path** (no shared atomics): pop from this participant's free list for the class,
 //!   or bump inside its current page. The cache lives in the arena (16 bytes per class per
-//!   slot), so a dead participant's cache is inherited with its slot, not lost.
+//!   slot), so a dead participant's cache is not lost: whoever frees its slot (the
+//!   participant leaving, or the reaper of a dead one) hands it to the global stacks.
 //! - **Refill**: pop a batch of [`BATCH`] blocks from the class's global Treiber stack (a
 //!   64-bit head of `tag:32 | unit offset:32`; the tag defeats ABA), else take a fresh page.
 //! - **Free**: push on the local list; past `2 × BATCH` blocks, hand a batch to the global
@@ -703,25 +704,13 @@ impl Participant {
         // (the BATCH freed last, past the first BATCH) have all been discarded
         // (`flush_free_lists` leaves these classes alone).
         if class_size(c) >= 16 * 1024 && n > BATCH {
-            self.discard_block(off, class_size(c))?;
+            a.discard_block(off, class_size(c))?;
         }
         a.u32(off)?.store(head.load(Ordering::Relaxed), Ordering::Relaxed);
         head.store(Arena::to_units(off), Ordering::Relaxed);
         count.store(n, Ordering::Relaxed);
         if n >= 2 * BATCH {
             return self.spill_batch(c);
-        }
-        Ok(())
-    }
-
-    /// Big blocks (index segments) give their whole OS pages back; the first page keeps the
-    /// free-list link.
-    #[inline(never)]
-    fn discard_block(&self, off: u64, size: u64) -> Result<(), Error> {
-        let first = (off + 8).div_ceil(4096) * 4096;
-        let end = (off + size) / 4096 * 4096;
-        if end > first {
-            self.arena.map.discard(first, end - first)?;
         }
         Ok(())
     }
@@ -747,7 +736,7 @@ impl Participant {
         last_word.store(0, Ordering::Relaxed);
         count.store(n - BATCH, Ordering::Relaxed);
         a.u32(Arena::from_units(first) + 8)?.store(BATCH, Ordering::Relaxed);
-        self.push_batch(c, Arena::from_units(first), BATCH)
+        a.push_batch(c, Arena::from_units(first), BATCH)
     }
 
     /// Hands every block on this participant's free lists to the global stacks (in
@@ -761,38 +750,104 @@ impl Participant {
         // (Not the classes of 16 KiB and more: index segments, whose first BATCH free
         // blocks stay resident on purpose, see `free`; their pages are not released.)
         for c in (0..NCLASSES).filter(|&c| class_size(c) < 16 * 1024) {
-            let entry = self.cache(c)?;
-            let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
-            if count.load(Ordering::Relaxed) == 0 && head.load(Ordering::Relaxed) == 0 {
+            blocks.clear();
+            a.take_free_list(self.slot, c, &mut blocks)?;
+            a.push_batches(c, &blocks)?;
+        }
+        Ok(())
+    }
+}
+
+impl Arena {
+    /// Empties `slot`'s free list of class `c` and appends its blocks to `blocks`. The
+    /// caller owns the slot (it is its participant, or the slot is being freed).
+    ///
+    /// A list is under 2 × BATCH blocks; one far longer is corrupt (a loop), and what is
+    /// past the bound is leaked, as is everything from a link that is not a block of the
+    /// class on (only a corrupt segment has one).
+    fn take_free_list(&self, slot: u32, c: usize, blocks: &mut Vec<u32>) -> Result<(), Error> {
+        let entry = self.u32s::<4>(self.cache_entry(slot, c))?;
+        let (head, count) = (&entry[C_FREE_HEAD], &entry[C_FREE_COUNT]);
+        let bound = blocks.len() + count.load(Ordering::Relaxed) as usize + 4 * BATCH as usize;
+        let mut b = head.load(Ordering::Relaxed);
+        while b != 0 && blocks.len() < bound && self.serves_class(Arena::from_units(b), c) {
+            blocks.push(b);
+            b = self.u32(Arena::from_units(b))?.load(Ordering::Relaxed);
+        }
+        head.store(0, Ordering::Relaxed);
+        count.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Empties `slot`'s bump page of class `c` and appends the blocks it had not carved yet
+    /// to `blocks` (the caller owns the slot). A cursor and end that are not one page of
+    /// that class (a refill killed between its stores, or a corrupt segment) give nothing:
+    /// a cursor of 0 is no page, and anything else is leaked rather than trusted.
+    fn take_bump_rest(&self, slot: u32, c: usize, blocks: &mut Vec<u32>) -> Result<(), Error> {
+        let entry = self.u32s::<4>(self.cache_entry(slot, c))?;
+        let (cur, end) = (entry[C_BUMP_CUR].load(Ordering::Relaxed), entry[C_BUMP_END].load(Ordering::Relaxed));
+        // Cursor first: with a cursor of 0, `refill` ignores the end.
+        entry[C_BUMP_CUR].store(0, Ordering::Relaxed);
+        entry[C_BUMP_END].store(0, Ordering::Relaxed);
+        let (first, last) = (Arena::from_units(cur), Arena::from_units(end));
+        if cur == 0 || cur >= end || !self.serves_class(first, c) || last > first / PAGE * PAGE + PAGE {
+            return Ok(());
+        }
+        let cu = (class_size(c) / UNIT) as u32;
+        blocks.extend((cur..end).step_by(cu as usize).take_while(|&b| b + cu <= end));
+        Ok(())
+    }
+
+    /// Hands everything `slot`'s allocator cache holds to the global stacks: every class's
+    /// free list and the uncarved rest of its bump page. For a slot being freed, by its
+    /// owner leaving or by the reaper of a dead one: nothing else would use that memory until
+    /// someone claimed the slot again, and a page whose blocks sit in a cache is never
+    /// released. Big blocks (index segments, 16 KiB and more) give their pages back first,
+    /// as `free` does for all but the few a live participant keeps. Each list is emptied
+    /// before its blocks are pushed: killed in between, they are leaked, never on two
+    /// lists (and the next reaper finds the cache empty).
+    pub(crate) fn give_back_caches(&self, slot: u32) -> Result<(), Error> {
+        let mut blocks = Vec::new();
+        for c in 0..NCLASSES {
+            blocks.clear();
+            self.take_free_list(slot, c, &mut blocks)?;
+            self.take_bump_rest(slot, c, &mut blocks)?;
+            if blocks.is_empty() {
                 continue;
             }
-            self.drop_corrupt_free_list(c)?;
-            blocks.clear();
-            // A list is under 2 × BATCH blocks; one far longer is corrupt (a loop), and
-            // what is past the bound is leaked.
-            let bound = count.load(Ordering::Relaxed) as usize + 4 * BATCH as usize;
-            let mut b = head.load(Ordering::Relaxed);
-            while b != 0 && blocks.len() < bound && a.serves_class(Arena::from_units(b), c) {
-                blocks.push(b);
-                b = a.u32(Arena::from_units(b))?.load(Ordering::Relaxed);
+            if class_size(c) >= 16 * 1024 {
+                for &b in &blocks {
+                    self.discard_block(Arena::from_units(b), class_size(c))?;
+                }
             }
-            head.store(0, Ordering::Relaxed);
-            count.store(0, Ordering::Relaxed);
+            #[cfg(test)]
+            crate::tests::hook(crate::tests::Hook::GiveBackTaken);
             self.push_batches(c, &blocks)?;
         }
         Ok(())
     }
 
-    /// Links `blocks` (of class `c`, this participant's alone) into batches of up to
-    /// [`BATCH`] and pushes them on the class's global stack.
+    /// Big blocks (index segments) give their whole OS pages back; the first page keeps the
+    /// free-list link.
+    #[inline(never)]
+    fn discard_block(&self, off: u64, size: u64) -> Result<(), Error> {
+        let first = (off + 8).div_ceil(4096) * 4096;
+        let end = (off + size) / 4096 * 4096;
+        if end > first {
+            self.map.discard(first, end - first)?;
+        }
+        Ok(())
+    }
+
+    /// Links `blocks` (of class `c`, the caller's alone) into batches of up to [`BATCH`]
+    /// and pushes them on the class's global stack.
     pub(crate) fn push_batches(&self, c: usize, blocks: &[u32]) -> Result<(), Error> {
-        let a = &*self.arena;
         for chunk in blocks.chunks(BATCH as usize) {
             for pair in chunk.windows(2) {
-                a.u32(Arena::from_units(pair[0]))?.store(pair[1], Ordering::Relaxed);
+                self.u32(Arena::from_units(pair[0]))?.store(pair[1], Ordering::Relaxed);
             }
-            a.u32(Arena::from_units(chunk[chunk.len() - 1]))?.store(0, Ordering::Relaxed);
-            a.u32(Arena::from_units(chunk[0]) + 8)?.store(chunk.len() as u32, Ordering::Relaxed);
+            self.u32(Arena::from_units(chunk[chunk.len() - 1]))?.store(0, Ordering::Relaxed);
+            self.u32(Arena::from_units(chunk[0]) + 8)?.store(chunk.len() as u32, Ordering::Relaxed);
             self.push_batch(c, Arena::from_units(chunk[0]), chunk.len() as u32)?;
         }
         Ok(())
@@ -801,12 +856,11 @@ impl Participant {
     /// Pushes the batch at `batch` (`len` blocks, its head's third word says so too) on the
     /// stack of class `c`.
     fn push_batch(&self, c: usize, batch: u64, len: u32) -> Result<(), Error> {
-        let a = &*self.arena;
-        let stack = a.u64(H_CLASS_STACKS + c as u64 * 8)?;
-        let link = a.u32(batch + 4)?;
+        let stack = self.u64(H_CLASS_STACKS + c as u64 * 8)?;
+        let link = self.u32(batch + 4)?;
         // Counted before it is pushed, so the count is never below what the stack holds
         // (killed in between, it stays a batch too high).
-        a.u64(H_STACK_BLOCKS + c as u64 * 8)?.fetch_add(len as u64, Ordering::Relaxed);
+        self.u64(H_STACK_BLOCKS + c as u64 * 8)?.fetch_add(len as u64, Ordering::Relaxed);
         let mut h = stack.load(Ordering::Acquire);
         loop {
             link.store(h as u32, Ordering::Relaxed);
@@ -817,7 +871,9 @@ impl Participant {
             }
         }
     }
+}
 
+impl Participant {
     /// Pops a batch of class `c`: its head and its length.
     fn pop_batch(&self, c: usize) -> Result<Option<(u64, u32)>, Error> {
         let a = &*self.arena;
@@ -1020,7 +1076,7 @@ impl Participant {
         crate::tests::hook(crate::tests::Hook::ReleaseHolding);
         // The rest goes back first, then the pages, adjacent ones as one run, all under
         // one hold of the large lock.
-        let pushed = self.push_batches(c, &keep);
+        let pushed = a.push_batches(c, &keep);
         let tag = ((h >> 32) as u32).wrapping_add(1).wrapping_add(keep.len().div_ceil(BATCH as usize) as u32);
         let freed = free_pages.len() as u64;
         let r = self.free_pages_sorted(&free_pages);

@@ -21,7 +21,8 @@
 //!   file that the kernel releases when the process dies, which holds across pid namespaces
 //!   (see `participant.rs`, "Liveness"). Whoever finds a dead participant reaps it: finishes its
 //!   recorded intent (see below), then bumps the slot's generation and frees the slot. The
-//!   dead thread's allocator cache and retire list stay with the slot and are inherited by
+//!   dead thread's allocator cache goes to the global stacks (a thread that leaves hands
+//!   its own over the same way), and its retire list, not yet ripe, stays with the slot for
 //!   the next thread that claims it; nothing has to be undone because published memory is
 //!   immutable.
 //! - **Epochs.** Readers take no lock: they [`Participant::pin`] (publish "active at epoch

@@ -573,6 +573,9 @@ impl Arena {
             e.store(0, Ordering::Release);
         }
         self.take_back_counts(slot);
+        // The dead owner's cached blocks go to the global stacks (its retire list stays for
+        // the next owner: it is not ripe yet, and only a participant can free).
+        let _ = self.give_back_caches(slot);
         let gen = self.slot_u32(slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
         state.store(free_word(gen), Ordering::Release);
         drop(byte); // only now may the slot be claimed again
@@ -1176,6 +1179,7 @@ impl Drop for Participant {
         for (off, e) in self.overflow.take() {
             let _ = self.record(off, e);
         }
+        let _ = a.give_back_caches(self.slot);
         let gen = a.slot_u32(self.slot, S_GEN).map(|g| g.fetch_add(1, Ordering::AcqRel).wrapping_add(1)).unwrap_or(0);
         state.store(free_word(gen), Ordering::Release);
         // Then `_liveness` closes, releasing the byte.

@@ -368,6 +368,9 @@ pub(crate) enum Hook {
     /// In the next allocation of a full arena that waits for page releases, after a try
     /// found nothing and before it looks whether a release is under way.
     FullTried,
+    /// In the next give-back of a freed slot's cache, after it has emptied a class's lists
+    /// and before it pushes their blocks.
+    GiveBackTaken,
 }
 
 type HookFn = Box<dyn FnOnce()>;
@@ -614,8 +617,8 @@ fn dirty_runs_past_the_budget_are_given_back_at_once() {
 }
 
 /// A participant killed in `refill` between storing its new page's bump end and its bump
-/// cursor leaves them in its slot's cache, which the next thread to claim the slot
-/// inherits. That must never make it hand out memory that is someone else's. (Found by
+/// cursor leaves them in its slot's cache, which whoever frees the slot gives back to the
+/// global stacks. That must never hand out memory that is someone else's. (Found by
 /// review: with the end stored before the cursor was cleared, the next claimer bumped
 /// from the old page's cursor across every page in between.)
 #[test]
@@ -1329,7 +1332,7 @@ fn a_page_listed_with_a_block_twice_is_not_released() {
     a.u64(live).unwrap().store(0xbeef, Ordering::Relaxed);
     let mut listed: Vec<u32> = blocks[..per_page - 1].iter().map(|&b| Arena::to_units(b)).collect();
     listed.push(listed[0]);
-    q.push_batches(class_of(size), &listed).unwrap();
+    a.push_batches(class_of(size), &listed).unwrap();
     assert_eq!(q.release_free_pages(&mut crate::PageRelease::default()).unwrap(), 0);
     assert_eq!(a.block_size(live).unwrap(), size);
     assert_eq!(a.u64(live).unwrap().load(Ordering::Relaxed), 0xbeef);
@@ -1348,7 +1351,7 @@ fn a_release_over_a_corrupt_descriptor_past_the_pages_in_use_does_not_panic() {
     a.page_desc(far).unwrap().store(class_of(size) as u32 + 1, Ordering::Relaxed);
     let mut listed: Vec<u32> = vec![Arena::to_units(far * PAGE)];
     listed.extend(blocks.iter().map(|&b| Arena::to_units(b)));
-    p.push_batches(class_of(size), &listed).unwrap();
+    a.push_batches(class_of(size), &listed).unwrap();
     let _ = p.release_free_pages(&mut crate::PageRelease::default());
 }
 
@@ -1415,6 +1418,9 @@ fn a_release_reads_blocks_of_pages_taken_just_before_it() {
     // fresh page's block last, in a batch of its own on top.
     let fresh_page = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen_page = fresh_page.clone();
+    // (Kept past the release: leaving, it would give the rest of its bump page back too.)
+    let taker = std::rc::Rc::new(std::cell::Cell::new(None));
+    let keep_taker = taker.clone();
     set_hook(Hook::ReleaseBeforeTake, move || {
         let u = a.register().unwrap();
         let mut got: Vec<u64> = (0..=per_page).map(|_| u.alloc(size).unwrap()).collect();
@@ -1428,6 +1434,7 @@ fn a_release_reads_blocks_of_pages_taken_just_before_it() {
         u.flush_free_lists().unwrap();
         u.free(fresh).unwrap();
         u.flush_free_lists().unwrap();
+        keep_taker.set(Some(u));
     });
     let freed = r.release_free_pages(&mut crate::PageRelease::default()).unwrap();
     assert_ne!(fresh_page.get(), 0, "the hook ran");
@@ -1662,4 +1669,99 @@ fn a_full_arena_waits_for_another_class_release() {
     assert!(freed > 0);
     let t = waiter.lock().unwrap().take().expect("the hook ran");
     assert!(t.join().unwrap().is_ok(), "the allocation failed while Y's pages were about to be freed");
+}
+
+/// What the global stack of the class of `size` blocks holds, and what the slots' caches of
+/// that class hold (free lists plus uncarved bump blocks).
+fn stacked_and_cached(a: &Arena, size: u64) -> (u64, u64) {
+    let cs = class_size(class_of(size));
+    // Free lists and stacks (a block on two of them fails the call).
+    let free = a.alloc_stats().unwrap().free_blocks.iter().find(|&&(s, _)| s == cs).map_or(0, |&(_, n)| n);
+    let (mut listed, mut uncarved) = (0, 0);
+    for slot in 0..a.max_participants {
+        let e = a.u32s::<4>(a.cache_entry(slot, class_of(size))).unwrap();
+        let (cur, end) = (e[2].load(Ordering::Relaxed), e[3].load(Ordering::Relaxed));
+        listed += e[1].load(Ordering::Relaxed) as u64;
+        uncarved += if cur == 0 { 0 } else { (end - cur) as u64 * UNIT / cs };
+    }
+    (free - listed, listed + uncarved)
+}
+
+/// A participant with `freed` of `used` blocks of `size` freed again: its free list holds
+/// `freed` blocks and its bump page the rest of the page, uncarved.
+fn participant_with_cache(a: &Arc<Arena>, size: u64, used: usize, freed: usize) -> Participant {
+    let p = a.register().unwrap();
+    let blocks: Vec<u64> = (0..used).map(|_| p.alloc(size).unwrap()).collect();
+    for &b in &blocks[..freed] {
+        p.free(b).unwrap();
+    }
+    p
+}
+
+/// A participant that leaves hands its cached blocks (free list and the uncarved rest of its
+/// bump page) to the global stacks, where the next participant finds them: before, they
+/// stayed in its free slot until someone claimed that slot again.
+#[test]
+fn a_leaving_participants_cache_goes_to_the_global_stacks() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let _first = a.register().unwrap();
+    let per_page = (PAGE / class_size(class_of(48))) as usize;
+    let p = participant_with_cache(&a, 48, 10, 4);
+    assert_eq!(stacked_and_cached(&a, 48).1, 4 + per_page as u64 - 10);
+    let pages = a.u64(H_PAGE_NEXT).unwrap().load(Ordering::Relaxed);
+    drop(p);
+    let (stacked, cached) = stacked_and_cached(&a, 48);
+    assert_eq!((stacked, cached), (4 + per_page as u64 - 10, 0));
+    // Someone else takes them, from another slot, without a new page.
+    let _second = a.register().unwrap();
+    let q = a.register().unwrap();
+    for _ in 0..per_page - 6 {
+        q.alloc(48).unwrap();
+    }
+    assert_eq!(a.u64(H_PAGE_NEXT).unwrap().load(Ordering::Relaxed), pages);
+}
+
+/// A dead participant's cached blocks go to the global stacks when its slot is reaped, as
+/// its own drop would have done; its index-segment blocks (16 KiB and more) too.
+#[test]
+fn a_reaped_participants_cache_goes_to_the_global_stacks() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (start, ns) = Arena::identity_for_tests();
+    let per_page = PAGE / class_size(class_of(48));
+    let mut dead = participant_with_cache(&a, 48, 10, 4);
+    let big: Vec<u64> = (0..3).map(|_| dead.alloc(20_000).unwrap()).collect();
+    dead.free(big[0]).unwrap();
+    let (_, cached_big) = stacked_and_cached(&a, 20_000);
+    assert!(cached_big >= 2, "one freed, at least one uncarved: {cached_big}");
+    dead.close_liveness_for_tests();
+    a.disguise_owner_for_tests(dead.slot(), NO_SUCH_PID, start, ns);
+    std::mem::forget(dead);
+    assert_eq!(stacked_and_cached(&a, 48), (0, 4 + per_page - 10));
+    assert_eq!(a.reap_dead(), 1);
+    assert_eq!(stacked_and_cached(&a, 48), (4 + per_page - 10, 0));
+    assert_eq!(stacked_and_cached(&a, 20_000), (cached_big, 0));
+}
+
+/// A reaper killed while it gives a dead slot's cache back leaks the class it was pushing
+/// (emptied from the cache, not yet on the stack) and never lists a block twice; the next
+/// reaper finishes the slot and gives back the rest.
+#[test]
+fn a_give_back_killed_halfway_lists_nothing_twice() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let (start, ns) = Arena::identity_for_tests();
+    let mut dead = participant_with_cache(&a, 48, 10, 4);
+    let others: Vec<u64> = (0..5).map(|_| dead.alloc(1000).unwrap()).collect();
+    dead.free(others[0]).unwrap();
+    let (_, cached_1000) = stacked_and_cached(&a, 1000);
+    dead.close_liveness_for_tests();
+    a.disguise_owner_for_tests(dead.slot(), NO_SUCH_PID, start, ns);
+    std::mem::forget(dead);
+    set_hook(Hook::GiveBackTaken, || panic!("reaper killed in give-back"));
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.reap_dead()));
+    assert!(killed.is_err(), "the hook did not run");
+    assert_eq!(a.reap_dead(), 1, "the next reaper finishes the slot");
+    // alloc_stats fails on a block listed twice.
+    assert_eq!(stacked_and_cached(&a, 48), (0, 0), "the class being pushed is leaked");
+    assert_eq!(stacked_and_cached(&a, 1000), (cached_1000, 0));
+    assert!(a.slots().iter().all(|s| s.state == "free"));
 }

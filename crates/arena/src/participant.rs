@@ -345,79 +345,112 @@ impl Arena {
 
     /// Claims a participant slot for the calling thread.
     pub fn register(self: &Arc<Self>) -> Result<Participant, Error> {
-        use std::os::fd::AsFd;
-        let pid = getpid();
-        let (start, pidns) = self_identity();
-        let liveness = self.liveness_description();
+        let mut liveness = self.liveness_description();
         for pass in 0..2 {
             for slot in 0..self.max_participants {
-                let state = self.slot_u64(slot, S_STATE)?;
-                let mut cur = state.load(Ordering::Acquire);
-                if cur & KIND != FREE {
-                    if pass == 0 || !self.reap(slot) {
-                        continue;
-                    }
-                    cur = state.load(Ordering::Acquire);
-                    if cur & KIND != FREE {
-                        continue;
-                    }
-                }
-                // The liveness lock comes before the claim and goes after the slot is freed,
-                // so whoever finds this slot CLAIMING or LIVE finds the lock held.
-                let locked = match &liveness {
-                    Some(fd) => match crate::map::ofd::try_lock(fd.as_fd(), liveness_byte(slot)) {
-                        Ok(true) => LOCKED,
-                        // Held: someone is claiming or reaping it, or a child forked by its last
-                        // owner still has that owner's description open.
-                        Ok(false) => continue,
-                        Err(_) => 0,
-                    },
-                    None => 0,
-                };
-                let claimed = (cur & WORD_GEN) | (pid as u64) << 8 | locked;
-                let unlock = || {
-                    if let (Some(fd), LOCKED) = (&liveness, locked) {
-                        let _ = crate::map::ofd::unlock(fd.as_fd(), liveness_byte(slot));
-                    }
-                };
-                if state.compare_exchange(cur, claimed | CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-                    unlock();
+                let kind = self.slot_u64(slot, S_STATE)?.load(Ordering::Acquire) & KIND;
+                if kind != FREE && (pass == 0 || !self.reap(slot)) {
                     continue;
                 }
-                self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
-                self.slot_u64(slot, S_PIDNS)?.store(pidns, Ordering::Relaxed);
-                self.slot_u64(slot, S_EPOCH)?.store(0, Ordering::Relaxed);
-                self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
-                self.slot_u64(slot, S_COUNTING)?.store(0, Ordering::Relaxed);
-                let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
-                // Nobody reaps a CLAIMING slot whose claimer may live (see reap), so this
-                // exchange fails only if the arena is corrupt.
-                if state
-                    .compare_exchange(claimed | CLAIMING, claimed | LIVE, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    unlock();
-                    continue;
+                if let Some(p) = self.claim(slot, &mut liveness)? {
+                    return Ok(p);
                 }
-                self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::SeqCst);
-                return Ok(Participant {
-                    arena: self.clone(),
-                    slot,
-                    lock_word: ((slot + 1) << GEN_BITS) | (gen & GEN_MASK),
-                    pins: Cell::new(0),
-                    pinned_at: Cell::new(0),
-                    versions: Cell::new((0, 0)),
-                    suspect: Cell::new((u32::MAX, 0)),
-                    pending: Cell::new(0),
-                    retiring: Cell::new(false),
-                    overflow: Cell::new(Vec::new()),
-                    word: claimed | LIVE,
-                    pid,
-                    _liveness: if locked == LOCKED { liveness } else { None },
-                });
             }
         }
         Err(Error::NoSlot(self.max_participants))
+    }
+
+    /// Claims `slot` for the calling thread if it is free. `liveness`: a description of the
+    /// segment's file of this process's own, for the slot's liveness lock; the participant
+    /// keeps it (it is taken) if it gets the lock.
+    fn claim(self: &Arc<Self>, slot: u32, liveness: &mut Option<LockFd>) -> Result<Option<Participant>, Error> {
+        use std::os::fd::AsFd;
+        let pid = getpid();
+        let state = self.slot_u64(slot, S_STATE)?;
+        let cur = state.load(Ordering::Acquire);
+        if cur & KIND != FREE {
+            return Ok(None);
+        }
+        // The liveness lock comes before the claim and goes after the slot is freed,
+        // so whoever finds this slot CLAIMING or LIVE finds the lock held.
+        let locked = match liveness.as_ref() {
+            Some(fd) => match crate::map::ofd::try_lock(fd.as_fd(), liveness_byte(slot)) {
+                Ok(true) => LOCKED,
+                // Held: someone is claiming or reaping it, or a child forked by its last
+                // owner still has that owner's description open.
+                Ok(false) => return Ok(None),
+                Err(_) => 0,
+            },
+            None => 0,
+        };
+        let claimed = (cur & WORD_GEN) | (pid as u64) << 8 | locked;
+        let unlock = |liveness: &Option<LockFd>| {
+            if let (Some(fd), LOCKED) = (liveness, locked) {
+                let _ = crate::map::ofd::unlock(fd.as_fd(), liveness_byte(slot));
+            }
+        };
+        if state.compare_exchange(cur, claimed | CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            unlock(liveness);
+            return Ok(None);
+        }
+        let (start, pidns) = self_identity();
+        self.slot_u64(slot, S_START)?.store(start, Ordering::Relaxed);
+        self.slot_u64(slot, S_PIDNS)?.store(pidns, Ordering::Relaxed);
+        self.slot_u64(slot, S_EPOCH)?.store(0, Ordering::Relaxed);
+        self.slot_u64(slot, S_INTENT)?.store(0, Ordering::Relaxed);
+        self.slot_u64(slot, S_COUNTING)?.store(0, Ordering::Relaxed);
+        let gen = self.slot_u32(slot, S_GEN)?.load(Ordering::Relaxed);
+        // Nobody reaps a CLAIMING slot whose claimer may live (see reap), so this
+        // exchange fails only if the arena is corrupt.
+        if state.compare_exchange(claimed | CLAIMING, claimed | LIVE, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            unlock(liveness);
+            return Ok(None);
+        }
+        self.u32(H_SLOT_HWM)?.fetch_max(slot + 1, Ordering::SeqCst);
+        Ok(Some(Participant {
+            arena: self.clone(),
+            slot,
+            lock_word: ((slot + 1) << GEN_BITS) | (gen & GEN_MASK),
+            pins: Cell::new(0),
+            pinned_at: Cell::new(0),
+            versions: Cell::new((0, 0)),
+            suspect: Cell::new((u32::MAX, 0)),
+            pending: Cell::new(0),
+            retiring: Cell::new(false),
+            overflow: Cell::new(Vec::new()),
+            word: claimed | LIVE,
+            pid,
+            _liveness: if locked == LOCKED { liveness.take() } else { None },
+        }))
+    }
+
+    /// Frees what the retire lists of free slots hold and no reader can still see. A slot's
+    /// list outlives its owner: what was not ripe when the owner left (or was reaped) waits
+    /// for the slot's next owner, and a slot nobody claims again (one of many, freed after
+    /// a burst of processes) would keep it for ever. So each such slot is claimed here for
+    /// a moment: its collect frees what has ripened, and its leaving hands the freed blocks
+    /// to the global stacks. For a process's housekeeping (the server calls it once a
+    /// second): two loads per slot when there is nothing to do. Returns the blocks freed.
+    pub fn collect_free_slots(self: &Arc<Self>) -> usize {
+        let mut freed = 0;
+        let mut liveness = None;
+        for slot in 0..self.slot_hwm() {
+            let (Ok(state), Ok((_, _, waiting))) = (self.slot_u64(slot, S_STATE), self.retire_list(slot)) else {
+                continue;
+            };
+            if state.load(Ordering::Acquire) & KIND != FREE || waiting.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            if liveness.is_none() {
+                liveness = self.liveness_description();
+            }
+            if let Ok(Some(p)) = self.claim(slot, &mut liveness) {
+                // Twice: a collect frees what was retired before the previous epoch advance.
+                freed += p.collect().unwrap_or(0);
+                freed += p.collect().unwrap_or(0);
+            }
+        }
+        freed
     }
 
     /// The owner recorded in `slot` (state word `cur`): pid-namespace inode, pid, and start

@@ -1765,3 +1765,39 @@ fn a_give_back_killed_halfway_lists_nothing_twice() {
     assert_eq!(stacked_and_cached(&a, 1000), (cached_1000, 0));
     assert!(a.slots().iter().all(|s| s.state == "free"));
 }
+
+/// What a participant retired and could not free before it left (a reader was pinned)
+/// stays on its slot's retire list; `collect_free_slots` frees it once it is ripe, though
+/// nobody claims that slot again.
+#[test]
+fn a_free_slots_retire_list_is_collected_without_a_new_owner() {
+    let a = Arena::create(Backing::Anonymous, &small()).unwrap();
+    let reader = a.register().unwrap();
+    let p = a.register().unwrap();
+    let slot = p.slot();
+    let blocks: Vec<u64> = (0..10).map(|_| p.alloc(48).unwrap()).collect();
+    {
+        let _pin = reader.pin();
+        for &b in &blocks {
+            p.retire(b).unwrap();
+        }
+        drop(p);
+        assert_eq!(a.collect_free_slots(), 0, "nothing is ripe while the reader is pinned");
+    }
+    let waiting = |a: &Arena| a.slots().iter().find(|s| s.slot == slot).unwrap().retired;
+    assert_eq!(waiting(&a), 10);
+    // Epochs move on (each collect advances at most once).
+    for _ in 0..3 {
+        reader.try_advance();
+    }
+    assert_eq!(a.collect_free_slots(), 10);
+    assert_eq!(waiting(&a), 0);
+    let st = a.alloc_stats().unwrap();
+    assert!(a.slots().iter().all(|s| s.state != "live" || s.slot == reader.slot()));
+    // On the global stack, not in the slot's cache.
+    let cached: u64 =
+        (0..NCLASSES).map(|c| a.u32s::<4>(a.cache_entry(slot, c)).unwrap()[1].load(Ordering::Relaxed) as u64).sum();
+    assert_eq!(cached, 0);
+    assert!(st.free_blocks.iter().any(|&(s, n)| s == class_size(class_of(48)) && n >= 10), "{st:?}");
+    assert_eq!(a.collect_free_slots(), 0, "nothing left to do");
+}

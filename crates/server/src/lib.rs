@@ -609,12 +609,15 @@ const REAP_EVERY: u64 = 10;
 /// killed, an earlier server): one lock query per participant. Otherwise a dead process is
 /// reaped only by whoever meets one of its locks or its pinned epoch, and until then what
 /// it left half done stays so: an MSET it was publishing (readers see some of its keys
-/// new), a push it had not announced, its slot and the memory it had retired.
+/// new), a push it had not announced, its slot and the memory it had retired. Then frees
+/// what free slots (reaped ones, and those of processes that left) had retired and was not
+/// ripe when they were freed.
 fn reap_dead(shared: &Shared) {
     let n = shared.store.arena().reap_dead();
     if n > 0 {
         tracing::info!("reaped {n} participants of processes that died attached to the segment");
     }
+    shared.store.arena().collect_free_slots();
 }
 
 /// Redis's running estimate of a database's average TTL: the first sample as it is, then

@@ -508,14 +508,7 @@ impl Arena {
         }
         let _ = write!(out, "\nepoch {}; slots (state, pinned at, retired, listed + to carve bytes):", self.epoch());
         for s in self.slots() {
-            let mut cached = 0u64;
-            for c in 0..NCLASSES {
-                if let Ok(e) = self.u32s::<4>(self.cache_entry(s.slot, c)) {
-                    let (cur, end) = (e[C_BUMP_CUR].load(Ordering::Relaxed), e[C_BUMP_END].load(Ordering::Relaxed));
-                    let carving = if cur == 0 { 0 } else { end.saturating_sub(cur) as u64 * UNIT };
-                    cached += e[C_FREE_COUNT].load(Ordering::Relaxed) as u64 * class_size(c) + carving.min(PAGE);
-                }
-            }
+            let cached = self.cached_bytes(s.slot);
             if s.state == "free" && s.retired == 0 && cached == 0 {
                 continue;
             }
@@ -524,6 +517,21 @@ impl Arena {
         }
         out.push('\n');
         out
+    }
+
+    /// Bytes `slot`'s allocator cache holds: its free lists (as their counts say) and what
+    /// its bump pages have not carved yet. A free slot's is 0: whoever frees a slot gives
+    /// its cache back.
+    pub fn cached_bytes(&self, slot: u32) -> u64 {
+        let mut cached = 0u64;
+        for c in 0..NCLASSES {
+            if let Ok(e) = self.u32s::<4>(self.cache_entry(slot, c)) {
+                let (cur, end) = (e[C_BUMP_CUR].load(Ordering::Relaxed), e[C_BUMP_END].load(Ordering::Relaxed));
+                let carving = if cur == 0 { 0 } else { end.saturating_sub(cur) as u64 * UNIT };
+                cached += e[C_FREE_COUNT].load(Ordering::Relaxed) as u64 * class_size(c) + carving.min(PAGE);
+            }
+        }
+        cached
     }
 
     /// Bytes of free large runs whose pages may still be resident, waiting for

@@ -128,6 +128,10 @@ fn writers_killed_at_random_points_lose_no_acknowledged_write() {
     assert!(r.ok(), "{:?}", r.problems);
     assert_eq!(r.held_locks, 0, "a lock is still held");
     assert!(store.arena().slots().iter().all(|s| s.state == "free"), "{:?}", store.arena().slots());
+    // The dead writers' caches went back to the global stacks when they were reaped.
+    let cached: Vec<(u32, u64)> =
+        store.arena().slots().iter().map(|s| (s.slot, store.arena().cached_bytes(s.slot))).collect();
+    assert!(cached.iter().all(|&(_, b)| b == 0), "free slots still cache (slot, bytes): {cached:?}");
     // No lock stays held: a fresh process can write every key at once.
     let mut h = store.handle().unwrap();
     let t = Instant::now();

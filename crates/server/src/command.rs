@@ -617,6 +617,7 @@ const SUBCOMMANDS: &[&[Spec]] = &[
     crate::families::connection::SUBCOMMANDS,
     crate::families::server::SUBCOMMANDS,
     crate::families::pubsub::SUBCOMMANDS,
+    crate::families::module::SUBCOMMANDS,
 ];
 
 /// The command table: every family's commands, then the subcommands.

@@ -248,6 +248,7 @@ pub const PARAMS: &[Param] = &[
     immutable("databases", Kind::Int(1, 1 << 20), "16"),
     immutable("daemonize", Kind::Bool, "no"),
     immutable("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "yes"),
+    immutable("enable-module-command", Kind::Enum(&["no", "yes", "local"]), "no"),
     immutable("appendfilename", Kind::Str, "appendonly.aof"),
     p("maxclients", Kind::Int(1, u32::MAX as i64), "10000"),
     p("proto-max-bulk-len", Kind::Mem(1 << 20, LONGMAX), "536870912"),
@@ -686,7 +687,7 @@ impl Config {
             "databases" => self.databases = num(value)? as u32,
             "capacity" => self.capacity = Some(parse_mem_strict(value).ok_or("argument must be a memory value")?),
             // Fixed at startup and nothing to change: accepted so a redis.conf loads.
-            "daemonize" | "enable-debug-command" | "appendfilename" => {
+            "daemonize" | "enable-debug-command" | "enable-module-command" | "appendfilename" => {
                 let p = param(name).ok_or("unknown")?;
                 let v = normalize(p.kind, value)?;
                 self.store_passive(p.name, v);

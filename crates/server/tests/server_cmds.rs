@@ -1918,3 +1918,42 @@ fn memory_stats_doctor_purge_and_role() {
         "{info}"
     );
 }
+
+/// MODULE, REPLICAOF / SLAVEOF and DEBUG ERROR as redis-server 7.0.15 answers them (checked
+/// side by side): no modules, always a master, and protected commands refused unless their
+/// `enable-*-command` option allows them.
+#[test]
+fn module_replicaof_and_protected_commands_answer_as_redis() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    c.check(&cmd(&[b"DEBUG", b"ERROR", b"LOADING fake message"]), b"-LOADING fake message\r\n");
+    c.check(&cmd(&[b"DEBUG", b"ERROR", b"two\r\nlines"]), b"-two  lines\r\n");
+    ck(&mut c, "MODULE LIST", "*0\r\n");
+    let refused = "-ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you \
+                   can run it from a local connection, otherwise you need to set this option in the configuration \
+                   file, and then restart the server.\r\n";
+    ck(&mut c, "MODULE LOAD /some/path.so", refused);
+    ck(&mut c, "MODULE UNLOAD x", refused);
+    ck(&mut c, "MODULE FOO", "-ERR unknown subcommand 'FOO'. Try MODULE HELP.\r\n");
+    ck(&mut c, "REPLICAOF NO ONE", "+OK\r\n");
+    ck(&mut c, "SLAVEOF no one", "+OK\r\n");
+    ck(&mut c, "REPLICAOF localhost 65536", "-ERR Invalid master port\r\n");
+    ck(&mut c, "REPLICAOF localhost 6380", "-ERR REPLICAOF is not available: this server has no replication yet\r\n");
+    ck(&mut c, "ROLE", "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
+    // Tips, as Redis lists them.
+    let info = ask(&mut c, &[b"COMMAND", b"INFO", b"keys"]);
+    assert!(info.contains("+request_policy:all_shards\r\n+nondeterministic_output_order\r\n"), "{info:?}");
+
+    let dir = std::env::temp_dir().join(format!("larder-protected-{}", std::process::id()));
+    std::fs::write(&dir, "enable-module-command local\nenable-debug-command no\n").unwrap();
+    let t = start_with(|a| a.config = Some(dir.clone()));
+    let _ = std::fs::remove_file(&dir);
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "MODULE LOAD /some/path.so", "-ERR Error loading the extension. Please check the server logs.\r\n");
+    ck(&mut c, "MODULE UNLOAD x", "-ERR Error unloading module: no such module with that name\r\n");
+    let refused = "-ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you \
+                   can run it from a local connection, otherwise you need to set this option in the configuration \
+                   file, and then restart the server.\r\n";
+    ck(&mut c, "DEBUG HELP", refused);
+    ck(&mut c, "CONFIG SET enable-module-command yes", "-ERR CONFIG SET failed (possibly related to argument 'enable-module-command') - can't set immutable config\r\n");
+}

@@ -11,6 +11,7 @@ pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod memcache;
+pub mod module;
 pub mod multi;
 pub mod pubsub;
 pub mod server;
@@ -37,6 +38,7 @@ pub const ALL: &[&[Spec]] = &[
     sort::COMMANDS,
     zset::COMMANDS,
     geo::COMMANDS,
+    module::COMMANDS,
 ];
 
 /// Where the keys are in a command whose key positions depend on its arguments

@@ -1160,6 +1160,100 @@ fn key_flags(s: &Spec) -> &'static [&'static str] {
     }
 }
 
+/// Redis 7.0.15's command tips (`command_tips` in its commands/*.json), as COMMAND INFO lists
+/// them: hints for cluster clients and test tools about how to route a command and compare its
+/// replies.
+const TIPS: &[(&str, &[&str])] = &[
+    ("client|info", &["nondeterministic_output"]),
+    ("client|list", &["nondeterministic_output"]),
+    ("cluster|bumpepoch", &["nondeterministic_output"]),
+    ("cluster|count-failure-reports", &["nondeterministic_output"]),
+    ("cluster|getkeysinslot", &["nondeterministic_output"]),
+    ("cluster|info", &["nondeterministic_output"]),
+    ("cluster|links", &["nondeterministic_output"]),
+    ("cluster|nodes", &["nondeterministic_output"]),
+    ("cluster|replicas", &["nondeterministic_output"]),
+    ("cluster|shards", &["nondeterministic_output"]),
+    ("cluster|slaves", &["nondeterministic_output"]),
+    ("cluster|slots", &["nondeterministic_output"]),
+    ("command", &["nondeterministic_output_order"]),
+    ("command|docs", &["nondeterministic_output_order"]),
+    ("command|info", &["nondeterministic_output_order"]),
+    ("command|list", &["nondeterministic_output_order"]),
+    ("config|set", &["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    ("dbsize", &["request_policy:all_shards", "response_policy:agg_sum"]),
+    ("del", &["request_policy:multi_shard", "response_policy:agg_sum"]),
+    ("dump", &["nondeterministic_output"]),
+    ("exists", &["request_policy:multi_shard", "response_policy:agg_sum"]),
+    ("flushall", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("flushdb", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("function|delete", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("function|flush", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("function|kill", &["request_policy:all_shards", "response_policy:one_succeeded"]),
+    ("function|list", &["nondeterministic_output_order"]),
+    ("function|load", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("function|restore", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("function|stats", &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    ("hgetall", &["nondeterministic_output_order"]),
+    ("hkeys", &["nondeterministic_output_order"]),
+    ("hrandfield", &["nondeterministic_output"]),
+    ("hscan", &["nondeterministic_output"]),
+    ("hvals", &["nondeterministic_output_order"]),
+    ("info", &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    ("keys", &["request_policy:all_shards", "nondeterministic_output_order"]),
+    ("lastsave", &["nondeterministic_output"]),
+    ("latency|doctor", &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    ("latency|graph", &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    ("latency|histogram", &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    ("latency|history", &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    ("latency|latest", &["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    ("latency|reset", &["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    ("memory|doctor", &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    ("memory|malloc-stats", &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    ("memory|purge", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("memory|stats", &["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    ("mget", &["request_policy:multi_shard"]),
+    ("migrate", &["nondeterministic_output"]),
+    ("module|list", &["nondeterministic_output_order"]),
+    ("mset", &["request_policy:multi_shard", "response_policy:all_succeeded"]),
+    ("msetnx", &["request_policy:multi_shard", "response_policy:agg_min"]),
+    ("object|encoding", &["nondeterministic_output"]),
+    ("object|freq", &["nondeterministic_output"]),
+    ("object|idletime", &["nondeterministic_output"]),
+    ("object|refcount", &["nondeterministic_output"]),
+    ("ping", &["request_policy:all_shards", "response_policy:all_succeeded"]),
+    ("pttl", &["nondeterministic_output"]),
+    ("randomkey", &["request_policy:all_shards", "nondeterministic_output"]),
+    ("scan", &["nondeterministic_output", "request_policy:special"]),
+    ("script|exists", &["request_policy:all_shards", "response_policy:agg_logical_and"]),
+    ("script|flush", &["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    ("script|kill", &["request_policy:all_shards", "response_policy:one_succeeded"]),
+    ("script|load", &["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    ("sdiff", &["nondeterministic_output_order"]),
+    ("sinter", &["nondeterministic_output_order"]),
+    ("slowlog|get", &["request_policy:all_nodes", "nondeterministic_output"]),
+    ("slowlog|len", &["request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"]),
+    ("slowlog|reset", &["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    ("smembers", &["nondeterministic_output_order"]),
+    ("spop", &["nondeterministic_output"]),
+    ("srandmember", &["nondeterministic_output"]),
+    ("sscan", &["nondeterministic_output"]),
+    ("sunion", &["nondeterministic_output_order"]),
+    ("time", &["nondeterministic_output"]),
+    ("touch", &["request_policy:multi_shard", "response_policy:agg_sum"]),
+    ("ttl", &["nondeterministic_output"]),
+    ("unlink", &["request_policy:multi_shard", "response_policy:agg_sum"]),
+    ("wait", &["request_policy:all_shards", "response_policy:agg_min"]),
+    ("xadd", &["nondeterministic_output"]),
+    ("xautoclaim", &["nondeterministic_output"]),
+    ("xclaim", &["nondeterministic_output"]),
+    ("xinfo|consumers", &["nondeterministic_output"]),
+    ("xpending", &["nondeterministic_output"]),
+    ("xtrim", &["nondeterministic_output"]),
+    ("zrandmember", &["nondeterministic_output"]),
+    ("zscan", &["nondeterministic_output"]),
+];
+
 /// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
 /// tips, key specs, subcommands.
 fn write_command_info(out: &mut Writer<'_>, i: usize) {
@@ -1179,7 +1273,11 @@ fn write_command_info(out: &mut Writer<'_>, i: usize) {
     for c in cats {
         out.simple(format!("@{c}").as_bytes());
     }
-    out.set(0);
+    let tips = TIPS.iter().find(|(name, _)| *name == s.name).map_or(&[][..], |(_, t)| *t);
+    out.set(tips.len());
+    for tip in tips {
+        out.simple(tip.as_bytes());
+    }
     if s.first_key > 0 {
         // The legacy range as one key spec: keys from index `first`, up to `last` (relative
         // to `first` when positive, to the end when negative), every `step`.
@@ -1939,10 +2037,18 @@ fn leading_number(b: &[u8]) -> f64 {
 /// # Format
 /// `DEBUG SLEEP seconds` → `+OK` after blocking this worker that long;
 /// `DEBUG SET-ACTIVE-EXPIRE 0|1` → `+OK` (0 pauses active expiry); `DEBUG LOG message` →
-/// `+OK`; `DEBUG HELP`.
+/// `+OK`; `DEBUG ERROR line` → `-line`; `DEBUG HELP`. Refused unless `enable-debug-command`
+/// allows it.
 fn cmd_debug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    crate::families::module::protected(ctx, "DEBUG", "enable-debug-command")?;
     let sub = ctx.arg(1).to_ascii_lowercase();
     match (sub.as_slice(), ctx.argc()) {
+        (b"error", 3) => {
+            // The argument is the whole error line, code included, newlines made spaces.
+            let line: Vec<u8> =
+                ctx.arg(2).iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+            return Err(CmdError(line));
+        }
         (b"sleep", 3) => {
             let secs = leading_number(ctx.arg(2));
             if secs > 0.0 && secs.is_finite() {
@@ -1968,6 +2074,9 @@ fn cmd_debug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             ctx,
             "DEBUG",
             &[
+                "ERROR <string>",
+                "    Return a Redis protocol error with <string> as message. Useful for clients",
+                "    unit tests to simulate Redis errors.",
                 "LOG <message>",
                 "    Write <message> to the server log.",
                 "PAUSE-CRON <0|1>",

@@ -5,8 +5,9 @@
 # Phases:
 #   setup        apt packages (only when one is missing: one `apt-get update`, then install),
 #                a Python venv in .venv with tests/python/requirements.txt, Redis's own
-#                test suite from Debian's redis source package, and redis-py's test suite
-#                from its sdist on PyPI (with a venv of its own), cached in tests/.cache/
+#                test suite from Debian's redis source package, and the test suites of
+#                redis-py and pymemcache from their sdists on PyPI (each with a venv of its
+#                own), cached in tests/.cache/
 #   rustfmt      `cargo fmt --all --check`, and rustfmt on fuzz/*/fuzz_targets (style: rustfmt.toml)
 #   cargo build  the workspace, all targets;  cargo test: `cargo test --workspace --no-fail-fast`
 #   clippy       `cargo clippy --workspace --all-targets -- -D warnings`
@@ -15,8 +16,9 @@
 #   pytest       tests/python through redis-py (RESP2 and RESP3) and pymemcache
 #   memccapable  scripts/memccapable.sh: libmemcached's ascii protocol checks
 #   redis-suite  scripts/redis-suite.sh: units of Redis 7.0's Tcl test suite, external mode
-#   redis-py     scripts/redis-py-suite.sh: redis-py's own tests, RESP2 and RESP3, against a
+#   redis-py     scripts/client-suites.sh: redis-py's own tests, RESP2 and RESP3, against a
 #                server of their own
+#   pymemcache   scripts/client-suites.sh: pymemcache's integration tests, against that server
 # then a summary: each phase, its result and its time.
 #
 # What must pass (the exit code is 1 if one of these fails):
@@ -28,8 +30,9 @@
 #     have are skipped by name; both in scripts/redis-suite.sh);
 #     0: only REDIS_SUITE_REQUIRED_UNITS="unit/type/string unit/type/incr unit/expire
 #     unit/keyspace unit/protocol unit/info-command unit/quit" (the server issue's);
-#   REDIS_PY_REQUIRED=1      redis-py's tests (those that need what Larder lacks are deselected
-#                            by name in scripts/redis-py-suite.sh, each group with its reason).
+#   CLIENT_SUITES_REQUIRED=1 redis-py's and pymemcache's tests (those that need what Larder
+#                            lacks are deselected by name in scripts/client-suites.sh, each
+#                            group with its reason).
 # Other knobs (environment):
 #   LARDER_RESP_PORT, LARDER_MC_PORT   ports for the server (default: free ones); likewise
 #   LARDER_REF_RESP_PORT, LARDER_REF_MC_PORT for the reference servers
@@ -49,7 +52,7 @@ mkdir -p "$CACHE"
 : "${PYTEST_REQUIRED:=1}"
 : "${MEMCCAPABLE_REQUIRED:=1}"
 : "${REDIS_SUITE_REQUIRED:=1}"
-: "${REDIS_PY_REQUIRED:=1}"
+: "${CLIENT_SUITES_REQUIRED:=1}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
 : "${LARDER_TEST_REFERENCE:=1}"
 : "${LARDER_TEST_CARGO:=1}"
@@ -91,7 +94,7 @@ summary() {
   echo "==================== summary ===================="
   printf '%s\n' "${ROWS[@]}"
   echo "(failing: failures counted but not enforced, see *_REQUIRED at the top of scripts/test.sh)"
-  echo "must pass: rustfmt, clippy, cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite" || { [ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && echo ", redis-suite's required units"; })$([ "$REDIS_PY_REQUIRED" = 1 ] && echo ", redis-py")"
+  echo "must pass: rustfmt, clippy, cargo, server$([ "$PYTEST_REQUIRED" = 1 ] && echo ", pytest")$([ "$MEMCCAPABLE_REQUIRED" = 1 ] && echo ", memccapable")$([ "$REDIS_SUITE_REQUIRED" = 1 ] && echo ", redis-suite" || { [ -n "$REDIS_SUITE_REQUIRED_UNITS" ] && echo ", redis-suite's required units"; })$([ "$CLIENT_SUITES_REQUIRED" = 1 ] && echo ", redis-py, pymemcache")"
   echo "tests: $PASSED_TESTS passed, $FAILED_TESTS failed"
 }
 
@@ -120,7 +123,7 @@ PY=${PYTHON:-python3}
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 have_redis_src() { ls "$CACHE"/redis-src/redis-*/runtest >/dev/null 2>&1; }
-have_redis_py() { scripts/redis-py-suite.sh fetch --check; }
+have_client_suites() { scripts/client-suites.sh fetch --check; }
 
 # `apt-get source` needs a deb-src line; add one for the Debian mirror already configured.
 ensure_deb_src() {
@@ -159,7 +162,8 @@ setup() {
     fi
   fi
   have_redis_src || scripts/redis-suite.sh fetch || echo "setup: could not fetch Redis's test suite"
-  have_redis_py || scripts/redis-py-suite.sh fetch >>"$log" 2>&1 || echo "setup: could not fetch redis-py's tests (see $log)"
+  have_client_suites || scripts/client-suites.sh fetch >>"$log" 2>&1 ||
+    echo "setup: could not fetch the client libraries' tests (see $log)"
 
   # The venv, rebuilt only when requirements.txt changes or the venv is broken.
   local stamp
@@ -178,9 +182,9 @@ detail=""
 need tclsh8.6 || need tclsh8.5 || detail+=" no tclsh;"
 need memccapable || detail+=" no memccapable;"
 have_redis_src || detail+=" no redis test suite;"
-have_redis_py || detail+=" no redis-py tests;"
+have_client_suites || detail+=" no client library tests;"
 .venv/bin/python -c 'import redis, pymemcache, pytest' 2>/dev/null || detail+=" no .venv;"
-row setup "$([ -z "$detail" ] && echo ok || echo PARTIAL)" $((SECONDS - t)) "${detail:-packages, .venv, redis source, redis-py tests}" 0
+row setup "$([ -z "$detail" ] && echo ok || echo PARTIAL)" $((SECONDS - t)) "${detail:-packages, .venv, redis source, client library tests}" 0
 if [ "$SETUP_ONLY" = 1 ]; then
   printf '%s\n' "${ROWS[@]}"
   [ -z "$detail" ]
@@ -416,21 +420,25 @@ else
 fi
 
 echo
-echo "---- redis-py's test suite ----"
-# A server of its own: the tests FLUSHDB and change configuration.
-if have_redis_py; then
-  PY_PORT=$(free_port)
-  "$LARDER" server --bind 127.0.0.1 --port "$PY_PORT" --memcache-port 0 >"$CACHE/larder-redis-py.log" 2>&1 &
+echo "---- client libraries' test suites ----"
+# A server of their own: the tests flush and change configuration.
+if have_client_suites; then
+  CL_RESP=$(free_port)
+  CL_MC=$(free_port)
+  while [ "$CL_MC" = "$CL_RESP" ]; do CL_MC=$(free_port); done
+  "$LARDER" server --bind 127.0.0.1 --port "$CL_RESP" --memcache-port "$CL_MC" >"$CACHE/larder-clients.log" 2>&1 &
   PIDS+=($!)
-  if wait_ports $! "$PY_PORT"; then
-    suite redis-py "$REDIS_PY_REQUIRED" "$CACHE/redis-py-summary.txt" scripts/redis-py-suite.sh "$PY_PORT"
+  if wait_ports $! "$CL_RESP" "$CL_MC"; then
+    suite redis-py "$CLIENT_SUITES_REQUIRED" "$CACHE/redis-py-summary.txt" scripts/client-suites.sh redis-py "$CL_RESP"
+    suite pymemcache "$CLIENT_SUITES_REQUIRED" "$CACHE/pymemcache-summary.txt" \
+      scripts/client-suites.sh pymemcache "$CL_MC"
   else
-    row redis-py "not run" 0 "its server did not start: see $CACHE/larder-redis-py.log" "$REDIS_PY_REQUIRED"
-    [ "$REDIS_PY_REQUIRED" = 1 ] && FAILED_REQUIRED=1
+    row redis-py "not run" 0 "their server did not start: see $CACHE/larder-clients.log" "$CLIENT_SUITES_REQUIRED"
+    [ "$CLIENT_SUITES_REQUIRED" = 1 ] && FAILED_REQUIRED=1
   fi
 else
-  row redis-py "not run" 0 "no redis-py tests (see $CACHE/setup.log)" "$REDIS_PY_REQUIRED"
-  [ "$REDIS_PY_REQUIRED" = 1 ] && FAILED_REQUIRED=1
+  row redis-py "not run" 0 "no client library tests (see $CACHE/setup.log)" "$CLIENT_SUITES_REQUIRED"
+  [ "$CLIENT_SUITES_REQUIRED" = 1 ] && FAILED_REQUIRED=1
 fi
 
 # ---------------------------------------------------------------------------------------------

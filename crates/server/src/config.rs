@@ -137,8 +137,6 @@ pub struct Config {
     pub latency_monitor_threshold: AtomicU64,
     /// `latency-tracking-info-percentiles`: the percentiles INFO `latencystats` prints.
     latency_percentiles: RwLock<Vec<f64>>,
-    /// `requirepass`: the default user's password; None: no password (Redis's `nopass`).
-    pub requirepass: RwLock<Option<Vec<u8>>>,
     /// The shortest duration (µs) the slow log or the latency monitor wants to hear of
     /// (u64::MAX: neither), so a command's end compares its duration with one value.
     pub slow_usec: AtomicU64,
@@ -154,6 +152,8 @@ pub struct Config {
     pub passive: RwLock<Vec<(String, String)>>,
     /// The config file, for CONFIG REWRITE.
     pub file: Option<PathBuf>,
+    /// The file's `user <name> <rules>...` lines (ACL users; the text after `user`).
+    pub users: Vec<String>,
 }
 
 /// How a parameter's value is parsed, checked and printed (Redis's config types).
@@ -278,6 +278,11 @@ pub const PARAMS: &[Param] = &[
     p("lazyfree-lazy-user-flush", Kind::Bool, "no"),
     p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
     p("requirepass", Kind::Str, ""),
+    // ACLs: the ACL file (read at startup and by ACL LOAD, written by ACL SAVE), whether a new
+    // user starts with all channels, and how many entries ACL LOG keeps.
+    immutable("aclfile", Kind::Str, ""),
+    p("acl-pubsub-default", Kind::Enum(&["allchannels", "resetchannels"]), "resetchannels"),
+    p("acllog-max-len", Kind::Int(0, I64MAX), "128"),
     p("dir", Kind::Str, "."),
     p("dbfilename", Kind::Str, "dump.rdb"),
     p("rdbcompression", Kind::Bool, "yes"),
@@ -590,13 +595,13 @@ impl Config {
             latency_monitor_threshold: AtomicU64::new(0),
             latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             slow_usec: AtomicU64::new(10_000),
-            requirepass: RwLock::new(None),
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
             notify_keyspace_events: AtomicU32::new(0),
             tracking_table_max_keys: AtomicU64::new(1_000_000),
             passive: RwLock::new(vec![("dir".into(), dir)]),
             file,
+            users: Vec::new(),
         }
     }
 
@@ -685,8 +690,9 @@ impl Config {
             "shm" => self.shm = Some(value.to_string()),
             "databases" => self.databases = num(value)? as u32,
             "capacity" => self.capacity = Some(parse_mem_strict(value).ok_or("argument must be a memory value")?),
+            "user" => self.users.push(value.to_string()),
             // Fixed at startup and nothing to change: accepted so a redis.conf loads.
-            "daemonize" | "enable-debug-command" | "appendfilename" => {
+            "daemonize" | "enable-debug-command" | "appendfilename" | "aclfile" => {
                 let p = param(name).ok_or("unknown")?;
                 let v = normalize(p.kind, value)?;
                 self.store_passive(p.name, v);
@@ -727,11 +733,6 @@ impl Config {
                 let n = num();
                 self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed);
                 self.update_slow_usec();
-            }
-            "requirepass" => {
-                let pw = (!v.is_empty()).then(|| v.as_bytes().to_vec());
-                *self.requirepass.write().unwrap_or_else(|e| e.into_inner()) = pw;
-                self.store_passive(p.name, v.to_string());
             }
             "latency-tracking" => {
                 self.latency_tracking.store(v == "yes", Ordering::Relaxed);

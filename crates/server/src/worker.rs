@@ -549,10 +549,10 @@ impl Worker {
                 wbuf: Vec::new(),
                 wsent: 0,
                 state: ConnState {
-                    // Redis's `clientSetDefaultAuth`: without a password the default user
-                    // needs none.
-                    authenticated: self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_none(),
-                    ..ConnState::new(id, slot as u32, info)
+                    // Redis's `clientSetDefaultAuth`: a default user that is on with
+                    // `nopass` needs no AUTH.
+                    authenticated: self.shared.acl.default.is_free(),
+                    ..ConnState::new(id, slot as u32, info, self.shared.acl.default.clone())
                 },
                 writing: false,
                 soft_since: None,

@@ -18,6 +18,7 @@ use larder_engine::Limits;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
     /// A redis.conf-style file: `name value` per line; flags given on the command line win.
+    /// ACL users come from `user <name> <rules>...` lines or from an `aclfile <path>`.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Address to listen on.

@@ -300,6 +300,18 @@ fn user_lines_in_the_config_file() {
     ck(&mut c, "FLUSHDB", &noperm("flushdb"));
     ck(&mut c, "AUTH x y", "+OK\r\n");
     ck(&mut c, "GET k", "$-1\r\n");
+    // CONFIG REWRITE writes the users back, ACL SETUSER's too; they load again.
+    ck(&mut c, "AUTH default x", "+OK\r\n");
+    ck(&mut c, "ACL SETUSER z on nopass +ping", "+OK\r\n");
+    ck(&mut c, "CONFIG REWRITE", "+OK\r\n");
+    drop(t);
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("\nuser default on nopass sanitize-payload ~* resetchannels +@all -flushdb\n"), "{text}");
+    assert!(text.contains("\nuser z on nopass resetchannels -@all +ping\n"), "{text}");
+    let t = start_with(|a| a.config = Some(conf.clone()));
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "FLUSHDB", &noperm("flushdb"));
+    ck(&mut c, "AUTH z x", "+OK\r\n");
     drop(t);
     // Both an ACL file and user lines: refused, as Redis refuses it.
     std::fs::write(&conf, "aclfile /nonexistent\nuser x on\n").unwrap();

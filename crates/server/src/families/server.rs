@@ -942,7 +942,12 @@ fn cmd_config_resetstat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `CONFIG REWRITE` → `+OK` once the `--config` file holds the running configuration.
 fn cmd_config_rewrite(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    ctx.shared.config.rewrite().map_err(|e| CmdError::new(format!("ERR {e}")))?;
+    // Without an aclfile the users go into the config file (with one, ACL SAVE keeps them).
+    let users: Vec<String> = match ctx.shared.config.get("aclfile").unwrap_or_default().is_empty() {
+        true => ctx.shared.acl.all().iter().map(|u| format!("{} {}", u.name_str(), u.rules().describe())).collect(),
+        false => Vec::new(),
+    };
+    ctx.shared.config.rewrite(&users).map_err(|e| CmdError::new(format!("ERR {e}")))?;
     ctx.out.ok();
     Ok(())
 }

@@ -361,3 +361,42 @@ fn acl_cat_lists_what_redis_lists() {
     assert_eq!(checked, 21);
     let _ = c.s.flush();
 }
+
+#[test]
+fn key_specs_are_redis_key_specs() {
+    // acl_data/key_specs.txt: redis-server 7.0.15's key-spec flags per command. ACL checks
+    // read a key's permissions from these (ACCESS: read; INSERT, DELETE, UPDATE: write), so
+    // the key spec COMMAND INFO shows must be Redis's first one.
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let golden = include_str!("acl_data/key_specs.txt");
+    let mut checked = 0;
+    for line in golden.lines().filter(|l| !l.starts_with('#')) {
+        let (name, specs) = line.split_once(": ").unwrap();
+        // Their key spec's flags depend on the arguments (VARIABLE_FLAGS): COMMAND INFO
+        // shows the flags of a plain call, and ACLs look at the arguments.
+        if name == "set" || name == "bitfield" {
+            continue;
+        }
+        let Some(Val::Arr(entry)) = call(&mut c, &format!("COMMAND INFO {name}")).arr().into_iter().next() else {
+            continue; // a command Larder does not have
+        };
+        let Some(Val::Arr(ours)) = entry.get(8).cloned() else { continue };
+        let Some(Val::Arr(first)) = ours.into_iter().next() else { continue };
+        let flags = first[1].clone().arr();
+        let mut got: Vec<String> = flags
+            .into_iter()
+            .map(|v| match v {
+                Val::Simple(s) => s,
+                Val::Bulk(b) => String::from_utf8(b).unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let mut want: Vec<String> = specs.split(" | ").next().unwrap().split(' ').map(String::from).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{name}");
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+}

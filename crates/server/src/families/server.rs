@@ -1060,7 +1060,6 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("setex", &["OW", "update"]),
     ("psetex", &["OW", "update"]),
     ("mset", &["OW", "update"]),
-    ("msetnx", &["OW", "update"]),
     ("getset", &["RW", "access", "update"]),
     ("getdel", &["RW", "access", "delete"]),
     ("getex", &["RW", "access", "update"]),

@@ -169,9 +169,10 @@ pub struct ConnState {
     /// one check a command pays.
     pub tracking: u32,
     pub tracking_state: Option<Box<crate::tracking::ConnTracking>>,
-    /// Authenticated (Redis's `c->authenticated`): a client that connected while
-    /// `requirepass` was empty is, and stays so when a password is set later; one that
-    /// connected with a password set is not until AUTH (or HELLO ... AUTH) gives it.
+    /// Authenticated (Redis's `c->authenticated`): a client that connected while the default
+    /// user needed no password (on, `nopass`: `requirepass` empty) is, and stays so when a
+    /// password is set later; one that connected otherwise is not until AUTH (or HELLO ...
+    /// AUTH) gives it.
     pub authenticated: bool,
     /// The ACL user its commands are checked against (the default user until AUTH). Its
     /// `is_open()` is the one load a command pays for ACLs.

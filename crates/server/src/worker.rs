@@ -267,7 +267,8 @@ struct Worker {
 /// `clientsCron` at the default `hz 10`).
 const CLIENTS_CRON_EVERY: u64 = 100_000_000; // ns
 
-/// Output a client that has not authenticated (with `requirepass` set) may leave unread.
+/// Output a client that has not authenticated (while the default user needs a password)
+/// may leave unread.
 const UNAUTH_OUTPUT_LIMIT: u64 = 16 * 1024 + 1024;
 
 /// What a client that has not authenticated may send (Redis's limits in

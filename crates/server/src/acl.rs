@@ -1394,7 +1394,7 @@ mod tests {
     #[test]
     fn every_command_has_the_categories_of_redis_7_0_15() {
         // Redis's ACL CAT of a few categories, for commands Larder has (the whole table is
-        // compared by tests/acl_categories.rs against the golden lists).
+        // compared by tests/acl.rs against redis-server 7.0.15's lists).
         assert!(in_category(idx("set"), "string") && in_category(idx("set"), "write"));
         assert!(!in_category(idx("set"), "keyspace"));
         assert!(in_category(idx("multi"), "transaction"));

@@ -345,7 +345,7 @@ pub fn serve_ready<'k>(h: &mut Handle, shared: &Shared, worker: usize, db: u32, 
             let Some(w) = g.waiters.get(&id) else { break };
             let mut out = Vec::new();
             let served = {
-                let mut st = ConnState::new(id, 0, w.info.clone());
+                let mut st = ConnState::new(id, 0, w.info.clone(), shared.acl.default.clone());
                 st.db = db;
                 st.proto = w.proto;
                 // Serving never parks anyone again.

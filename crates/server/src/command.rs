@@ -169,15 +169,24 @@ pub struct ConnState {
     /// one check a command pays.
     pub tracking: u32,
     pub tracking_state: Option<Box<crate::tracking::ConnTracking>>,
-    /// Authenticated (Redis's `c->authenticated`): a client that connected while
-    /// `requirepass` was empty is, and stays so when a password is set later; one that
-    /// connected with a password set is not until AUTH (or HELLO ... AUTH) gives it.
+    /// Authenticated (Redis's `c->authenticated`): a client that connected while the default
+    /// user needed no password (on, `nopass`: `requirepass` empty) is, and stays so when a
+    /// password is set later; one that connected otherwise is not until AUTH (or HELLO ...
+    /// AUTH) gives it.
     pub authenticated: bool,
+    /// The ACL user its commands are checked against (the default user until AUTH). Its
+    /// `is_open()` is the one load a command pays for ACLs.
+    pub user: std::sync::Arc<crate::acl::User>,
 }
 
 impl ConnState {
-    /// A new connection's state: database 0, RESP2, replies on.
-    pub fn new(id: u64, slot: u32, info: std::sync::Arc<crate::ClientInfo>) -> ConnState {
+    /// A new connection's state: database 0, RESP2, replies on, ACL user `user`.
+    pub fn new(
+        id: u64,
+        slot: u32,
+        info: std::sync::Arc<crate::ClientInfo>,
+        user: std::sync::Arc<crate::acl::User>,
+    ) -> ConnState {
         ConnState {
             id,
             db: 0,
@@ -201,6 +210,7 @@ impl ConnState {
             tracking: 0,
             tracking_state: None,
             authenticated: true,
+            user,
         }
     }
 }
@@ -618,6 +628,7 @@ const SUBCOMMANDS: &[&[Spec]] = &[
     crate::families::server::SUBCOMMANDS,
     crate::families::pubsub::SUBCOMMANDS,
     crate::families::module::SUBCOMMANDS,
+    crate::families::acl::SUBCOMMANDS,
 ];
 
 /// The command table: every family's commands, then the subcommands.
@@ -751,9 +762,10 @@ fn execute(ctx: &mut Ctx<'_>, known: Option<usize>) -> Option<usize> {
         reject(ctx, Some(i), msg);
         return None;
     }
-    // The rare states (in MULTI, subscribed, not authenticated) cost one branch on the
-    // common path, and CLIENT PAUSE one relaxed load.
-    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() || !ctx.conn.authenticated {
+    // The rare states (in MULTI, subscribed, not authenticated, an ACL user with less than
+    // every command, key and channel) cost one branch on the common path, and CLIENT PAUSE
+    // one relaxed load.
+    if ctx.conn.multi.is_some() || ctx.conn.subs.is_some() || !ctx.conn.authenticated || !ctx.conn.user.is_open() {
         if !admit(ctx, i) {
             return None;
         }
@@ -781,6 +793,15 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     if ctx.conn.multi.is_some() && spec.flags & NO_MULTI != 0 {
         reject(ctx, Some(i), "ERR Command not allowed inside a transaction");
         return false;
+    }
+    if !ctx.conn.user.is_open() {
+        // Redis sets lastcmd at the lookup: the log entry's client info shows this command.
+        ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
+        let context = if ctx.conn.multi.is_some() { crate::acl::Context::Multi } else { crate::acl::Context::Toplevel };
+        if let Err(denied) = crate::families::acl::check(ctx, i, context) {
+            reject(ctx, Some(i), denied.error(i));
+            return false;
+        }
     }
     // RESP2 has no push type: a subscribed client may only (un)subscribe, PING, QUIT, RESET.
     if ctx.conn.subs.is_some()
@@ -820,9 +841,10 @@ fn admit(ctx: &mut Ctx<'_>, i: usize) -> bool {
     true
 }
 
-/// Redis's `authRequired`: a password is set and the client has not authenticated.
+/// Redis's `authRequired`: the default user needs a password (or is off) and the client
+/// has not authenticated.
 pub(crate) fn auth_required(shared: &Shared, conn: &ConnState) -> bool {
-    !conn.authenticated && shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    !conn.authenticated && !shared.acl.default.is_free()
 }
 
 /// What a client in MONITOR mode gets for a command that reads or writes the keyspace

@@ -18,6 +18,7 @@ use larder_engine::Limits;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
     /// A redis.conf-style file: `name value` per line; flags given on the command line win.
+    /// ACL users come from `user <name> <rules>...` lines or from an `aclfile <path>`.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Address to listen on.
@@ -137,8 +138,6 @@ pub struct Config {
     pub latency_monitor_threshold: AtomicU64,
     /// `latency-tracking-info-percentiles`: the percentiles INFO `latencystats` prints.
     latency_percentiles: RwLock<Vec<f64>>,
-    /// `requirepass`: the default user's password; None: no password (Redis's `nopass`).
-    pub requirepass: RwLock<Option<Vec<u8>>>,
     /// The shortest duration (µs) the slow log or the latency monitor wants to hear of
     /// (u64::MAX: neither), so a command's end compares its duration with one value.
     pub slow_usec: AtomicU64,
@@ -154,6 +153,8 @@ pub struct Config {
     pub passive: RwLock<Vec<(String, String)>>,
     /// The config file, for CONFIG REWRITE.
     pub file: Option<PathBuf>,
+    /// The file's `user <name> <rules>...` lines (ACL users; the text after `user`).
+    pub users: Vec<String>,
 }
 
 /// How a parameter's value is parsed, checked and printed (Redis's config types).
@@ -279,6 +280,11 @@ pub const PARAMS: &[Param] = &[
     p("lazyfree-lazy-user-flush", Kind::Bool, "no"),
     p("loglevel", Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]), "notice"),
     p("requirepass", Kind::Str, ""),
+    // ACLs: the ACL file (read at startup and by ACL LOAD, written by ACL SAVE), whether a new
+    // user starts with all channels, and how many entries ACL LOG keeps.
+    immutable("aclfile", Kind::Str, ""),
+    p("acl-pubsub-default", Kind::Enum(&["allchannels", "resetchannels"]), "resetchannels"),
+    p("acllog-max-len", Kind::Int(0, I64MAX), "128"),
     p("dir", Kind::Str, "."),
     p("dbfilename", Kind::Str, "dump.rdb"),
     p("rdbcompression", Kind::Bool, "yes"),
@@ -591,13 +597,13 @@ impl Config {
             latency_monitor_threshold: AtomicU64::new(0),
             latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             slow_usec: AtomicU64::new(10_000),
-            requirepass: RwLock::new(None),
             timeout: AtomicU64::new(0),
             hll_sparse_max_bytes: AtomicU64::new(3000),
             notify_keyspace_events: AtomicU32::new(0),
             tracking_table_max_keys: AtomicU64::new(1_000_000),
             passive: RwLock::new(vec![("dir".into(), dir)]),
             file,
+            users: Vec::new(),
         }
     }
 
@@ -686,8 +692,9 @@ impl Config {
             "shm" => self.shm = Some(value.to_string()),
             "databases" => self.databases = num(value)? as u32,
             "capacity" => self.capacity = Some(parse_mem_strict(value).ok_or("argument must be a memory value")?),
+            "user" => self.users.push(value.to_string()),
             // Fixed at startup and nothing to change: accepted so a redis.conf loads.
-            "daemonize" | "enable-debug-command" | "enable-module-command" | "appendfilename" => {
+            "daemonize" | "enable-debug-command" | "enable-module-command" | "appendfilename" | "aclfile" => {
                 let p = param(name).ok_or("unknown")?;
                 let v = normalize(p.kind, value)?;
                 self.store_passive(p.name, v);
@@ -728,11 +735,6 @@ impl Config {
                 let n = num();
                 self.slowlog_log_slower_than.store(if n < 0 { u64::MAX } else { n as u64 }, Ordering::Relaxed);
                 self.update_slow_usec();
-            }
-            "requirepass" => {
-                let pw = (!v.is_empty()).then(|| v.as_bytes().to_vec());
-                *self.requirepass.write().unwrap_or_else(|e| e.into_inner()) = pw;
-                self.store_passive(p.name, v.to_string());
             }
             "latency-tracking" => {
                 self.latency_tracking.store(v == "yes", Ordering::Relaxed);
@@ -895,12 +897,15 @@ impl Config {
     /// CONFIG REWRITE: rewrites the `--config` file with the current values, as Redis does:
     /// lines of known parameters get the current value (later duplicates are dropped),
     /// comments and unknown lines stay, and parameters that differ from their default but
-    /// were not in the file are appended.
-    pub fn rewrite(&self) -> Result<(), String> {
+    /// were not in the file are appended. `users` are the ACL users' `user` lines (the
+    /// text after `user`), which take the place of the file's (none with an `aclfile`, as
+    /// Redis's `rewriteConfigUserOption`).
+    pub fn rewrite(&self, users: &[String]) -> Result<(), String> {
         let Some(path) = &self.file else { return Err("The server is running without a config file".into()) };
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut out = Vec::new();
         let mut seen: Vec<&'static str> = Vec::new();
+        let mut users_written = false;
         for line in text.lines() {
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
@@ -910,6 +915,13 @@ impl Config {
                 continue;
             }
             let name = t.split_whitespace().next().unwrap_or("");
+            if name.eq_ignore_ascii_case("user") {
+                if !users_written {
+                    out.extend(users.iter().map(|u| format!("user {u}")));
+                    users_written = true;
+                }
+                continue;
+            }
             match param(name) {
                 Some(p) if !seen.contains(&p.name) => {
                     seen.push(p.name);
@@ -934,6 +946,12 @@ impl Config {
                 }
                 out.push(format!("{} {}", p.name, quote(&cur)));
             }
+        }
+        if !users_written && !users.is_empty() {
+            if !header {
+                out.push("# Generated by CONFIG REWRITE".into());
+            }
+            out.extend(users.iter().map(|u| format!("user {u}")));
         }
         let mut body = out.join("\n");
         body.push('\n');

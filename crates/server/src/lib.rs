@@ -25,6 +25,7 @@
 //! gates (see [`gate`]). CLIENT UNPAUSE wakes every worker to run the requests it held (see
 //! [`pause`]).
 
+pub mod acl;
 pub mod blocking;
 pub mod command;
 pub mod config;
@@ -120,6 +121,10 @@ pub struct ClientInfo {
     /// `argv_len_sum`): a blocked command's, and CLIENT LIST's or INFO's own; 0 between
     /// commands.
     pub argv_mem: AtomicU64,
+    /// The ACL user it is authenticated as (None: the default user), for CLIENT LIST,
+    /// CLIENT KILL USER and the closing of a deleted user's clients. The connection's own
+    /// `ConnState::user` is what its commands are checked against.
+    pub user: Mutex<Option<Arc<acl::User>>>,
     /// Bytes its MULTI queue holds as Redis counts them (CLIENT LIST `multi-mem`: each queued
     /// command's argument bytes and 8 per argument).
     pub multi_mem: AtomicU64,
@@ -174,6 +179,7 @@ impl ClientInfo {
             tracking: Default::default(),
             redirect: Default::default(),
             argv_mem: Default::default(),
+            user: Default::default(),
             multi_mem: Default::default(),
         }
     }
@@ -188,6 +194,19 @@ impl ClientInfo {
         self.mem.load(Ordering::Relaxed).max(buffers)
             + self.argv_mem.load(Ordering::Relaxed)
             + self.multi_mem.load(Ordering::Relaxed)
+    }
+
+    /// The name of its ACL user (CLIENT LIST `user=`).
+    pub fn user_name(&self) -> String {
+        self.user.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or_else(|| "default".into(), |u| u.name_str())
+    }
+
+    /// Whether it is authenticated as `user`.
+    pub fn is_user(&self, user: &Arc<acl::User>, default: &Arc<acl::User>) -> bool {
+        match &*self.user.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(u) => Arc::ptr_eq(u, user),
+            None => Arc::ptr_eq(default, user),
+        }
     }
 
     /// Marks the client to be closed by its worker (CLIENT KILL); the caller wakes workers.
@@ -239,6 +258,8 @@ pub struct Mailbox {
 pub struct Shared {
     pub store: Store,
     pub config: Config,
+    /// ACL users and the ACL log.
+    pub acl: acl::Acl,
     pub stats: Stats,
     pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     pub next_client_id: AtomicU64,
@@ -447,6 +468,7 @@ impl Server {
             tracing::info!("reaped {reaped} participants of processes that died attached to the segment");
         }
         let at_start = AtStart::measure(&store)?;
+        let acl = acl::startup(&config)?;
         let run_id = {
             let mut b = [0u8; 20];
             let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
@@ -457,6 +479,7 @@ impl Server {
             store,
             stats: Stats::new(threads + 1),
             config,
+            acl,
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             connected: AtomicU64::new(0),

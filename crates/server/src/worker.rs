@@ -267,7 +267,8 @@ struct Worker {
 /// `clientsCron` at the default `hz 10`).
 const CLIENTS_CRON_EVERY: u64 = 100_000_000; // ns
 
-/// Output a client that has not authenticated (with `requirepass` set) may leave unread.
+/// Output a client that has not authenticated (while the default user needs a password)
+/// may leave unread.
 const UNAUTH_OUTPUT_LIMIT: u64 = 16 * 1024 + 1024;
 
 /// What a client that has not authenticated may send (Redis's limits in
@@ -549,10 +550,10 @@ impl Worker {
                 wbuf: Vec::new(),
                 wsent: 0,
                 state: ConnState {
-                    // Redis's `clientSetDefaultAuth`: without a password the default user
-                    // needs none.
-                    authenticated: self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_none(),
-                    ..ConnState::new(id, slot as u32, info)
+                    // Redis's `clientSetDefaultAuth`: a default user that is on with
+                    // `nopass` needs no AUTH.
+                    authenticated: self.shared.acl.default.is_free(),
+                    ..ConnState::new(id, slot as u32, info, self.shared.acl.default.clone())
                 },
                 writing: false,
                 soft_since: None,

@@ -140,7 +140,7 @@ fn hello_switches_protocol() {
     c.check(&cmd(&[b"COMMAND", b"INFO", b"nosuch"]), b"*1\r\n_\r\n");
     c.check(
         &cmd(&[b"COMMAND", b"INFO", b"ping"]),
-        b"*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~2\r\n+@fast\r\n+@connection\r\n~0\r\n~0\r\n~0\r\n",
+        b"*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~2\r\n+@fast\r\n+@connection\r\n~2\r\n$25\r\nrequest_policy:all_shards\r\n$29\r\nresponse_policy:all_succeeded\r\n~0\r\n~0\r\n",
     );
     let info = ask(&mut c, &[b"INFO", b"cluster"]);
     assert_eq!(info, "=34\r\ntxt:# Cluster\r\ncluster_enabled:0\r\n\r\n");
@@ -1942,7 +1942,10 @@ fn module_replicaof_and_protected_commands_answer_as_redis() {
     ck(&mut c, "ROLE", "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
     // Tips, as Redis lists them.
     let info = ask(&mut c, &[b"COMMAND", b"INFO", b"keys"]);
-    assert!(info.contains("+request_policy:all_shards\r\n+nondeterministic_output_order\r\n"), "{info:?}");
+    assert!(
+        info.contains("*2\r\n$25\r\nrequest_policy:all_shards\r\n$29\r\nnondeterministic_output_order\r\n"),
+        "{info:?}"
+    );
 
     let dir = std::env::temp_dir().join(format!("larder-protected-{}", std::process::id()));
     std::fs::write(&dir, "enable-module-command local\nenable-debug-command no\n").unwrap();

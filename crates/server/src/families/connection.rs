@@ -60,7 +60,7 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec(
         "client|unblock",
         -3,
-        CS,
+        ADMIN | CS,
         "Unblocks a client blocked by a blocking command from a different connection.",
         cmd_client_unblock,
     ),
@@ -150,31 +150,34 @@ fn cmd_select(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     Ok(())
 }
 
-/// Larder has one user, `default` (Redis's default ACL user): with `requirepass` empty it
-/// has no password and any password is accepted for it, else only that one. Every other
-/// user name is refused. Success authenticates the connection; a failure leaves it as it
-/// was (Redis's `ACLAuthenticateUser`).
+/// Logs the connection in as `user` (Redis's `ACLAuthenticateUser`): on success it is
+/// authenticated as that user; a failure leaves it as it was and is logged (ACL LOG).
 fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
-    if credentials_ok(ctx.shared, user, pass) {
-        ctx.conn.authenticated = true;
-        Ok(())
-    } else {
-        Err(CmdError::new("WRONGPASS invalid username-password pair or user is disabled."))
+    match ctx.shared.acl.login(user, pass) {
+        Some(u) => {
+            ctx.conn.authenticated = true;
+            *ctx.conn.info.user.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.clone());
+            ctx.conn.user = u;
+            Ok(())
+        }
+        None => {
+            let context =
+                if ctx.conn.multi.is_some() { crate::acl::Context::Multi } else { crate::acl::Context::Toplevel };
+            let object = ctx.arg(0).to_vec();
+            crate::families::acl::log(ctx, crate::acl::Reason::Auth, context, object, Some(user.to_vec()));
+            Err(CmdError::new("WRONGPASS invalid username-password pair or user is disabled."))
+        }
     }
 }
 
-/// Whether `user` / `pass` are the default user's credentials.
+/// Whether `user` / `pass` log in.
 pub(crate) fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
-    user == b"default"
-        && match &*shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()) {
-            None => true,
-            Some(pw) => pw == pass,
-        }
+    shared.acl.login(user, pass).is_some()
 }
 
-/// Whether the default user has a password (`requirepass`).
+/// Whether the default user needs a password (it is off, or not `nopass`).
 fn password_set(shared: &Shared) -> bool {
-    shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    !shared.acl.default.rules().nopass
 }
 
 /// # Format
@@ -243,6 +246,8 @@ pub(crate) fn redacted_args(shared: &Shared, name: &str, argv: Argv<'_>) -> Vec<
     let argc = argv.len();
     match name {
         "auth" if argc <= 3 => (1..argc).collect(),
+        // Redis redacts every argument from the user name on, whatever happens.
+        "acl|setuser" if argc >= 3 => (2..argc).collect(),
         "hello" => {
             let mut out = Vec::new();
             if argc >= 2 && crate::command::parse_i64(argv.get(1)).and_then(Protocol::from_version).is_none() {
@@ -271,9 +276,10 @@ pub(crate) fn redacted_args(shared: &Shared, name: &str, argv: Argv<'_>) -> Vec<
 }
 
 /// # Format
-/// `AUTH [username] password` → `+OK` if the password is the default user's (any password
-/// while `requirepass` is empty), else `-WRONGPASS`; `AUTH password` with no password set
-/// is the error Redis gives.
+/// `AUTH [username] password` → `+OK` if the user (`default` without one) is on and the
+/// password is one of its passwords (any, for a `nopass` user), else `-WRONGPASS` and an
+/// ACL LOG entry; `AUTH password` while the default user has no password is the error
+/// Redis gives.
 fn cmd_auth(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let (user, pass) = match ctx.argc() {
         2 if !password_set(ctx.shared) => {
@@ -310,8 +316,10 @@ fn cmd_reset(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     ctx.conn.info.no_evict.store(false, Ordering::Relaxed);
     ctx.shared.monitors.leave(&ctx.conn.info);
     crate::tracking::disable(ctx.shared, ctx.conn);
-    // Back to the default user's state: authenticated only if it has no password.
-    ctx.conn.authenticated = !password_set(ctx.shared);
+    // Back to the default user: authenticated only if it needs no password.
+    ctx.conn.user = ctx.shared.acl.default.clone();
+    *ctx.conn.info.user.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    ctx.conn.authenticated = ctx.shared.acl.default.is_free();
     ctx.out.simple(b"RESET");
     Ok(())
 }
@@ -518,7 +526,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} \
          qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events={} cmd={} \
-         user=default redir={} resp={} lib-name={} lib-ver={}",
+         user={} redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -544,6 +552,7 @@ pub fn client_line(c: &ClientInfo, shared: &Shared) -> String {
         c.tot_mem(),
         if unsent > 0 { "rw" } else { "r" },
         cmd,
+        c.user_name(),
         redirect_of(c),
         c.resp.load(Ordering::Relaxed),
         text(&c.lib_name),
@@ -608,6 +617,9 @@ struct KillFilter {
     id: Option<u64>,
     kind: Option<ClientType>,
     max_age: Option<u64>,
+    /// USER: the user, and the server's default user (what a client without a user of its
+    /// own is authenticated as).
+    user: Option<(Arc<crate::acl::User>, Arc<crate::acl::User>)>,
     skip_me: bool,
 }
 
@@ -618,6 +630,7 @@ impl KillFilter {
             || self.id.is_some_and(|id| id != c.id)
             || self.kind.is_some_and(|k| k != type_of(c))
             || self.max_age.is_some_and(|m| c.created.elapsed().as_secs() <= m)
+            || self.user.as_ref().is_some_and(|(u, default)| !c.is_user(u, default))
             || (self.skip_me && c.id == me)
             || c.killed.load(Ordering::Relaxed))
     }
@@ -643,9 +656,9 @@ fn parse_kill_filter(ctx: &Ctx<'_>) -> Result<KillFilter, CmdError> {
             b"addr" => f.addr = Some(v.to_vec()),
             b"laddr" => f.laddr = Some(v.to_vec()),
             b"user" => {
-                if v != b"default" {
-                    return Err(CmdError::new(format!("ERR No such user '{}'", String::from_utf8_lossy(v))));
-                }
+                let u = ctx.shared.acl.get(v);
+                let u = u.ok_or_else(|| CmdError::new(format!("ERR No such user '{}'", String::from_utf8_lossy(v))))?;
+                f.user = Some((u, ctx.shared.acl.default.clone()));
             }
             b"skipme" => match v.to_ascii_lowercase().as_slice() {
                 b"yes" => f.skip_me = true,

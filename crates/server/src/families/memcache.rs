@@ -563,9 +563,10 @@ const AUTH_LINE_MAX: usize = 2048;
 /// data is skipped unread and fails; memcached reads it all, whatever its size.
 const AUTH_TOKEN_MAX: usize = 4096;
 
-/// memcached's ASCII authentication (its `-Y authfile`), with `requirepass` as the password
-/// of Larder's one user, `default`: until it authenticates, a connection may send only
-/// `set <key> <flags> <exptime> <bytes>` with `default <password>` as the data (key, flags
+/// memcached's ASCII authentication (its `-Y authfile`, which may list several users), with
+/// the ACL users as its users (`requirepass` is the password of `default`): while the
+/// default user needs a password, a connection may send only
+/// `set <key> <flags> <exptime> <bytes>` with `<user> <password>` as the data (key, flags
 /// and exptime ignored), answered `STORED` when right. Anything else gets memcached's
 /// errors: `CLIENT_ERROR unauthenticated` for another request, `... bad command line
 /// termination`, `... bad authentication token format`, `... authentication failure`.
@@ -627,8 +628,10 @@ fn authenticate(
             continue;
         };
         count(C::AuthCmds);
-        if crate::families::connection::credentials_ok(shared, user, pass) {
+        if let Some(u) = shared.acl.login(user, pass) {
             conn.authenticated = true;
+            *conn.info.user.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.clone());
+            conn.user = u;
             out.extend_from_slice(b"STORED\r\n");
         } else {
             count(C::AuthErrors);
@@ -1592,7 +1595,7 @@ impl<'a> Mc<'a> {
         n(out, "tcp_backlog", 1024);
         t(out, "binding_protocol", "ascii");
         t(out, "auth_enabled_sasl", "no");
-        let password = self.shared.config.requirepass.read().unwrap_or_else(|e| e.into_inner()).is_some();
+        let password = !self.shared.acl.default.is_free();
         t(out, "auth_enabled_ascii", if password { "yes" } else { "no" });
         n(out, "item_size_max", self.item_max as u64);
         t(out, "maxconns_fast", "yes");
@@ -1922,7 +1925,7 @@ mod tests {
         let mut h = shared.store.handle().unwrap();
         let new_conn = || {
             let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, 0, -1, 0));
-            ConnState::new(1, 0, info)
+            ConnState::new(1, 0, info, Arc::new(crate::acl::User::new(b"default", crate::acl::Rules::everything())))
         };
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..2000 {
@@ -1982,7 +1985,12 @@ mod tests {
         input.extend_from_slice(b"mn\r\nget c c c c c c c c\r\nversion\r\n");
         let mut run = |cap: usize| {
             let info = Arc::new(crate::ClientInfo::new(1, "a".into(), "b".into(), Proto::Memcache, 0, 0, -1, 0));
-            let mut conn = ConnState::new(1, 0, info);
+            let mut conn = ConnState::new(
+                1,
+                0,
+                info,
+                Arc::new(crate::acl::User::new(b"default", crate::acl::Rules::everything())),
+            );
             let (mut out, mut pos, mut calls) = (Vec::new(), 0, 0);
             while pos < input.len() {
                 let before = out.len();

@@ -2,6 +2,7 @@
 //! an op (engine in, result out) where there is one, and a `cmd_*` handler that parses
 //! arguments and writes the reply.
 
+pub mod acl;
 pub mod bitmap;
 pub mod collection;
 pub mod connection;
@@ -39,6 +40,7 @@ pub const ALL: &[&[Spec]] = &[
     zset::COMMANDS,
     geo::COMMANDS,
     module::COMMANDS,
+    acl::COMMANDS,
 ];
 
 /// Where the keys are in a command whose key positions depend on its arguments

@@ -337,6 +337,15 @@ fn run(ctx: &mut Ctx<'_>, q: &Queue) {
                     shared: ctx.shared,
                     worker: ctx.worker,
                 };
+                // ACLs are checked again: the rules may have changed since the command was
+                // queued (Redis's `execCommand`).
+                if !inner.conn.user.is_open() {
+                    if let Err(d) = crate::families::acl::check(&mut inner, i as usize, crate::acl::Context::Multi) {
+                        crate::command::reply_error(&mut inner, &CmdError::new(d.exec_error()), None);
+                        pos += n;
+                        continue;
+                    }
+                }
                 let mark = inner.out.buf().len();
                 let spec = crate::command::table().specs[i as usize];
                 // A tracking client's reads remember their keys, as outside a transaction.

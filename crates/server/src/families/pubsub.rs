@@ -169,6 +169,20 @@ impl Registry {
         }
     }
 
+    /// Calls `f` with each subscription of every client (ACL SETUSER closes the subscribers
+    /// that lost a channel).
+    pub fn each_subscription(&self, mut f: impl FnMut(&Arc<crate::ClientInfo>, Kind, &[u8])) {
+        let m = self.read();
+        for (kind, map) in [(Kind::Channel, &m.channels), (Kind::Shard, &m.shard)] {
+            for (name, subs) in map.iter() {
+                subs.iter().for_each(|s| f(&s.info, kind, name));
+            }
+        }
+        for (name, subs) in &m.patterns {
+            subs.iter().for_each(|s| f(&s.info, Kind::Pattern, name));
+        }
+    }
+
     fn remove(&self, kind: Kind, name: &[u8], client: u64) {
         let mut m = self.write();
         let drop_from = |v: &mut Vec<Subscriber>| v.retain(|s| s.client != client);

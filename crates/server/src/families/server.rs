@@ -915,6 +915,9 @@ fn cmd_config_set(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     }
     for (p, v) in &checked {
         cfg.apply(p, v);
+        if p.name == "requirepass" {
+            ctx.shared.acl.set_default_password(v.as_bytes());
+        }
     }
     cfg.sync_limits(ctx.shared.store.limits());
     // This worker's engine handle records what the new notify-keyspace-events asks for from
@@ -939,7 +942,12 @@ fn cmd_config_resetstat(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// # Format
 /// `CONFIG REWRITE` → `+OK` once the `--config` file holds the running configuration.
 fn cmd_config_rewrite(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    ctx.shared.config.rewrite().map_err(|e| CmdError::new(format!("ERR {e}")))?;
+    // Without an aclfile the users go into the config file (with one, ACL SAVE keeps them).
+    let users: Vec<String> = match ctx.shared.config.get("aclfile").unwrap_or_default().is_empty() {
+        true => ctx.shared.acl.all().iter().map(|u| format!("{} {}", u.name_str(), u.rules().describe())).collect(),
+        false => Vec::new(),
+    };
+    ctx.shared.config.rewrite(&users).map_err(|e| CmdError::new(format!("ERR {e}")))?;
     ctx.out.ok();
     Ok(())
 }
@@ -966,30 +974,7 @@ fn cmd_config_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 
 // ------------------------------------------------------------------------------- COMMAND
 
-/// ACL categories, in the order Redis prints them.
-const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
+use crate::acl::CATEGORIES;
 
 /// Categories Redis gives some commands beyond what their group and flags imply.
 const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
@@ -1001,6 +986,16 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("flushdb", &["keyspace", "dangerous"]),
     ("flushall", &["keyspace", "dangerous"]),
     ("swapdb", &["keyspace", "dangerous"]),
+    ("dbsize", &["keyspace"]),
+];
+
+/// Commands whose categories in Redis are not their group's: these instead (the flags'
+/// implicit ones are added as for any command). SORT is in the generic group but Redis files
+/// it under the types it sorts.
+const OWN_CATEGORIES: &[(&str, &[&str])] = &[
+    ("sort", &["set", "sortedset", "list", "dangerous"]),
+    ("sort_ro", &["set", "sortedset", "list", "dangerous"]),
+    ("pubsub|help", &[]),
 ];
 
 fn group_category(group: &str) -> Option<&'static str> {
@@ -1009,7 +1004,7 @@ fn group_category(group: &str) -> Option<&'static str> {
         "string" => "string",
         "list" => "list",
         "set" => "set",
-        "sorted_set" | "sortedset" | "zset" => "sortedset",
+        "sorted-set" | "sorted_set" | "sortedset" | "zset" => "sortedset",
         "hash" => "hash",
         "bitmap" => "bitmap",
         "hyperloglog" => "hyperloglog",
@@ -1025,13 +1020,15 @@ fn group_category(group: &str) -> Option<&'static str> {
 
 /// A command's ACL categories: its group's, the implicit ones of its flags (as Redis's
 /// `setImplicitACLCategories`), and [`EXTRA_CATEGORIES`].
-fn categories(i: usize) -> Vec<&'static str> {
+pub(crate) fn categories(i: usize) -> Vec<&'static str> {
     let t = table();
     let s = t.specs[i];
     let mut cats: Vec<&'static str> = Vec::new();
     // A pure container (CLIENT, CONFIG, …) has no categories of its own but @slow.
     let container = !t.subcommands(i).is_empty() && s.flags == 0;
-    if !container {
+    if let Some((_, own)) = OWN_CATEGORIES.iter().find(|(n, _)| *n == s.name) {
+        cats.extend(own.iter().copied());
+    } else if !container {
         cats.extend(group_category(s.group));
         let base = s.name.split('|').next().unwrap_or(s.name);
         for (name, extra) in EXTRA_CATEGORIES {
@@ -1063,7 +1060,6 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("setex", &["OW", "update"]),
     ("psetex", &["OW", "update"]),
     ("mset", &["OW", "update"]),
-    ("msetnx", &["OW", "update"]),
     ("getset", &["RW", "access", "update"]),
     ("getdel", &["RW", "access", "delete"]),
     ("getex", &["RW", "access", "update"]),
@@ -1087,6 +1083,68 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
     ("watch", &["RO"]),
+    // Checked against redis-server 7.0.15's COMMAND INFO (ACLs read these: ACCESS needs
+    // read permission; INSERT, DELETE, UPDATE write; RO alone, as the existence and length
+    // commands have it, neither).
+    ("blmpop", &["RW", "access", "delete"]),
+    ("blpop", &["RW", "access", "delete"]),
+    ("brpop", &["RW", "access", "delete"]),
+    ("bzmpop", &["RW", "access", "delete"]),
+    ("bzpopmax", &["RW", "access", "delete"]),
+    ("bzpopmin", &["RW", "access", "delete"]),
+    ("georadius", &["RO", "access"]),
+    ("georadiusbymember", &["RO", "access"]),
+    ("geosearchstore", &["OW", "update"]),
+    ("hdel", &["RW", "delete"]),
+    ("hexists", &["RO"]),
+    ("hincrby", &["RW", "access", "update"]),
+    ("hincrbyfloat", &["RW", "access", "update"]),
+    ("hlen", &["RO"]),
+    ("hsetnx", &["RW", "insert"]),
+    ("hstrlen", &["RO"]),
+    ("linsert", &["RW", "insert"]),
+    ("llen", &["RO"]),
+    ("lmpop", &["RW", "access", "delete"]),
+    ("lpop", &["RW", "access", "delete"]),
+    ("lpush", &["RW", "insert"]),
+    ("lpushx", &["RW", "insert"]),
+    ("lrem", &["RW", "delete"]),
+    ("ltrim", &["RW", "delete"]),
+    ("memory|usage", &["RO"]),
+    ("move", &["RW", "access", "update"]),
+    ("msetnx", &["OW", "insert"]),
+    ("object|encoding", &["RO"]),
+    ("object|freq", &["RO"]),
+    ("object|idletime", &["RO"]),
+    ("object|refcount", &["RO"]),
+    ("pfadd", &["RW", "insert"]),
+    ("pfcount", &["RW", "access"]),
+    ("pfdebug", &["RW", "access"]),
+    ("rpop", &["RW", "access", "delete"]),
+    ("rpush", &["RW", "insert"]),
+    ("rpushx", &["RW", "insert"]),
+    ("sadd", &["RW", "insert"]),
+    ("scard", &["RO"]),
+    ("setbit", &["RW", "access", "update"]),
+    ("setnx", &["OW", "insert"]),
+    ("sintercard", &["RO", "access"]),
+    ("sismember", &["RO"]),
+    ("spop", &["RW", "access", "delete"]),
+    ("srem", &["RW", "delete"]),
+    ("strlen", &["RO"]),
+    ("zcard", &["RO"]),
+    ("zdiff", &["RO", "access"]),
+    ("zincrby", &["RW", "access", "update"]),
+    ("zinter", &["RO", "access"]),
+    ("zintercard", &["RO", "access"]),
+    ("zmpop", &["RW", "access", "delete"]),
+    ("zpopmax", &["RW", "access", "delete"]),
+    ("zpopmin", &["RW", "access", "delete"]),
+    ("zrem", &["RW", "delete"]),
+    ("zremrangebylex", &["RW", "delete"]),
+    ("zremrangebyrank", &["RW", "delete"]),
+    ("zremrangebyscore", &["RW", "delete"]),
+    ("zunion", &["RO", "access"]),
     // Commands with two key specs: these are the first's (the key at `first_key`), and
     // KEY_FLAGS_REST has the other keys'.
     ("lmove", &["RW", "access", "delete"]),
@@ -1134,6 +1192,9 @@ const KEY_FLAGS_REST: &[(&str, &[&str])] = &[
     ("zinterstore", &["RO", "access"]),
     ("zdiffstore", &["RO", "access"]),
     ("zrangestore", &["RO", "access"]),
+    ("georadius", &["OW", "update"]),
+    ("georadiusbymember", &["OW", "update"]),
+    ("geosearchstore", &["RO", "access"]),
 ];
 
 /// Key-spec flags for the key at argument `pos` of a command: [`KEY_FLAGS_REST`] for a key
@@ -1276,7 +1337,7 @@ fn write_command_info(out: &mut Writer<'_>, i: usize) {
     let tips = TIPS.iter().find(|(name, _)| *name == s.name).map_or(&[][..], |(_, t)| *t);
     out.set(tips.len());
     for tip in tips {
-        out.simple(tip.as_bytes());
+        out.bulk(tip.as_bytes());
     }
     if s.first_key > 0 {
         // The legacy range as one key spec: keys from index `first`, up to `last` (relative
@@ -1462,6 +1523,60 @@ fn keys_of(args: &[&[u8]]) -> Result<(usize, Vec<usize>), CmdError> {
         return Err(CmdError::new("ERR Invalid arguments specified for command"));
     }
     Ok((i, keys))
+}
+
+/// The keys of a request for command `i` (its subcommand, if any; arity checked) that ACLs
+/// check, with the permissions each needs ([`crate::acl::PERM_R`], `PERM_W`, both or
+/// neither), from its key specs' flags as Redis's `ACLSelectorCheckKey` reads them: ACCESS
+/// needs read, INSERT, DELETE and UPDATE need write; shard channels (`not_key`) are not
+/// keys. SET with GET and BITFIELD with SET or INCRBY read and write, as their key-spec
+/// functions say; without, SET only writes and BITFIELD only reads.
+pub(crate) fn acl_keys(i: usize, args: &[&[u8]]) -> Vec<(usize, u8)> {
+    let s = table().specs[i];
+    if s.first_key <= 0 && s.flags & MOVABLEKEYS == 0 {
+        return Vec::new();
+    }
+    let positions = match s.flags & MOVABLEKEYS != 0 {
+        true => crate::families::movable_keys(s.name, args),
+        false => None,
+    };
+    let positions = positions.unwrap_or_else(|| legacy_keys(s, args.len()));
+    // SET's options start after its value, BITFIELD's operations after its key.
+    let opt = |from: usize, words: &[&str]| {
+        args.iter().skip(from).any(|a| words.iter().any(|w| a.eq_ignore_ascii_case(w.as_bytes())))
+    };
+    positions
+        .into_iter()
+        .filter_map(|pos| {
+            let flags: &[&str] = match s.name {
+                "set" if opt(3, &["get"]) => &["RW", "access", "update"],
+                "bitfield" if opt(2, &["set", "incrby"]) => &["RW", "access", "update"],
+                "bitfield" => &["RO", "access"],
+                _ => key_flags_at(s, pos),
+            };
+            if flags.contains(&"not_key") {
+                return None;
+            }
+            let mut need = 0;
+            if flags.contains(&"access") {
+                need |= crate::acl::PERM_R;
+            }
+            if flags.iter().any(|f| matches!(*f, "insert" | "delete" | "update")) {
+                need |= crate::acl::PERM_W;
+            }
+            Some((pos, need))
+        })
+        .collect()
+}
+
+/// The legacy key range of a command with `argc` arguments.
+fn legacy_keys(s: &Spec, argc: usize) -> Vec<usize> {
+    let argc = argc as i32;
+    if s.first_key <= 0 {
+        return Vec::new();
+    }
+    let last = if s.last_key < 0 { argc + s.last_key } else { s.last_key.min(argc - 1) };
+    (s.first_key..=last).step_by(s.step.max(1) as usize).filter(|&k| k < argc).map(|k| k as usize).collect()
 }
 
 /// # Format

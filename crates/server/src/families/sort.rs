@@ -35,6 +35,14 @@ pub struct SortOpts<'a> {
     pub store: Option<&'a [u8]>,
 }
 
+/// Whether the client's ACL user may read every key with SORT (or SORT_RO).
+fn reads_all_keys(ctx: &Ctx<'_>, readonly: bool) -> bool {
+    ctx.conn.user.is_open() || {
+        let name = if readonly { "sort_ro" } else { "sort" };
+        crate::command::table().lookup_full(name).is_some_and(|i| crate::families::acl::reads_all_keys(ctx, i))
+    }
+}
+
 /// Parses the options from argument 2 on, in Redis's order of checks.
 fn parse_opts<'a>(ctx: &Ctx<'a>, readonly: bool) -> Result<SortOpts<'a>, CmdError> {
     let mut o = SortOpts::default();
@@ -59,8 +67,16 @@ fn parse_opts<'a>(ctx: &Ctx<'a>, readonly: bool) -> Result<SortOpts<'a>, CmdErro
             let p = ctx.arg(j + 1);
             o.by = Some(p);
             o.dontsort = !p.contains(&b'*');
+            // The keys a pattern names are not known before it runs: it needs a user who
+            // may read every key.
+            if !o.dontsort && !reads_all_keys(ctx, readonly) {
+                return Err(CmdError::new("ERR BY option of SORT denied due to insufficient ACL permissions."));
+            }
             j += 1;
         } else if is("get") && left >= 1 {
+            if !reads_all_keys(ctx, readonly) {
+                return Err(CmdError::new("ERR GET option of SORT denied due to insufficient ACL permissions."));
+            }
             o.get.push(ctx.arg(j + 1));
             j += 1;
         } else {

@@ -8,18 +8,7 @@
 
 use crate::command::{CmdError, Ctx, Spec, ADMIN, LOADING, NOSCRIPT, NO_ASYNC_LOADING, STALE};
 use crate::families::connection::cmd_container;
-use crate::families::server::reply_help;
-
-const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    group: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Spec {
-    Spec { name, arity, flags, first_key: 0, last_key: 0, step: 0, group, summary, handler }
-}
+use crate::families::server::{reply_help, spec};
 
 const PROTECTED_ADMIN: u32 = NO_ASYNC_LOADING | ADMIN | NOSCRIPT;
 const REPLICAOF_FLAGS: u32 = NO_ASYNC_LOADING | ADMIN | NOSCRIPT | STALE;

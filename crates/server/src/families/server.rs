@@ -19,7 +19,8 @@ use crate::config::SetError;
 use crate::families::connection::cmd_container;
 use crate::Shared;
 
-const fn spec(
+/// A command whose keys (if any) its legacy key range does not describe.
+pub(crate) const fn spec(
     name: &'static str,
     arity: i32,
     flags: u32,

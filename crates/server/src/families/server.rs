@@ -1001,6 +1001,9 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("flushdb", &["keyspace", "dangerous"]),
     ("flushall", &["keyspace", "dangerous"]),
     ("swapdb", &["keyspace", "dangerous"]),
+    ("restore", &["dangerous"]),
+    ("restore-asking", &["keyspace", "dangerous"]),
+    ("migrate", &["dangerous"]),
 ];
 
 fn group_category(group: &str) -> Option<&'static str> {
@@ -1087,6 +1090,9 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("persist", &["RW", "update"]),
     ("touch", &["RO"]),
     ("watch", &["RO"]),
+    ("restore", &["OW", "update"]),
+    ("restore-asking", &["OW", "update"]),
+    ("migrate", &["RW", "access", "delete"]),
     // Commands with two key specs: these are the first's (the key at `first_key`), and
     // KEY_FLAGS_REST has the other keys'.
     ("lmove", &["RW", "access", "delete"]),

@@ -3,6 +3,7 @@
 //! arguments and writes the reply.
 
 pub mod bitmap;
+pub mod cluster;
 pub mod collection;
 pub mod connection;
 pub mod dump;
@@ -11,6 +12,7 @@ pub mod hash;
 pub mod hll;
 pub mod keys;
 pub mod list;
+pub mod lolwut;
 pub mod memcache;
 pub mod multi;
 pub mod pubsub;
@@ -30,6 +32,8 @@ pub const ALL: &[&[Spec]] = &[
     hll::COMMANDS,
     keys::COMMANDS,
     dump::COMMANDS,
+    cluster::COMMANDS,
+    lolwut::COMMANDS,
     list::COMMANDS,
     server::COMMANDS,
     pubsub::COMMANDS,

@@ -1004,7 +1004,15 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("restore", &["dangerous"]),
     ("restore-asking", &["keyspace", "dangerous"]),
     ("migrate", &["dangerous"]),
+    ("wait", &["connection"]),
+    ("readonly", &["connection"]),
+    ("readwrite", &["connection"]),
+    ("asking", &["connection"]),
 ];
+
+/// Commands whose group's category Redis does not give them (WAIT is in the generic group
+/// but not in @keyspace).
+const NO_GROUP_CATEGORY: &[&str] = &["wait"];
 
 fn group_category(group: &str) -> Option<&'static str> {
     Some(match group {
@@ -1035,7 +1043,9 @@ fn categories(i: usize) -> Vec<&'static str> {
     // A pure container (CLIENT, CONFIG, …) has no categories of its own but @slow.
     let container = !t.subcommands(i).is_empty() && s.flags == 0;
     if !container {
-        cats.extend(group_category(s.group));
+        if !NO_GROUP_CATEGORY.contains(&s.name) {
+            cats.extend(group_category(s.group));
+        }
         let base = s.name.split('|').next().unwrap_or(s.name);
         for (name, extra) in EXTRA_CATEGORIES {
             if *name == base {

@@ -118,3 +118,21 @@ def test_restore_errors_match_redis(k):
                 out.append(str(e))
             c.delete(key)
         assert out[0] == out[1], args
+
+
+@need_ref
+def test_string_payloads_are_redis_bytes(k):
+    """Strings DUMP to Redis's exact bytes: integer encodings, plain, and LZF-compressed
+    (Larder's compressor is a port of Redis's lzf_c.c)."""
+    larder, ref = clients()
+    key = k("s")
+    values = [b"0", b"-128", b"32767", b"-2147483648", b"2147483648", b"x" * 20, b"x" * 21]
+    values += [b"abcdefghij" * 20, (b"0123456789" * 7 + b"abc") * 300, bytes(range(256)) * 40]
+    try:
+        for v in values:
+            larder.set(key, v)
+            ref.set(key, v)
+            assert larder.dump(key) == ref.dump(key), v[:30]
+    finally:
+        larder.delete(key)
+        ref.delete(key)

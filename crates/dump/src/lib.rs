@@ -19,9 +19,9 @@
 //! anything is allocated for it, duplicates and empty collections are refused, and the
 //! parser never panics (see the fuzz target in `fuzz/dump`).
 //!
-//! [`encode`] writes the plain forms (type 0 with integer encoding where Redis would use
-//! it, 1, 2, 4, 5), which every Redis version since 4.0 reads: Redis re-encodes small
-//! ones as listpacks or intsets itself on loading.
+//! [`encode`] writes the plain forms (type 0 with integer encoding and LZF compression where
+//! Redis would use them, 1, 2, 4, 5), which every Redis version since 4.0 reads: Redis
+//! re-encodes small ones as listpacks or intsets itself on loading.
 
 mod lzf;
 mod packed;
@@ -157,8 +157,9 @@ fn put_len(w: &mut Vec<u8>, len: u64) {
     }
 }
 
-/// Redis's `rdbSaveRawString` without compression: a canonical integer that fits in 32
-/// bits as one (`rdbTryIntegerEncoding`), anything else as length and bytes.
+/// Redis's `rdbSaveRawString` with `rdbcompression yes`: a canonical integer that fits in
+/// 32 bits as one (`rdbTryIntegerEncoding`); over 20 bytes LZF-compressed if that saves at
+/// least 4 bytes; anything else as length and bytes.
 fn put_string(w: &mut Vec<u8>, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = canonical_i64(s) {
@@ -174,6 +175,15 @@ fn put_string(w: &mut Vec<u8>, s: &[u8]) {
                 w.extend_from_slice(&v.to_le_bytes());
                 return;
             }
+        }
+    }
+    if s.len() > 20 {
+        if let Some(c) = lzf::compress(s, s.len() - 4) {
+            w.push(0xc3);
+            put_len(w, c.len() as u64);
+            put_len(w, s.len() as u64);
+            w.extend_from_slice(&c);
+            return;
         }
     }
     put_len(w, s.len() as u64);

@@ -1,6 +1,7 @@
-//! LZF decompression as Redis's `lzf_d.c` does it (with `CHECK_INPUT`), for RDB strings
-//! saved compressed (`RDB_ENC_LZF`). Larder's DUMP does not compress, so there is no
-//! compressor here.
+//! LZF as Redis has it (`lzf_c.c`, `lzf_d.c`), for RDB strings saved compressed
+//! (`RDB_ENC_LZF`): decompression with `CHECK_INPUT`, and compression with Redis's settings
+//! (`HLOG` 16, `VERY_FAST`), its hash table zeroed first (Redis leaves it uninitialized,
+//! which only ever finds fewer matches).
 //!
 //! # Format
 //! A sequence of runs. A control byte below 32 starts a literal run of `ctrl + 1` bytes.
@@ -54,9 +55,154 @@ pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
     (out.len() == out_len).then_some(out)
 }
 
+const HSIZE: usize = 1 << 16;
+const MAX_LIT: usize = 1 << 5;
+const MAX_OFF: usize = 1 << 13;
+const MAX_REF: usize = (1 << 8) + (1 << 3);
+
+/// `lzf_compress`: `input` compressed into at most `out_len` bytes, or None if it does not
+/// fit (or is empty).
+pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let n = input.len();
+    if n == 0 || out_len == 0 {
+        return None;
+    }
+    let frst = |p: usize| (input[p] as u32) << 8 | input.get(p + 1).copied().unwrap_or(0) as u32;
+    let next = |v: u32, p: usize| v << 8 | input[p + 2] as u32;
+    let idx = |h: u32| ((h >> 8).wrapping_sub(h.wrapping_mul(5)) as usize) & (HSIZE - 1);
+    let mut htab = vec![0u32; HSIZE];
+    // Each literal run is preceded by its length byte, written once the run ends.
+    let mut op: Vec<u8> = Vec::with_capacity(out_len + 4);
+    let mut lit = 0usize;
+    op.push(0);
+    let end_run = |op: &mut Vec<u8>, lit: usize| {
+        let at = op.len() - lit - 1;
+        op[at] = lit.wrapping_sub(1) as u8;
+        if lit == 0 {
+            op.pop();
+        }
+    };
+    let mut ip = 0usize;
+    let mut hval = frst(0);
+    while ip + 2 < n {
+        hval = next(hval, ip);
+        let slot = idx(hval);
+        let r = htab[slot] as usize;
+        htab[slot] = ip as u32;
+        let off = ip.wrapping_sub(r).wrapping_sub(1);
+        if r > 0 && off < MAX_OFF && input[r..r + 3] == input[ip..ip + 3] {
+            let mut len = 2;
+            let maxlen = (n - ip - len).min(MAX_REF);
+            if op.len() + 4 >= out_len && op.len() - (lit == 0) as usize + 4 >= out_len {
+                return None;
+            }
+            end_run(&mut op, lit);
+            'scan: {
+                if maxlen > 16 {
+                    for _ in 0..16 {
+                        len += 1;
+                        if input[r + len] != input[ip + len] {
+                            break 'scan;
+                        }
+                    }
+                }
+                loop {
+                    len += 1;
+                    if !(len < maxlen && input[r + len] == input[ip + len]) {
+                        break;
+                    }
+                }
+            }
+            len -= 2; // the octets matched, less one
+            ip += 1;
+            if len < 7 {
+                op.push(((off >> 8) + (len << 5)) as u8);
+            } else {
+                op.push(((off >> 8) + (7 << 5)) as u8);
+                op.push((len - 7) as u8);
+            }
+            op.push(off as u8);
+            lit = 0;
+            op.push(0);
+            ip += len + 1;
+            if ip + 2 >= n {
+                break;
+            }
+            // VERY_FAST: hash the two positions before the match's end as well.
+            ip -= 2;
+            hval = frst(ip);
+            hval = next(hval, ip);
+            htab[idx(hval)] = ip as u32;
+            ip += 1;
+            hval = next(hval, ip);
+            htab[idx(hval)] = ip as u32;
+            ip += 1;
+        } else {
+            if op.len() >= out_len {
+                return None;
+            }
+            lit += 1;
+            op.push(input[ip]);
+            ip += 1;
+            if lit == MAX_LIT {
+                end_run(&mut op, lit);
+                lit = 0;
+                op.push(0);
+            }
+        }
+    }
+    if op.len() + 3 > out_len {
+        return None;
+    }
+    while ip < n {
+        lit += 1;
+        op.push(input[ip]);
+        ip += 1;
+        if lit == MAX_LIT {
+            end_run(&mut op, lit);
+            lit = 0;
+            op.push(0);
+        }
+    }
+    end_run(&mut op, lit);
+    (op.len() <= out_len).then_some(op)
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn compress_then_decompress_is_identity(
+            input in prop_oneof![
+                prop::collection::vec(any::<u8>(), 1..600),
+                // Repetitive: few distinct bytes, so matches of every length and offset.
+                prop::collection::vec(0u8..3, 1..3000),
+                (prop::collection::vec(any::<u8>(), 1..40), 1usize..200).prop_map(|(p, k)| p.repeat(k)),
+            ],
+            room in 0usize..8,
+        ) {
+            let out_len = input.len().saturating_sub(room).max(1);
+            if let Some(c) = compress(&input, out_len) {
+                prop_assert!(c.len() <= out_len);
+                prop_assert_eq!(decompress(&c, input.len()), Some(input));
+            }
+        }
+    }
+
+    #[test]
+    fn compresses_what_repeats() {
+        let s = b"abcdefghij".repeat(20);
+        let c = compress(&s, s.len() - 4).unwrap();
+        assert!(c.len() < 20, "{}", c.len());
+        assert_eq!(decompress(&c, s.len()).unwrap(), s);
+        // Random-looking bytes do not fit in less room.
+        let noise: Vec<u8> = (0..100u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        assert_eq!(compress(&noise, noise.len() - 4), None);
+    }
 
     #[test]
     fn literals_and_overlapping_back_references() {

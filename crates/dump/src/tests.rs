@@ -52,6 +52,11 @@ fn writes_what_redis_writes_for_strings() {
     assert_eq!(encode(&Value::String(b("hello"))), unhex("000568656c6c6f0a006372df766534200a"));
     assert_eq!(encode(&Value::String(b("12345"))), unhex("00c139300a009d94ea2793fc08b9"));
     assert_eq!(encode(&Value::String(b("1099511627776"))), unhex("000d313039393531313632373737360a00dcd5c1feb95f4c57"));
+    // Compressed, to the same bytes as Redis's lzf_compress.
+    assert_eq!(
+        encode(&Value::String(b(&"abcdefghij".repeat(20)))),
+        unhex("00c31240c80a6162636465666768696a61e0b20901696a0a007a9b7c8ecbd1e20e")
+    );
 }
 
 #[test]

@@ -17,11 +17,14 @@
 //!
 //! Nothing in a payload is trusted: every length is checked against the bytes left before
 //! anything is allocated for it, duplicates and empty collections are refused, and the
-//! parser never panics (see the fuzz target in `fuzz/dump`).
+//! parser never panics (see the fuzz target in `fuzz/dump`). What a payload decodes to is
+//! bounded by its size: LZF expands at most 88 times (a compressed listpack of empty
+//! strings is the worst case, each entry then an empty `Vec` here), as it would in Redis.
 //!
 //! [`encode`] writes the plain forms (type 0 with integer encoding and LZF compression where
-//! Redis would use them, 1, 2, 4, 5), which every Redis version since 4.0 reads: Redis
-//! re-encodes small ones as listpacks or intsets itself on loading.
+//! Redis would use them, 1, 2, 4, 5), which Redis 7.0 reads and re-encodes as listpacks or
+//! intsets itself where small (servers before 7.0 refuse the version-10 footer, as they
+//! refuse Redis 7.0's own payloads).
 
 mod lzf;
 mod packed;

@@ -16,7 +16,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use larder_dump::Value;
-use larder_engine::{now_ms, Error, ExpireCond, Handle, Kind, SetOptions, Ttl, Type};
+use larder_engine::{now_ms, Cond, Error, ExpireCond, Handle, Kind, Outcome, SetOptions, Ttl, Type};
 
 use crate::command::{parse_i64, CmdError, Ctx, Spec, ASKING, DENYOOM, MOVABLEKEYS, READONLY, WRITE};
 use crate::families::string::count_lookup;
@@ -96,21 +96,38 @@ pub fn op_read_value(h: &Handle, db: u32, key: &[u8]) -> Result<Option<Value>, E
     }))
 }
 
-/// Op: writes `value` under `key`, which must not exist, expiring at `expire_at` (Unix ms,
-/// 0: never). A collection is built whole and published at once.
-pub fn op_write_value(h: &mut Handle, db: u32, key: &[u8], value: &Value, expire_at: u64) -> Result<(), Error> {
+/// Op: writes `value` under `key`, expiring at `expire_at` (Unix ms, 0: never); a
+/// collection is built whole and published at once. The caller found the key missing (or
+/// deleted it, for `replace`); if a client on another worker wrote it since, the value is
+/// not merged into theirs: without `replace` nothing is written and the result is false
+/// (the key is busy), with it their value is replaced.
+pub fn op_write_value(
+    h: &mut Handle,
+    db: u32,
+    key: &[u8],
+    value: &Value,
+    expire_at: u64,
+    replace: bool,
+) -> Result<bool, Error> {
     let kind = match value {
         Value::String(s) => {
             let expiry = larder_engine::Expiry::at_or_clear(expire_at);
-            h.set(db, key, s, &SetOptions { expiry, ..SetOptions::default() })?;
-            return Ok(());
+            let cond = if replace { Cond::Always } else { Cond::Nx };
+            let r = h.set(db, key, s, &SetOptions { expiry, cond, ..SetOptions::default() })?;
+            return Ok(r.outcome == Outcome::Stored);
         }
         Value::List(_) => Kind::List,
         Value::Set(_) => Kind::Set,
         Value::Hash(_) => Kind::Hash,
         Value::ZSet(_) => Kind::ZSet,
     };
-    h.coll_write(db, key, kind, true, |c| {
+    let fill = |c: &mut larder_engine::Coll<'_>| -> Result<bool, Error> {
+        if !c.is_empty() {
+            if !replace {
+                return Ok(false);
+            }
+            c.clear()?;
+        }
         match value {
             Value::String(_) => {}
             Value::List(items) => {
@@ -134,12 +151,22 @@ pub fn op_write_value(h: &mut Handle, db: u32, key: &[u8], value: &Value, expire
                 }
             }
         }
-        Ok(())
-    })?;
-    if expire_at != 0 {
+        Ok(true)
+    };
+    let written = match h.coll_write(db, key, kind, true, fill) {
+        Ok(w) => w.unwrap_or(false),
+        // Another type got there first.
+        Err(Error::WrongType) if replace => {
+            h.del(db, &[key])?;
+            h.coll_write(db, key, kind, true, fill)?.unwrap_or(false)
+        }
+        Err(Error::WrongType) => false,
+        Err(e) => return Err(e),
+    };
+    if written && expire_at != 0 {
         h.expire_at(db, key, expire_at, ExpireCond::Always)?;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// # Format
@@ -213,7 +240,9 @@ fn cmd_restore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         ctx.out.ok();
         return Ok(());
     }
-    op_write_value(ctx.h, db, key, &value, at as u64)?;
+    if !op_write_value(ctx.h, db, key, &value, at as u64, replace)? {
+        return Err(CmdError::new("BUSYKEY Target key name already exists."));
+    }
     notify::notify(ctx, GENERIC, "restore", key);
     ctx.out.ok();
     Ok(())
@@ -480,12 +509,35 @@ mod tests {
         fn written_values_read_back(v in value()) {
             let store = Store::open(StoreConfig::small_for_tests()).unwrap();
             let mut h = store.handle().unwrap();
-            op_write_value(&mut h, 0, b"k", &v, 0).unwrap();
+            prop_assert!(op_write_value(&mut h, 0, b"k", &v, 0, false).unwrap());
             let back = op_read_value(&h, 0, b"k").unwrap().unwrap();
             let again = larder_dump::decode(&larder_dump::encode(&back)).unwrap();
             prop_assert_eq!(sorted(back), sorted(v.clone()));
             prop_assert_eq!(sorted(again), sorted(v));
         }
+    }
+
+    /// A key another client wrote between RESTORE's check and its write is not merged
+    /// into: left alone (busy) without REPLACE, replaced whole with it.
+    #[test]
+    fn a_key_written_meanwhile_is_busy_or_replaced() {
+        let store = Store::open(StoreConfig::small_for_tests()).unwrap();
+        let mut h = store.handle().unwrap();
+        let list = Value::List(vec![b"x".to_vec()]);
+        let string = Value::String(b"s".to_vec());
+        h.coll_write(0, b"k", larder_engine::Kind::List, true, |c| c.insert_at(0, b"theirs")).unwrap();
+        assert!(!op_write_value(&mut h, 0, b"k", &list, 0, false).unwrap());
+        assert!(!op_write_value(&mut h, 0, b"k", &string, 0, false).unwrap());
+        assert_eq!(op_read_value(&h, 0, b"k").unwrap(), Some(Value::List(vec![b"theirs".to_vec()])));
+        assert!(op_write_value(&mut h, 0, b"k", &list, 0, true).unwrap());
+        assert_eq!(op_read_value(&h, 0, b"k").unwrap(), Some(list.clone()));
+        // Another type under the key.
+        let set = Value::Set(vec![b"m".to_vec()]);
+        assert!(!op_write_value(&mut h, 0, b"k", &set, 0, false).unwrap());
+        assert!(op_write_value(&mut h, 0, b"k", &set, 0, true).unwrap());
+        assert_eq!(op_read_value(&h, 0, b"k").unwrap(), Some(set));
+        assert!(op_write_value(&mut h, 0, b"k", &string, 0, true).unwrap());
+        assert_eq!(op_read_value(&h, 0, b"k").unwrap(), Some(string));
     }
 
     fn keys<'a>(args: &[&'a str]) -> Vec<&'a str> {

@@ -352,6 +352,9 @@ RESP_CASES = {
         ["LOLWUT", "VERSION", "7"],
         ["LOLWUT", "VERSION", "x"],
         ["LOLWUT", "VERSION", "5", "x"],
+        # (DUMP's, MIGRATE's and WAIT's entries differ by their tips, which Larder leaves out.)
+        ["COMMAND", "INFO", "restore", "restore-asking", "readonly", "readwrite", "asking", "lolwut"],
+        ["COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "AUTH", "keys", "KEYS", "a", "b"],
     ],
     # DUMP payloads of strings are byte for byte Redis's (no compression under 21 bytes).
     "dump-restore": [

@@ -122,6 +122,15 @@ fn restore_ttl_replace_and_absttl() {
     ck(&mut c, "SET d old", "+OK\r\n");
     assert_eq!(restore(&mut c, &[b"d", past.as_bytes(), &hello, b"absttl", b"replace"]), ok);
     ck(&mut c, "EXISTS d", ":0\r\n");
+    // Neither counts as a change when nothing was there (Redis's `server.dirty`).
+    let changes = |c: &mut Raw| {
+        let info = String::from_utf8(call(c, "INFO persistence").bulk()).unwrap();
+        let line = info.lines().find(|l| l.starts_with("rdb_changes_since_last_save:")).unwrap().to_string();
+        line.split(':').nth(1).unwrap().trim().parse::<i64>().unwrap()
+    };
+    let before = changes(&mut c);
+    assert_eq!(restore(&mut c, &[b"d", past.as_bytes(), &hello, b"ABSTTL"]), ok);
+    assert_eq!(changes(&mut c), before);
     // REPLACE over another type; the TTL of the old value does not stay.
     ck(&mut c, "RPUSH e x", ":1\r\n");
     ck(&mut c, "EXPIRE e 100", ":1\r\n");

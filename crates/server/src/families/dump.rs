@@ -236,6 +236,8 @@ fn cmd_restore(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     if at != 0 && at <= now {
         if deleted {
             notify::notify(ctx, GENERIC, "del", key);
+        } else {
+            ctx.conn.unchanged = true;
         }
         ctx.out.ok();
         return Ok(());
@@ -343,6 +345,8 @@ fn cmd_migrate(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             count_lookup(ctx, key, false);
         }
     }
+    // Only the keys deleted here count as changes (Redis's `server.dirty`).
+    ctx.conn.unchanged = true;
     if found.is_empty() {
         ctx.out.simple(b"NOKEY");
         return Ok(());
@@ -385,6 +389,7 @@ fn cmd_migrate(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         if head_error.is_some() || r.starts_with(b"-") {
             first_error.get_or_insert_with(|| r.clone());
         } else if !m.copy && ctx.h.del(db, &[key])? > 0 {
+            ctx.conn.unchanged = false;
             notify::notify(ctx, GENERIC, "del", key);
         }
     }

@@ -73,7 +73,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other unit/lazyfree unit/acl unit/acl-v2 unit/obuf-limits}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/dump unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other unit/lazyfree unit/acl unit/acl-v2 unit/obuf-limits}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory -needs:save}"
 : "${REDIS_SUITE_DEBUG_UNITS=unit/slowlog unit/latency-monitor unit/multi}"
 : "${REDIS_SUITE_UNSKIP_UNITS=unit/obuf-limits unit/acl unit/acl-v2}"
@@ -106,10 +106,6 @@ No response for multi commands in pipeline if client output buffer limit is enfo
 COPY basic usage for stream
 COPY basic usage for stream-cgroups
 Blocking commands ignores the timeout
-Hash ziplist of various encodings
-Hash ziplist of various encodings - sanitize dump
-List ziplist of various encodings
-List ziplist of various encodings - sanitize dump
 MULTI and script timeout
 EXEC and script timeout
 MULTI-EXEC body and script timeout
@@ -129,7 +125,6 @@ COMMAND LIST FILTERBY ACLCAT - list all commands/subcommands
 EVAL command is marked with movablekeys
 COMMAND GETKEYS XGROUP
 XREAD command is marked with movablekeys
-MIGRATE command is marked with movablekeys
 TTL, TYPE and EXISTS do not alter the last access time of a key
 TOUCH alters the last access time of a key
 Invalid keys should not be tracked for scripts in NOLOOP mode
@@ -142,20 +137,20 @@ ACLs can block all DEBUG subcommands except one
 ACL CAT category - list all commands/subcommands that belong to category
 ACL requires explicit permission for scripting for EVAL_RO, EVALSHA_RO and FCALL_RO
 ACL can log errors in the context of Lua scripting
+RESTORE fail with invalid payload size
 lazy free a stream with all types of metadata
 lazy free a stream with deleted cgroup}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
 # notifications of stream commands; the two COPY tests build a stream with XADD, and so do
 # unit/lazyfree's two stream tests, which count a stream's lazy free; "Blocking
 # commands ignores the timeout" runs XREADGROUP beside the list and sorted-set pops, which
-# tests/python and crates/server/tests cover inside MULTI), DUMP/RESTORE (the "ziplist of
-# various encodings" tests restore Redis 6 payloads), and Lua scripting (EVAL, SCRIPT KILL:
+# tests/python and crates/server/tests cover inside MULTI), and Lua scripting (EVAL, SCRIPT KILL:
 # the script-timeout tests and SORT from a script; in unit/pause the five tests of scripts
 # and functions under CLIENT PAUSE; in unit/introspection-2 the command stats of a script,
 # COMMAND GETKEYS of EVAL, COMMAND LIST FILTERBY ACLCAT scripting, which looks for `eval`,
 # and EVAL's movablekeys flag; in unit/introspection MONITOR of the commands an EVAL or an
 # FCALL runs). Then commands Larder does not have at all: streams (COMMAND
-# GETKEYS XGROUP, XREAD's movablekeys) and MIGRATE (its movablekeys). And the two OBJECT
+# GETKEYS XGROUP, XREAD's movablekeys). And the two OBJECT
 # IDLETIME tests: Larder does not track a key's last access time yet (OBJECT IDLETIME
 # answers 0; it needs a clock in every item, which comes with LRU eviction). In
 # unit/tracking: the two tests of keys tracked through EVAL (no Lua), and the invalidation of
@@ -173,7 +168,13 @@ lazy free a stream with deleted cgroup}"
 # REDIS_SUITE_UNSKIP_UNITS below): unit/acl's "ACL LOG shows failed command executions at
 # toplevel" gives its user +eval, unit/acl-v2's "Test various odd commands for key
 # permissions" asks ACL DRYRUN about MIGRATE and EVAL. Every other test of the units below
-# runs, and must pass.
+# runs, and must pass. unit/dump: "RESTORE fail with invalid payload size" fails against
+# redis-server 7.0.15 itself: its payload's footer says RDB version 12 with a zero CRC, which
+# 7.0's footer check refuses ("DUMP payload version or checksum are wrong") before the
+# 2^64-byte length the test means to check is read (crates/server/tests/dump.rs checks that
+# length with a good footer); its MIGRATE tests start a second server and are tagged
+# external:skip, its IDLETIME/FREQ tests need:config-maxmemory and its ABSTTL-in-the-past
+# test needs:debug (DEBUG OBJECT); crates/server/tests/dump.rs covers MIGRATE and ABSTTL.
 
 # The unpacked source tree in the cache (newest version if several), or nothing.
 cached_src() {

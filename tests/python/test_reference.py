@@ -335,6 +335,46 @@ RESP_CASES = {
         ["HELLO", "4"],
         ["HELLO", "x"],
     ],
+    # Without a cluster or replicas (WAIT's blocking is in crates/server/tests/cluster.rs).
+    "cluster-replication": [
+        ["WAIT", "0", "0"],
+        ["WAIT", "-5", "0"],
+        ["WAIT", "1", "10"],
+        ["WAIT", "x", "0"],
+        ["WAIT", "1", "x"],
+        ["WAIT", "1", "-1"],
+        ["WAIT", "1"],
+        ["READONLY"],
+        ["READWRITE"],
+        ["ASKING"],
+        ["READONLY", "x"],
+        ["LOLWUT"],
+        ["LOLWUT", "VERSION", "7"],
+        ["LOLWUT", "VERSION", "x"],
+        ["LOLWUT", "VERSION", "5", "x"],
+        # (DUMP's, MIGRATE's and WAIT's entries differ by their tips, which Larder leaves out.)
+        ["COMMAND", "INFO", "restore", "restore-asking", "readonly", "readwrite", "asking", "lolwut"],
+        ["COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "AUTH", "keys", "KEYS", "a", "b"],
+    ],
+    # DUMP payloads of strings are byte for byte Redis's (no compression under 21 bytes).
+    "dump-restore": [
+        ["SET", "{k}s", "hello"],
+        ["DUMP", "{k}s"],
+        ["SET", "{k}i", "-12345"],
+        ["DUMP", "{k}i"],
+        ["DUMP", "{k}missing"],
+        ["RESTORE", "{k}s", "0", "x"],
+        ["RESTORE", "{k}n", "0", "x"],
+        ["RESTORE", "{k}n", "-1", "x"],
+        ["RESTORE", "{k}n", "x", "x"],
+        ["RESTORE", "{k}n", "0", "x", "REPLACE", "FOO"],
+        ["RESTORE", "{k}n", "0", "x", "IDLETIME", "-1"],
+        ["RESTORE", "{k}n", "0", "x", "FREQ", "300"],
+        ["MIGRATE", "127.0.0.1", "1", "{k}s", "0", "10", "KEYS", "a"],
+        ["MIGRATE", "127.0.0.1", "1", "", "0", "10", "KEYS", "{k}missing"],
+        ["MIGRATE", "127.0.0.1", "1", "{k}s", "0", "x"],
+        ["MIGRATE", "127.0.0.1", "1", "{k}s", "0", "10", "AUTH2", "u"],
+    ],
 }
 
 # Raw requests whose replies end in a protocol error and a closed connection (or not).

@@ -171,6 +171,9 @@ pub struct Coll<'a> {
     buf_entries: usize,
     /// Where the buffers' allocations go back to when the session ends, for the next one.
     spare: Option<&'a Spare>,
+    /// The expiry to publish the collection with (Unix ms, 0: none) instead of the one it
+    /// has (see [`Coll::set_expire_at`]).
+    expire_at: Option<u64>,
 }
 
 /// Two byte buffers a handle lends to each list edit, so a push or a pop allocates none.
@@ -219,6 +222,7 @@ impl<'a> Coll<'a> {
                 _ => BUF_ENTRIES,
             },
             spare,
+            expire_at: None,
         };
         if let (Some(s), Kind::List) = (spare, kind) {
             (c.head.bytes, c.tail.bytes) = s.take();
@@ -1043,6 +1047,14 @@ impl<'a> Coll<'a> {
         }
     }
 
+    /// Publishes the collection expiring at `at_ms` (Unix ms, 0: never) rather than when it
+    /// did: a collection made with its TTL (RESTORE) is never seen without it. In an edit
+    /// session only.
+    pub fn set_expire_at(&mut self, at_ms: u64) {
+        self.expire_at = Some(at_ms);
+        self.dirty = true;
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) -> Result<(), Error> {
         let p = self.writer()?;
@@ -1548,9 +1560,10 @@ impl Handle {
                 ed_out = Some(ed);
                 return Ok((Action::Drop, Some(r)));
             }
-            let expire_at = match old {
-                Some(o) => o.expire_at(a)?,
-                None => 0,
+            let expire_at = match (c.expire_at, old) {
+                (Some(at), _) => at,
+                (None, Some(o)) => o.expire_at(a)?,
+                (None, None) => 0,
             };
             let built = p.next_version().map_err(Error::from).and_then(|version| {
                 c.encode(|value| item::build(p, &NewItem { key, value, expire_at, cflags: 0, version }))

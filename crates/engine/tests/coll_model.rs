@@ -500,3 +500,37 @@ fn putting_what_is_already_there_publishes_nothing() {
         assert_ne!(h.meta(0, key).unwrap().unwrap().version, v0);
     }
 }
+
+/// A collection made in one edit session with `set_expire_at` is published with that
+/// expiry (RESTORE's TTL), counted among the database's keys with one; 0 takes it off.
+#[test]
+fn an_edit_session_can_set_the_expiry() {
+    use larder_engine::{now_ms, Ttl};
+    let (s, mut h) = store(false);
+    let at = now_ms() + 60_000;
+    for kind in [Kind::List, Kind::Set, Kind::Hash, Kind::ZSet] {
+        let key = format!("{kind:?}");
+        h.coll_write(0, key.as_bytes(), kind, true, |c| {
+            c.set_expire_at(at);
+            match kind {
+                Kind::List => c.insert_at(0, b"a"),
+                Kind::ZSet => c.zput(b"a", 1.0).map(|_| ()),
+                _ => c.put(b"a", b"").map(|_| ()),
+            }
+        })
+        .unwrap();
+        match h.pttl(0, key.as_bytes()).unwrap() {
+            Ttl::Ms(ms) => assert!(ms > 59_000 && ms <= 60_000, "{kind:?} {ms}"),
+            other => panic!("{kind:?} {other:?}"),
+        }
+    }
+    assert_eq!(h.expires(0).unwrap(), 4);
+    h.coll_write(0, b"List", Kind::List, false, |c| {
+        c.set_expire_at(0);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(h.pttl(0, b"List").unwrap(), Ttl::Persistent);
+    assert_eq!(h.expires(0).unwrap(), 3);
+    checked(&s);
+}

@@ -68,6 +68,16 @@ pub enum NullReply {
     Bulk,
 }
 
+/// What a parked client gets when its time is up, or when CLIENT UNBLOCK ends its wait
+/// without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// A null array (every blocking pop).
+    Null,
+    /// `:0`: WAIT's count of replicas that acknowledged (Larder has none).
+    Zero,
+}
+
 /// A parked client: what it waits for and how to serve it.
 pub struct Park {
     pub db: u32,
@@ -78,6 +88,7 @@ pub struct Park {
     /// None: forever.
     pub deadline: Option<Instant>,
     pub serve: ServeFn,
+    pub on_timeout: OnTimeout,
     /// The request's bytes and parsed arguments, so `serve` sees the same arguments later
     /// (set by the worker when it parks the client).
     req: Vec<u8>,
@@ -140,6 +151,7 @@ pub fn serve_or_block(
         dst,
         deadline,
         serve,
+        on_timeout: OnTimeout::Null,
         req: Vec::new(),
         args: Args::new(),
         start: ctx.conn.clock,
@@ -205,7 +217,7 @@ impl Registry {
             shared.stats.worker(worker).count_error(b"UNBLOCKED");
             Writer::new(&mut out, w.proto).error(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
-            Writer::new(&mut out, w.proto).null_array();
+            timeout_reply(&mut out, w);
         }
         // Redis's `updateStatsOnUnblock(target, 0, 0, 1)`: failed whichever the reply, and
         // logged after the client's arguments were freed, so with none.
@@ -478,12 +490,42 @@ pub(crate) fn expire(shared: &Shared, id: u64, now: Instant) -> Option<Vec<u8>> 
             _ => return None,
         }
         let mut out = Vec::new();
-        Writer::new(&mut out, w.proto).null_array();
+        timeout_reply(&mut out, w);
         unqueue(shared, &mut g, id);
         g.waiters.remove(&id);
         return Some(out);
     }
     g.waiters.remove(&id).and_then(|w| w.reply)
+}
+
+fn timeout_reply(out: &mut Vec<u8>, w: &Waiter) {
+    let mut wr = Writer::new(out, w.proto);
+    match w.park.on_timeout {
+        OnTimeout::Null => wr.null_array(),
+        OnTimeout::Zero => wr.integer(0),
+    };
+}
+
+/// Parks the client with no key to wait on, until its deadline (None: forever) or CLIENT
+/// UNBLOCK, which both answer `on_timeout` (WAIT with replicas to wait for, of which Larder
+/// has none).
+pub fn block_until(ctx: &mut Ctx<'_>, timeout: Option<Duration>, on_timeout: OnTimeout) {
+    fn nothing(_: &mut Ctx<'_>, _: &[u8], _: bool) -> Result<bool, CmdError> {
+        Ok(false)
+    }
+    let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+    ctx.conn.park = Some(Box::new(Park {
+        db: ctx.conn.db,
+        keys: Vec::new(),
+        dst: None,
+        deadline,
+        serve: nothing,
+        on_timeout,
+        req: Vec::new(),
+        args: Args::new(),
+        start: ctx.conn.clock,
+        first_usec: 0,
+    }));
 }
 
 /// The client is gone (disconnected, killed): out of the registry.

@@ -39,6 +39,8 @@ pub const SKIP_SLOWLOG: u32 = 1 << 16;
 /// key's encoding; PUBLISH goes to replicas): CLIENT PAUSE WRITE holds it. Not shown by
 /// COMMAND INFO (Redis 7.0 does not list it either).
 pub const MAY_REPLICATE: u32 = 1 << 17;
+/// Served in a cluster to a client redirected with -ASK (RESTORE-ASKING); shown only.
+pub const ASKING: u32 = 1 << 18;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -51,6 +53,7 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (LOADING, "loading"),
     (STALE, "stale"),
     (SKIP_SLOWLOG, "skip_slowlog"),
+    (ASKING, "asking"),
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
     (NO_MANDATORY_KEYS, "no_mandatory_keys"),

@@ -289,6 +289,9 @@ pub const PARAMS: &[Param] = &[
     p("dbfilename", Kind::Str, "dump.rdb"),
     p("rdbcompression", Kind::Bool, "yes"),
     p("rdbchecksum", Kind::Bool, "yes"),
+    // Kept for clients that set it: RESTORE checks every payload entry by entry whatever
+    // it says (Larder rebuilds the value from its entries, so they are all read anyway).
+    p("sanitize-dump-payload", Kind::Enum(&["no", "yes", "clients"]), "no"),
     p("stop-writes-on-bgsave-error", Kind::Bool, "yes"),
     p("activerehashing", Kind::Bool, "yes"),
     p("latency-tracking", Kind::Bool, "yes"),

@@ -4,13 +4,16 @@
 
 pub mod acl;
 pub mod bitmap;
+pub mod cluster;
 pub mod collection;
 pub mod connection;
+pub mod dump;
 pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod keys;
 pub mod list;
+pub mod lolwut;
 pub mod memcache;
 pub mod module;
 pub mod multi;
@@ -30,6 +33,9 @@ pub const ALL: &[&[Spec]] = &[
     bitmap::COMMANDS,
     hll::COMMANDS,
     keys::COMMANDS,
+    dump::COMMANDS,
+    cluster::COMMANDS,
+    lolwut::COMMANDS,
     list::COMMANDS,
     server::COMMANDS,
     pubsub::COMMANDS,
@@ -56,6 +62,7 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
         "blmpop" | "bzmpop" => Some(numkeys_keys(args, false, 2)),
         "georadius" => Some(geo::key_positions(args, 6)),
         "georadiusbymember" => Some(geo::key_positions(args, 5)),
+        "migrate" => Some(dump::key_positions(args)),
         _ => None,
     }
 }
@@ -83,7 +90,7 @@ fn numkeys_keys(args: &[&[u8]], store: bool, at: usize) -> Vec<usize> {
 
 /// C's `atoi` as glibc has it, `(int) strtol(s, NULL, 10)`: leading white space, a sign,
 /// then digits up to the first other byte (or NUL); out of `long`'s range saturates.
-fn atoi(s: &[u8]) -> i32 {
+pub(crate) fn atoi(s: &[u8]) -> i32 {
     let s = &s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())];
     let mut i = s.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')).count();
     let neg = s.get(i) == Some(&b'-');

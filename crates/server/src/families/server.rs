@@ -988,6 +988,12 @@ const EXTRA_CATEGORIES: &[(&str, &[&str])] = &[
     ("flushall", &["keyspace", "dangerous"]),
     ("swapdb", &["keyspace", "dangerous"]),
     ("dbsize", &["keyspace"]),
+    ("restore", &["dangerous"]),
+    ("restore-asking", &["keyspace", "dangerous"]),
+    ("migrate", &["dangerous"]),
+    ("readonly", &["connection"]),
+    ("readwrite", &["connection"]),
+    ("asking", &["connection"]),
 ];
 
 /// Commands whose categories in Redis are not their group's: these instead (the flags'
@@ -997,6 +1003,8 @@ const OWN_CATEGORIES: &[(&str, &[&str])] = &[
     ("sort", &["set", "sortedset", "list", "dangerous"]),
     ("sort_ro", &["set", "sortedset", "list", "dangerous"]),
     ("pubsub|help", &[]),
+    // WAIT is in the generic group but not in @keyspace.
+    ("wait", &["connection"]),
 ];
 
 fn group_category(group: &str) -> Option<&'static str> {
@@ -1146,6 +1154,9 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("zremrangebyrank", &["RW", "delete"]),
     ("zremrangebyscore", &["RW", "delete"]),
     ("zunion", &["RO", "access"]),
+    ("restore", &["OW", "update"]),
+    ("restore-asking", &["OW", "update"]),
+    ("migrate", &["RW", "access", "delete"]),
     // Commands with two key specs: these are the first's (the key at `first_key`), and
     // KEY_FLAGS_REST has the other keys'.
     ("lmove", &["RW", "access", "delete"]),

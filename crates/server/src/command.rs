@@ -39,6 +39,8 @@ pub const SKIP_SLOWLOG: u32 = 1 << 16;
 /// key's encoding; PUBLISH goes to replicas): CLIENT PAUSE WRITE holds it. Not shown by
 /// COMMAND INFO (Redis 7.0 does not list it either).
 pub const MAY_REPLICATE: u32 = 1 << 17;
+/// Not fed to MONITOR as a whole (EVAL: its script's commands are).
+pub const SKIP_MONITOR: u32 = 1 << 18;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -50,6 +52,7 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (BLOCKING, "blocking"),
     (LOADING, "loading"),
     (STALE, "stale"),
+    (SKIP_MONITOR, "skip_monitor"),
     (SKIP_SLOWLOG, "skip_slowlog"),
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
@@ -617,6 +620,7 @@ const SUBCOMMANDS: &[&[Spec]] = &[
     crate::families::connection::SUBCOMMANDS,
     crate::families::server::SUBCOMMANDS,
     crate::families::pubsub::SUBCOMMANDS,
+    crate::families::scripting::SUBCOMMANDS,
 ];
 
 /// The command table: every family's commands, then the subcommands.

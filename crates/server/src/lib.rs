@@ -32,6 +32,7 @@ pub mod families;
 mod floor;
 pub mod gate;
 pub mod latency;
+pub mod lua;
 pub mod monitor;
 pub mod notify;
 pub mod pause;
@@ -281,6 +282,8 @@ pub struct Shared {
     pub pause: pause::Pause,
     /// Keys watched while absent (see [`families::multi`]).
     pub watches: families::multi::AbsentWatches,
+    /// The Lua script cache (see [`lua`]).
+    pub scripts: lua::Scripts,
     /// The clients in MONITOR mode (see [`monitor`]).
     pub monitors: monitor::Monitors,
     /// Client-side caching: the tracking table and BCAST prefixes (see [`tracking`]).
@@ -479,6 +482,7 @@ impl Server {
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
             watches: Default::default(),
+            scripts: Default::default(),
             monitors: Default::default(),
             tracking: tracking::Tracking::new(threads),
             cron_paused: AtomicBool::new(false),

@@ -78,7 +78,6 @@ pub const COMMANDS: &[Spec] = &[
     spec("monitor", 1, AS, "server", "Listens for all requests received by the server in real-time.", cmd_monitor),
     spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
     spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
-    spec("script", -2, 0, "scripting", "A container for Lua scripts management commands.", cmd_container),
 ];
 
 pub const SUBCOMMANDS: &[Spec] = &[
@@ -160,15 +159,6 @@ pub const SUBCOMMANDS: &[Spec] = &[
         "Returns helpful text about the different subcommands.",
         cmd_function_help,
     ),
-    spec(
-        "script|flush",
-        -2,
-        NOSCRIPT,
-        "scripting",
-        "Removes all server-side Lua scripts from the script cache.",
-        cmd_script_flush,
-    ),
-    spec("script|help", 2, LS, "scripting", "Returns helpful text about the different subcommands.", cmd_script_help),
     // Larder has no cluster mode: every subcommand answers as a Redis started without it
     // (COMMAND INFO and COMMAND LIST still show them, as Redis's do).
     spec(
@@ -542,22 +532,23 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("allocator_resident:{resident}");
             line!("total_system_memory:{total}");
             line!("total_system_memory_human:{}", bytes_to_human(total));
-            // No Lua and no functions: none of the memory Redis reports for them, not even
-            // the Lua interpreters a fresh Redis starts (its used_memory_vm_eval and
-            // used_memory_vm_functions are 30-40 KB each with nothing loaded).
-            line!("used_memory_lua:0");
-            line!("used_memory_vm_eval:0");
-            line!("used_memory_lua_human:0B");
-            line!("used_memory_scripts_eval:0");
-            line!("number_of_cached_scripts:0");
+            // Lua: the heap of the Lua state that ran a script last (0 before any) and the
+            // script cache. No functions: none of the memory Redis reports for them.
+            let lua_mem = ctx.shared.scripts.lua_memory.load(Ordering::Relaxed);
+            let scripts_mem = ctx.shared.scripts.memory();
+            line!("used_memory_lua:{lua_mem}");
+            line!("used_memory_vm_eval:{lua_mem}");
+            line!("used_memory_lua_human:{}", bytes_to_human(lua_mem));
+            line!("used_memory_scripts_eval:{scripts_mem}");
+            line!("number_of_cached_scripts:{}", ctx.shared.scripts.len());
             line!("number_of_functions:0");
             line!("number_of_libraries:0");
             line!("used_memory_vm_functions:0");
-            line!("used_memory_vm_total:0");
-            line!("used_memory_vm_total_human:0B");
+            line!("used_memory_vm_total:{lua_mem}");
+            line!("used_memory_vm_total_human:{}", bytes_to_human(lua_mem));
             line!("used_memory_functions:0");
-            line!("used_memory_scripts:0");
-            line!("used_memory_scripts_human:0B");
+            line!("used_memory_scripts:{scripts_mem}");
+            line!("used_memory_scripts_human:{}", bytes_to_human(scripts_mem));
             line!("maxmemory:{maxmemory}");
             line!("maxmemory_human:{}", bytes_to_human(maxmemory));
             line!("maxmemory_policy:{}", cfg.get("maxmemory-policy").unwrap_or_default());
@@ -2099,36 +2090,6 @@ fn cmd_function_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
             "    * ASYNC: Asynchronously flush the libraries.",
             "    * SYNC: Synchronously flush the libraries.",
-        ],
-    );
-    Ok(())
-}
-
-/// # Format
-/// `SCRIPT FLUSH [ASYNC|SYNC]` → `+OK` (the script cache is empty).
-fn cmd_script_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let ok = ctx.argc() == 2
-        || (ctx.argc() == 3 && (ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC")));
-    if !ok {
-        return Err(CmdError::new("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
-    }
-    ctx.out.ok();
-    Ok(())
-}
-
-/// # Format
-/// `SCRIPT HELP` → the subcommands available.
-fn cmd_script_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    reply_help(
-        ctx,
-        "SCRIPT",
-        &[
-            "FLUSH [ASYNC|SYNC]",
-            "    Flush the Lua scripts cache. Very dangerous on replicas.",
-            "    When called without the optional mode argument, the behavior is determined by the",
-            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-            "    * ASYNC: Asynchronously flush the scripts cache.",
-            "    * SYNC: Synchronously flush the scripts cache.",
         ],
     );
     Ok(())

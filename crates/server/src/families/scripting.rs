@@ -1,0 +1,297 @@
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0 (eval.c, script.c).
+//! The Lua side (states, sandbox, conversions) is in [`crate::lua`].
+//!
+//! - A script runs while its worker holds every worker's exec gate ([`crate::gate`]), as
+//!   EXEC does: no command of another client runs between two of its commands. Inside EXEC
+//!   the gates are held already.
+//! - Commands called from the script run through [`crate::command::call`] on the caller's
+//!   connection state with `in_exec` set (blocking commands answer as on timeout), after
+//!   the checks Redis's `scriptCall` makes (unknown command, arity, `noscript`, writes from
+//!   a read-only script). The caller's database is restored afterwards: a SELECT inside a
+//!   script does not change the caller's.
+//! - Clients blocked on keys the script wrote are served when it ends, before the other
+//!   workers go on.
+//! - There is no script timeout: SCRIPT KILL always answers NOTBUSY, and a script that never
+//!   ends holds the server (Redis would answer BUSY to other clients meanwhile).
+
+use larder_resp::{Args, Limits, Protocol, Writer};
+
+use crate::command::{
+    table, Argv, CmdError, Ctx, Handler, Spec, ALLOW_BUSY, LOADING, MAY_REPLICATE, MOVABLEKEYS, NOSCRIPT,
+    NO_MANDATORY_KEYS, READONLY, SKIP_MONITOR, STALE, WRITE,
+};
+use crate::gate::Exclusive;
+use crate::lua::{self, sha1::sha1_hex};
+
+const fn spec(name: &'static str, arity: i32, flags: u32, summary: &'static str, handler: Handler) -> Spec {
+    Spec { name, arity, flags, first_key: 0, last_key: 0, step: 0, group: "scripting", summary, handler }
+}
+
+const EVAL: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS;
+
+pub const COMMANDS: &[Spec] = &[
+    spec("eval", -3, EVAL, "Execute a Lua script server side", cmd_eval),
+    spec("evalsha", -3, EVAL, "Execute a Lua script server side", cmd_evalsha),
+    spec("eval_ro", -3, EVAL | READONLY, "Execute a read-only Lua script server side", cmd_eval_ro),
+    spec("evalsha_ro", -3, EVAL | READONLY, "Execute a read-only Lua script server side", cmd_evalsha_ro),
+    spec(
+        "script",
+        -2,
+        0,
+        "A container for Lua scripts management commands",
+        crate::families::connection::cmd_container,
+    ),
+];
+
+pub const SUBCOMMANDS: &[Spec] = &[
+    spec("script|debug", 3, NOSCRIPT, "Set the debug mode for executed scripts.", cmd_script_debug),
+    spec("script|exists", -3, NOSCRIPT, "Check existence of scripts in the script cache.", cmd_script_exists),
+    spec("script|flush", -2, NOSCRIPT, "Remove all the scripts from the script cache.", cmd_script_flush),
+    spec("script|help", 2, LOADING | STALE, "Show helpful text about the different subcommands", cmd_script_help),
+    spec("script|kill", 2, NOSCRIPT | ALLOW_BUSY, "Kill the script currently in execution.", cmd_script_kill),
+    spec("script|load", 3, NOSCRIPT | STALE, "Load the specified Lua script into the script cache.", cmd_script_load),
+];
+
+const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// # Format
+/// `EVAL script numkeys [key ...] [arg ...]` → what the script returns.
+fn cmd_eval(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    eval(ctx, false, false)
+}
+
+/// # Format
+/// `EVALSHA sha1 numkeys [key ...] [arg ...]` → what the cached script returns;
+/// `-NOSCRIPT No matching script. Please use EVAL.` if it is not cached.
+fn cmd_evalsha(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    eval(ctx, true, false)
+}
+
+/// # Format
+/// `EVAL_RO script numkeys [key ...] [arg ...]`: EVAL whose script may not write.
+fn cmd_eval_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    eval(ctx, false, true)
+}
+
+/// # Format
+/// `EVALSHA_RO sha1 numkeys [key ...] [arg ...]`: EVALSHA whose script may not write.
+fn cmd_evalsha_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    eval(ctx, true, true)
+}
+
+/// Caches `body` (compiling it in this worker's Lua state) and returns its SHA-1; the
+/// error is the compile error's reply.
+fn load(ctx: &Ctx<'_>, body: &[u8]) -> Result<(String, std::sync::Arc<lua::Script>), CmdError> {
+    let sha = sha1_hex(body);
+    let scripts = &ctx.shared.scripts;
+    if let Some(s) = scripts.get(&sha) {
+        return Ok((sha, s));
+    }
+    let (flags, _) = lua::shebang(body).map_err(|e| CmdError::new(format!("ERR {e}")))?;
+    lua::with_vm(scripts, |vm| vm.compile(&sha, body)).map_err(|e| CmdError::new(format!("ERR {e}")))?;
+    let script = scripts.insert(sha.clone(), lua::Script { body: body.to_vec(), flags });
+    Ok((sha, script))
+}
+
+fn eval(ctx: &mut Ctx<'_>, by_sha: bool, ro: bool) -> Result<(), CmdError> {
+    let numkeys = ctx.int(2)?;
+    if numkeys > ctx.argc() as i64 - 3 {
+        return Err(CmdError::new("ERR Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::new("ERR Number of keys can't be negative"));
+    }
+    let (sha, script) = if by_sha {
+        let sha = ctx.arg(1).to_ascii_lowercase();
+        let sha = String::from_utf8_lossy(&sha).into_owned();
+        match (sha.len() == 40).then(|| ctx.shared.scripts.get(&sha)).flatten() {
+            Some(s) => (sha, s),
+            None => return Err(CmdError::new(NOSCRIPT_ERR)),
+        }
+    } else {
+        load(ctx, ctx.arg(1))?
+    };
+    let compat = script.flags & lua::EVAL_COMPAT != 0;
+    if !compat && script.flags & lua::NO_WRITES == 0 && ro {
+        return Err(CmdError::new("ERR Can not execute a script with write flag using *_ro command."));
+    }
+    let read_only = ro || (!compat && script.flags & lua::NO_WRITES != 0);
+    let args: Vec<&[u8]> = ctx.argv.iter().skip(3).collect();
+    let (keys, argv) = args.split_at(numkeys as usize);
+
+    // Inside EXEC every gate is held already.
+    let nested = ctx.conn.in_exec;
+    let shared = ctx.shared;
+    let all = (!nested).then(|| Exclusive::enter(&shared.gates, &shared.exec_lock, ctx.worker));
+    let (db, started) = (ctx.conn.db, ctx.conn.clock);
+    ctx.conn.in_exec = true;
+    let result = lua::with_vm(&shared.scripts, |vm| {
+        if let Err(e) = vm.compile(&sha, &script.body) {
+            return Err((e.into_bytes(), false));
+        }
+        let mut call = |args: &[Vec<u8>], proto: Protocol| script_call(ctx, args, proto, read_only);
+        let r = vm.run(&sha, keys, argv, &mut call);
+        shared.scripts.lua_memory.store(vm.memory(), std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    ctx.conn.in_exec = nested;
+    ctx.conn.db = db;
+    if !nested {
+        for (db, k) in std::mem::take(&mut ctx.conn.ready) {
+            crate::blocking::serve_ready(ctx.h, shared, ctx.worker, db, std::iter::once(k.as_slice()));
+        }
+    }
+    drop(all);
+    // EVAL's own time in commandstats covers the commands it ran, as EXEC's does.
+    ctx.conn.clock = started;
+    match result {
+        Ok(out) => {
+            lua::write_out(&mut ctx.out, &out);
+            Ok(())
+        }
+        // An error a command of the script answered was counted when it did.
+        Err((msg, true)) => {
+            let mut line = b"-".to_vec();
+            line.extend_from_slice(&msg);
+            ctx.out.error(&line);
+            Ok(())
+        }
+        Err((msg, false)) => Err(CmdError(msg)),
+    }
+}
+
+/// Runs one command for `redis.call` (Redis's `scriptCall`) and returns its reply, in
+/// protocol `proto`.
+fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: bool) -> Vec<u8> {
+    let mut req = Vec::new();
+    larder_resp::write_command(&mut req, argv.iter().map(|a| a.as_slice()));
+    let limits = Limits { proto_max_bulk_len: u64::MAX, ..Limits::DEFAULT };
+    let mut args = Args::new();
+    let mut out = Vec::new();
+    if !matches!(larder_resp::parse_command_into(&req, &limits, &mut args), Ok(Some(_))) {
+        return b"-ERR Unknown Redis command called from script\r\n".to_vec();
+    }
+    let mut inner = Ctx {
+        argv: Argv { args: &args, buf: &req },
+        out: Writer::new(&mut out, proto),
+        h: &mut *ctx.h,
+        conn: &mut *ctx.conn,
+        shared: ctx.shared,
+        worker: ctx.worker,
+    };
+    let t = table();
+    let found = t.lookup(&argv[0]).and_then(|i| {
+        if argv.len() >= 2 && !t.subcommands(i).is_empty() {
+            t.lookup_sub(i, &argv[1])
+        } else {
+            Some(i)
+        }
+    });
+    let Some(i) = found else {
+        crate::command::reply_error(&mut inner, &CmdError::new("ERR Unknown Redis command called from script"), None);
+        return out;
+    };
+    let spec = t.specs[i];
+    let argc = argv.len() as i32;
+    let refusal = if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        Some("ERR Wrong number of args calling Redis command from script")
+    } else if spec.flags & NOSCRIPT != 0 {
+        Some("ERR This Redis command is not allowed from script")
+    } else if read_only && spec.flags & (WRITE | MAY_REPLICATE) != 0 {
+        Some("ERR Write commands are not allowed from read-only scripts.")
+    } else {
+        None
+    };
+    if let Some(msg) = refusal {
+        crate::command::reply_error(&mut inner, &CmdError::new(msg), Some((i, true)));
+        return out;
+    }
+    if inner.conn.tracking != 0 {
+        crate::tracking::before_read(&mut inner, spec);
+    }
+    crate::command::call(&mut inner, i);
+    if inner.conn.tracking != 0 {
+        crate::tracking::after_read(&mut inner, spec);
+    }
+    out
+}
+
+/// # Format
+/// `SCRIPT LOAD script` → the script's SHA-1 (the script is compiled and cached).
+fn cmd_script_load(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let (sha, _) = load(ctx, ctx.arg(2))?;
+    ctx.out.bulk(sha.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `SCRIPT EXISTS sha1 [sha1 ...]` → an array of 1 (cached) or 0.
+fn cmd_script_exists(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let n = ctx.argc() - 2;
+    ctx.out.array(n);
+    for j in 2..ctx.argc() {
+        let sha = String::from_utf8_lossy(&ctx.arg(j).to_ascii_lowercase()).into_owned();
+        let found = ctx.shared.scripts.get(&sha).is_some();
+        ctx.out.integer(found as i64);
+    }
+    Ok(())
+}
+
+/// # Format
+/// `SCRIPT FLUSH [ASYNC|SYNC]` → `+OK` (the cache is emptied; the Lua states are rebuilt).
+fn cmd_script_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let ok = ctx.argc() == 2
+        || (ctx.argc() == 3 && (ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC")));
+    if !ok {
+        return Err(CmdError::new("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
+    }
+    ctx.shared.scripts.flush();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `SCRIPT KILL` → `-NOTBUSY No scripts in execution right now.` (a running script holds
+/// every worker, so no other client's SCRIPT KILL can run meanwhile).
+fn cmd_script_kill(_ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    Err(CmdError::new("NOTBUSY No scripts in execution right now."))
+}
+
+/// # Format
+/// `SCRIPT DEBUG YES|SYNC|NO` → an error for YES and SYNC: Larder has no Lua debugger.
+fn cmd_script_debug(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mode = ctx.arg(2);
+    if mode.eq_ignore_ascii_case(b"no") {
+        ctx.out.ok();
+        return Ok(());
+    }
+    if mode.eq_ignore_ascii_case(b"yes") || mode.eq_ignore_ascii_case(b"sync") {
+        return Err(CmdError::new("ERR SCRIPT DEBUG is not supported: this server has no Lua debugger"));
+    }
+    Err(CmdError::new("ERR Use SCRIPT DEBUG YES/SYNC/NO"))
+}
+
+/// # Format
+/// `SCRIPT HELP` → the subcommands available.
+fn cmd_script_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    crate::families::server::reply_help(
+        ctx,
+        "SCRIPT",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+    Ok(())
+}

@@ -136,7 +136,24 @@ LATENCY of expire events are correctly collected
 query buffer resized correctly
 RESET clears authenticated state
 lazy free a stream with all types of metadata
-lazy free a stream with deleted cgroup}"
+lazy free a stream with deleted cgroup
+Timedout read-only scripts can be killed by SCRIPT KILL
+Timedout read-only scripts can be killed by SCRIPT KILL even when use pcall
+Timedout script does not cause a false dead client
+Timedout script link is still usable after Lua returns
+Timedout scripts and unblocked command
+/Timedout scripts that modified data can.t be killed by SCRIPT KILL
+SHUTDOWN NOSAVE can kill a timedout script anyway
+/EVAL - Scripts can.t run XREAD and XREADGROUP with BLOCK option
+EVAL - cmsgpack can pack double?
+EVAL - cmsgpack can pack negative int64?
+EVAL - cmsgpack pack/unpack smoke test
+EVAL - cmsgpack can pack and unpack circular references?
+Try trick readonly table on cmsgpack table
+Script ACL check
+not enough good replicas
+reject script do not cause a Lua stack leak
+Consistent eval error reporting}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
 # notifications of stream commands; the two COPY tests build a stream with XADD, and so do
 # unit/lazyfree's two stream tests, which count a stream's lazy free; "Blocking

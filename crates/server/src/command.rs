@@ -151,6 +151,8 @@ pub struct ConnState {
     /// Running the commands of an EXEC (Redis's CLIENT_DENY_BLOCKING): a blocking command
     /// must answer as on timeout instead of blocking.
     pub in_exec: bool,
+    /// Running the commands of a script (Redis's CLIENT_SCRIPT).
+    pub in_script: bool,
     /// The command's output must not be silenced as a whole by CLIENT REPLY OFF / SKIP:
     /// pub/sub pushes, or an EXEC that turned replies off part way.
     pub pushed: bool,
@@ -196,6 +198,7 @@ impl ConnState {
             multi: None,
             watched: Vec::new(),
             in_exec: false,
+            in_script: false,
             pushed: false,
             park: None,
             ready: Vec::new(),

@@ -284,6 +284,8 @@ pub struct Shared {
     pub watches: families::multi::AbsentWatches,
     /// The Lua script cache (see [`lua`]).
     pub scripts: lua::Scripts,
+    /// The function libraries (FUNCTION LOAD).
+    pub functions: lua::Libraries,
     /// The clients in MONITOR mode (see [`monitor`]).
     pub monitors: monitor::Monitors,
     /// Client-side caching: the tracking table and BCAST prefixes (see [`tracking`]).
@@ -483,6 +485,7 @@ impl Server {
             pause: Default::default(),
             watches: Default::default(),
             scripts: Default::default(),
+            functions: Default::default(),
             monitors: Default::default(),
             tracking: tracking::Tracking::new(threads),
             cron_paused: AtomicBool::new(false),

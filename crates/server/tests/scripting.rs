@@ -213,3 +213,58 @@ fn script_commands_are_commands() {
     ev(&mut a, "return redis.call('set', 'nk', 1)", &[b"0"], "+OK\r\n");
     assert_eq!(read_reply(&mut b), b"*3\r\n$7\r\nmessage\r\n$18\r\n__keyevent@5__:set\r\n$2\r\nnk\r\n");
 }
+
+/// FUNCTION LOAD, FCALL, FCALL_RO, LIST, DELETE: libraries are the server's, and a worker
+/// that has not loaded one yet loads it on its first call.
+#[test]
+fn functions_load_list_call_and_delete() {
+    let t = start();
+    let (mut a, mut b) = one_per_worker(&t);
+    let lib = "#!lua name=mylib\nredis.register_function('incr2', function(keys, args) return redis.call('incrby', keys[1], 2) end)\nredis.register_function{function_name='get1', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}, description='reads'}";
+    a.check(&cmd(&[b"FUNCTION", b"LOAD", lib.as_bytes()]), b"$5\r\nmylib\r\n");
+    a.check(&cmd(&[b"FUNCTION", b"LOAD", lib.as_bytes()]), b"-ERR Library 'mylib' already exists\r\n");
+    b.check(&cmd(&[b"FCALL", b"incr2", b"1", b"n"]), b":2\r\n");
+    a.check(&cmd(&[b"FCALL_RO", b"get1", b"1", b"n"]), b"$1\r\n2\r\n");
+    a.check(
+        &cmd(&[b"FCALL_RO", b"incr2", b"1", b"n"]),
+        b"-ERR Can not execute a script with write flag using *_ro command.\r\n",
+    );
+    a.check(&cmd(&[b"FCALL", b"nosuch", b"0"]), b"-ERR Function not found\r\n");
+    a.check(&cmd(&[b"FCALL", b"incr2", b"x"]), b"-ERR Bad number of keys provided\r\n");
+    ck(&mut a, "SET s abc", "+OK\r\n");
+    b.check(
+        &cmd(&[b"FCALL", b"incr2", b"1", b"s"]),
+        b"-ERR value is not an integer or out of range script: incr2, on @user_function:2.\r\n",
+    );
+    let list = ask(&mut b, &[b"FUNCTION", b"LIST"]);
+    assert_eq!(
+        list,
+        "*1\r\n*6\r\n$12\r\nlibrary_name\r\n$5\r\nmylib\r\n$6\r\nengine\r\n$3\r\nLUA\r\n$9\r\nfunctions\r\n*2\r\n\
+         *6\r\n$4\r\nname\r\n$5\r\nincr2\r\n$11\r\ndescription\r\n$-1\r\n$5\r\nflags\r\n*0\r\n\
+         *6\r\n$4\r\nname\r\n$4\r\nget1\r\n$11\r\ndescription\r\n$5\r\nreads\r\n$5\r\nflags\r\n*1\r\n+no-writes\r\n"
+    );
+    let bad: &[(&str, &str)] = &[
+        ("return 1", "-ERR Missing library metadata\r\n"),
+        ("#!lua name=x\nreturn 1", "-ERR No functions registered\r\n"),
+        ("#!js name=x\nreturn 1", "-ERR Engine 'js' not found\r\n"),
+        (
+            "#!lua name=x\nredis.call('ping')",
+            "-ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'\r\n",
+        ),
+        (
+            "#!lua name=x\nredis.register_function('incr2', function() end)",
+            "-ERR Function incr2 already exists\r\n",
+        ),
+    ];
+    for (code, want) in bad {
+        a.check(&cmd(&[b"FUNCTION", b"LOAD", code.as_bytes()]), want.as_bytes());
+    }
+    // REPLACE swaps the library for every worker.
+    let v2 = "#!lua name=mylib\nredis.register_function('incr2', function() return 'v2' end)";
+    a.check(&cmd(&[b"FUNCTION", b"LOAD", b"REPLACE", v2.as_bytes()]), b"$5\r\nmylib\r\n");
+    b.check(&cmd(&[b"FCALL", b"incr2", b"0"]), b"$2\r\nv2\r\n");
+    b.check(&cmd(&[b"FCALL", b"get1", b"0"]), b"-ERR Function not found\r\n");
+    a.check(&cmd(&[b"FUNCTION", b"DELETE", b"mylib"]), b"+OK\r\n");
+    a.check(&cmd(&[b"FUNCTION", b"DELETE", b"mylib"]), b"-ERR Library not found\r\n");
+    b.check(&cmd(&[b"FCALL", b"incr2", b"0"]), b"-ERR Function not found\r\n");
+}

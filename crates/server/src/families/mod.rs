@@ -51,7 +51,9 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
             Some(numkeys_keys(args, false, 1))
         }
         "zunionstore" | "zinterstore" | "zdiffstore" => Some(numkeys_keys(args, true, 2)),
-        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => Some(numkeys_keys(args, false, 2)),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            Some(numkeys_keys(args, false, 2))
+        }
         "georadius" => Some(geo::key_positions(args, 6)),
         "georadiusbymember" => Some(geo::key_positions(args, 5)),
         _ => None,

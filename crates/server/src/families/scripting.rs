@@ -1,4 +1,5 @@
-//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, as Redis 7.0 (eval.c, script.c).
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, FCALL, FCALL_RO and FUNCTION, as
+//! Redis 7.0 (eval.c, script.c, functions.c, function_lua.c).
 //! The Lua side (states, sandbox, conversions) is in [`crate::lua`].
 //!
 //! - A script runs while its worker holds every worker's exec gate ([`crate::gate`]), as
@@ -17,7 +18,7 @@
 use larder_resp::{Args, Limits, Protocol, Writer};
 
 use crate::command::{
-    table, Argv, CmdError, Ctx, Handler, Spec, ALLOW_BUSY, LOADING, MAY_REPLICATE, MOVABLEKEYS, NOSCRIPT,
+    table, Argv, CmdError, Ctx, Handler, Spec, ALLOW_BUSY, DENYOOM, LOADING, MAY_REPLICATE, MOVABLEKEYS, NOSCRIPT,
     NO_MANDATORY_KEYS, READONLY, SKIP_MONITOR, STALE, WRITE,
 };
 use crate::gate::Exclusive;
@@ -41,6 +42,9 @@ pub const COMMANDS: &[Spec] = &[
         "A container for Lua scripts management commands",
         crate::families::connection::cmd_container,
     ),
+    spec("fcall", -3, EVAL, "Invoke a function", cmd_fcall),
+    spec("fcall_ro", -3, EVAL | READONLY, "Invoke a read-only function", cmd_fcall_ro),
+    spec("function", -2, 0, "A container for function commands", crate::families::connection::cmd_container),
 ];
 
 pub const SUBCOMMANDS: &[Spec] = &[
@@ -50,6 +54,25 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("script|help", 2, LOADING | STALE, "Show helpful text about the different subcommands", cmd_script_help),
     spec("script|kill", 2, NOSCRIPT | ALLOW_BUSY, "Kill the script currently in execution.", cmd_script_kill),
     spec("script|load", 3, NOSCRIPT | STALE, "Load the specified Lua script into the script cache.", cmd_script_load),
+    spec("function|delete", 3, WRITE | NOSCRIPT, "Delete a function by name", cmd_function_delete),
+    spec("function|flush", -2, WRITE | NOSCRIPT, "Deleting all functions", cmd_function_flush),
+    spec("function|help", 2, LOADING | STALE, "Show helpful text about the different subcommands", cmd_function_help),
+    spec("function|kill", 2, NOSCRIPT | ALLOW_BUSY, "Kill the function currently in execution.", cmd_script_kill),
+    spec("function|list", -2, NOSCRIPT, "List information about all the functions", cmd_function_list),
+    spec(
+        "function|load",
+        -3,
+        WRITE | DENYOOM | NOSCRIPT,
+        "Create a function with the given arguments (name, code, description)",
+        cmd_function_load,
+    ),
+    spec(
+        "function|stats",
+        2,
+        NOSCRIPT | ALLOW_BUSY,
+        "Return information about the function currently running (name, description, duration)",
+        cmd_function_stats,
+    ),
 ];
 
 const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
@@ -115,8 +138,21 @@ fn eval(ctx: &mut Ctx<'_>, by_sha: bool, ro: bool) -> Result<(), CmdError> {
         return Err(CmdError::new("ERR Can not execute a script with write flag using *_ro command."));
     }
     let read_only = ro || (!compat && script.flags & lua::NO_WRITES != 0);
+    run_script(ctx, lua::Target::Script(&sha), numkeys as usize, read_only, |vm| vm.compile(&sha, &script.body))
+}
+
+/// Runs a script or function atomically (see the module notes) with the keys and arguments
+/// from argument 3 on, after `prepare` made sure this worker's Lua state has it, and writes
+/// its reply.
+fn run_script(
+    ctx: &mut Ctx<'_>,
+    target: lua::Target<'_>,
+    numkeys: usize,
+    read_only: bool,
+    prepare: impl FnOnce(&mut lua::Vm) -> Result<(), String>,
+) -> Result<(), CmdError> {
     let args: Vec<&[u8]> = ctx.argv.iter().skip(3).collect();
-    let (keys, argv) = args.split_at(numkeys as usize);
+    let (keys, argv) = args.split_at(numkeys);
 
     // Inside EXEC every gate is held already.
     let nested = ctx.conn.in_exec;
@@ -124,16 +160,18 @@ fn eval(ctx: &mut Ctx<'_>, by_sha: bool, ro: bool) -> Result<(), CmdError> {
     let all = (!nested).then(|| Exclusive::enter(&shared.gates, &shared.exec_lock, ctx.worker));
     let (db, started) = (ctx.conn.db, ctx.conn.clock);
     ctx.conn.in_exec = true;
+    ctx.conn.in_script = true;
     let result = lua::with_vm(&shared.scripts, |vm| {
-        if let Err(e) = vm.compile(&sha, &script.body) {
-            return Err((e.into_bytes(), false));
+        if let Err(e) = prepare(vm) {
+            return Err((format!("ERR {e}").into_bytes(), false));
         }
         let mut call = |args: &[Vec<u8>], proto: Protocol| script_call(ctx, args, proto, read_only);
-        let r = vm.run(&sha, keys, argv, &mut call);
+        let r = vm.run(target, keys, argv, &mut call);
         shared.scripts.lua_memory.store(vm.memory(), std::sync::atomic::Ordering::Relaxed);
         r
     });
     ctx.conn.in_exec = nested;
+    ctx.conn.in_script = false;
     ctx.conn.db = db;
     if !nested {
         for (db, k) in std::mem::take(&mut ctx.conn.ready) {
@@ -141,7 +179,7 @@ fn eval(ctx: &mut Ctx<'_>, by_sha: bool, ro: bool) -> Result<(), CmdError> {
         }
     }
     drop(all);
-    // EVAL's own time in commandstats covers the commands it ran, as EXEC's does.
+    // The script's own time in commandstats covers the commands it ran, as EXEC's does.
     ctx.conn.clock = started;
     match result {
         Ok(out) => {
@@ -291,6 +329,255 @@ fn cmd_script_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
             "    Kill the currently executing Lua script.",
             "LOAD <script>",
             "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------ functions
+
+/// # Format
+/// `FCALL function numkeys [key ...] [arg ...]` → what the function returns.
+fn cmd_fcall(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    fcall(ctx, false)
+}
+
+/// # Format
+/// `FCALL_RO function numkeys [key ...] [arg ...]`: FCALL of a `no-writes` function.
+fn cmd_fcall_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    fcall(ctx, true)
+}
+
+fn fcall(ctx: &mut Ctx<'_>, ro: bool) -> Result<(), CmdError> {
+    let name = String::from_utf8_lossy(ctx.arg(1)).into_owned();
+    let Some((lib, meta)) = ctx.shared.functions.find_function(&name) else {
+        return Err(CmdError::new("ERR Function not found"));
+    };
+    let numkeys =
+        crate::command::parse_i64(ctx.arg(2)).ok_or_else(|| CmdError::new("ERR Bad number of keys provided"))?;
+    if numkeys > ctx.argc() as i64 - 3 {
+        return Err(CmdError::new("ERR Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::new("ERR Number of keys can't be negative"));
+    }
+    let no_writes = meta.flags & lua::NO_WRITES != 0;
+    if ro && !no_writes {
+        return Err(CmdError::new("ERR Can not execute a script with write flag using *_ro command."));
+    }
+    let functions = &ctx.shared.functions;
+    run_script(ctx, lua::Target::Function(&name), numkeys as usize, ro || no_writes, |vm| {
+        vm.ensure_function(functions, &lib, &name)
+    })
+}
+
+/// Reads a library's first line, `#!ENGINE name=NAME` (Redis's `functionExtractLibMetaData`):
+/// the engine and the name.
+fn library_metadata(code: &[u8]) -> Result<(String, String), String> {
+    if !code.starts_with(b"#!") {
+        return Err("Missing library metadata".into());
+    }
+    let Some(end) = code.iter().position(|&c| c == b'\n') else {
+        return Err("Invalid library metadata".into());
+    };
+    let line = String::from_utf8_lossy(&code[2..end]).into_owned();
+    let mut parts = line.split_ascii_whitespace();
+    let engine = parts.next().unwrap_or("").to_string();
+    let mut name = None;
+    for part in parts {
+        match part.get(..5).filter(|p| p.eq_ignore_ascii_case("name=")) {
+            Some(_) if name.is_some() => {
+                return Err("Invalid metadata value, name argument was given multiple times".into())
+            }
+            Some(_) => name = Some(part[5..].to_string()),
+            None => return Err(format!("Invalid metadata value given: {part}")),
+        }
+    }
+    let name = name.ok_or("Library name was not given")?;
+    Ok((engine, name))
+}
+
+/// # Format
+/// `FUNCTION LOAD [REPLACE] code` → the library's name. The code's first line is
+/// `#!lua name=NAME`; running it registers the library's functions.
+fn cmd_function_load(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let mut replace = false;
+    for j in 2..ctx.argc() - 1 {
+        if ctx.arg(j).eq_ignore_ascii_case(b"replace") {
+            replace = true;
+        } else {
+            return Err(CmdError::new(format!("ERR Unknown option given: {}", String::from_utf8_lossy(ctx.arg(j)))));
+        }
+    }
+    let code = ctx.arg(ctx.argc() - 1);
+    let err = |e: String| CmdError::new(format!("ERR {e}"));
+    let (engine, name) = library_metadata(code).map_err(err)?;
+    if !lua::valid_name(&name) {
+        return Err(err("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into()));
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(err(format!("Engine '{engine}' not found")));
+    }
+    let functions = &ctx.shared.functions;
+    if !replace && functions.get(&name).is_some() {
+        return Err(err(format!("Library '{name}' already exists")));
+    }
+    let skip = code.iter().position(|&c| c == b'\n').unwrap_or(code.len());
+    let registered = lua::with_vm(&ctx.shared.scripts, |vm| vm.load_library(&code[skip..])).map_err(err)?;
+    if registered.is_empty() {
+        return Err(err("No functions registered".into()));
+    }
+    let lib = lua::Library {
+        name: name.clone(),
+        code: code.to_vec(),
+        functions: registered.into_iter().map(|r| r.meta).collect(),
+    };
+    functions.put(lib).map_err(|f| err(format!("Function {f} already exists")))?;
+    ctx.out.bulk(name.as_bytes());
+    Ok(())
+}
+
+/// # Format
+/// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]` → one map per library: its name, engine,
+/// functions (name, description, flags) and, with WITHCODE, its code.
+fn cmd_function_list(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let (mut with_code, mut pattern) = (false, None);
+    let mut j = 2;
+    while j < ctx.argc() {
+        let a = ctx.arg(j);
+        if !with_code && a.eq_ignore_ascii_case(b"withcode") {
+            with_code = true;
+        } else if pattern.is_none() && a.eq_ignore_ascii_case(b"libraryname") {
+            if j + 1 >= ctx.argc() {
+                return Err(CmdError::new("ERR library name argument was not given"));
+            }
+            j += 1;
+            pattern = Some(ctx.arg(j));
+        } else {
+            return Err(CmdError::new(format!("ERR Unknown argument {}", String::from_utf8_lossy(a))));
+        }
+        j += 1;
+    }
+    let libs: Vec<_> = ctx
+        .shared
+        .functions
+        .list()
+        .into_iter()
+        .filter(|l| pattern.is_none_or(|p| larder_engine::glob_match(p, l.name.as_bytes(), true)))
+        .collect();
+    ctx.out.array(libs.len());
+    for l in libs {
+        ctx.out.map(if with_code { 4 } else { 3 });
+        ctx.out.bulk(b"library_name").bulk(l.name.as_bytes());
+        ctx.out.bulk(b"engine").bulk(b"LUA");
+        ctx.out.bulk(b"functions").array(l.functions.len());
+        for f in &l.functions {
+            ctx.out.map(3);
+            ctx.out.bulk(b"name").bulk(f.name.as_bytes());
+            ctx.out.bulk(b"description");
+            match &f.desc {
+                Some(d) => ctx.out.bulk(d),
+                None => ctx.out.null(),
+            };
+            let flags: Vec<&str> = lua::FLAG_NAMES.iter().filter(|(b, _)| f.flags & b != 0).map(|(_, n)| *n).collect();
+            ctx.out.bulk(b"flags").set(flags.len());
+            for n in flags {
+                ctx.out.simple(n.as_bytes());
+            }
+        }
+        if with_code {
+            ctx.out.bulk(b"library_code").bulk(&l.code);
+        }
+    }
+    Ok(())
+}
+
+/// # Format
+/// `FUNCTION DELETE library` → `+OK`; `-ERR Library not found`.
+fn cmd_function_delete(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let name = String::from_utf8_lossy(ctx.arg(2)).into_owned();
+    if !ctx.shared.functions.delete(&name) {
+        return Err(CmdError::new("ERR Library not found"));
+    }
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `FUNCTION FLUSH [ASYNC|SYNC]` → `+OK` (every library is deleted).
+fn cmd_function_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    match ctx.argc() {
+        2 => {}
+        3 if ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC") => {}
+        3 => return Err(CmdError::new("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
+        _ => {
+            return Err(CmdError::new(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                String::from_utf8_lossy(ctx.arg(1))
+            )))
+        }
+    }
+    ctx.shared.functions.flush();
+    ctx.out.ok();
+    Ok(())
+}
+
+/// # Format
+/// `FUNCTION STATS` → `running_script` (always null: a running function holds every worker)
+/// and, per engine, the libraries and functions loaded.
+fn cmd_function_stats(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    let libs = ctx.shared.functions.list();
+    let n_functions: usize = libs.iter().map(|l| l.functions.len()).sum();
+    ctx.out.map(2);
+    ctx.out.bulk(b"running_script").null();
+    ctx.out.bulk(b"engines").map(1).bulk(b"LUA").map(2);
+    ctx.out.bulk(b"libraries_count").integer(libs.len() as i64);
+    ctx.out.bulk(b"functions_count").integer(n_functions as i64);
+    Ok(())
+}
+
+/// # Format
+/// `FUNCTION HELP` → the subcommands available.
+fn cmd_function_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
+    crate::families::server::reply_help(
+        ctx,
+        "FUNCTION",
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (On collision, the old library is restored).",
         ],
     );
     Ok(())

@@ -76,7 +76,6 @@ pub const COMMANDS: &[Spec] = &[
         cmd_save,
     ),
     spec("monitor", 1, AS, "server", "Listens for all requests received by the server in real-time.", cmd_monitor),
-    spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
     spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
 ];
 
@@ -143,22 +142,6 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("memory|doctor", 2, 0, "server", "Outputs a memory problems report.", cmd_memory_doctor),
     spec("memory|purge", 2, 0, "server", "Asks the allocator to release memory.", cmd_memory_purge),
     spec("memory|malloc-stats", 2, 0, "server", "Returns the allocator statistics.", cmd_memory_malloc_stats),
-    spec(
-        "function|flush",
-        -2,
-        WRITE | NOSCRIPT,
-        "scripting",
-        "Deletes all libraries and functions.",
-        cmd_function_flush,
-    ),
-    spec(
-        "function|help",
-        2,
-        LS,
-        "scripting",
-        "Returns helpful text about the different subcommands.",
-        cmd_function_help,
-    ),
     // Larder has no cluster mode: every subcommand answers as a Redis started without it
     // (COMMAND INFO and COMMAND LIST still show them, as Redis's do).
     spec(
@@ -533,7 +516,7 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("total_system_memory:{total}");
             line!("total_system_memory_human:{}", bytes_to_human(total));
             // Lua: the heap of the Lua state that ran a script last (0 before any) and the
-            // script cache. No functions: none of the memory Redis reports for them.
+            // script cache. Functions share the Lua states: their memory fields are 0.
             let lua_mem = ctx.shared.scripts.lua_memory.load(Ordering::Relaxed);
             let scripts_mem = ctx.shared.scripts.memory();
             line!("used_memory_lua:{lua_mem}");
@@ -541,8 +524,9 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("used_memory_lua_human:{}", bytes_to_human(lua_mem));
             line!("used_memory_scripts_eval:{scripts_mem}");
             line!("number_of_cached_scripts:{}", ctx.shared.scripts.len());
-            line!("number_of_functions:0");
-            line!("number_of_libraries:0");
+            let libs = ctx.shared.functions.list();
+            line!("number_of_functions:{}", libs.iter().map(|l| l.functions.len()).sum::<usize>());
+            line!("number_of_libraries:{}", libs.len());
             line!("used_memory_vm_functions:0");
             line!("used_memory_vm_total:{lua_mem}");
             line!("used_memory_vm_total_human:{}", bytes_to_human(lua_mem));
@@ -2057,42 +2041,6 @@ fn cmd_lastsave(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_save(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let name = lossy(ctx.arg(0)).to_ascii_uppercase();
     Err(CmdError::new(format!("ERR {name} is not available: this server has no persistence yet")))
-}
-
-/// # Format
-/// `FUNCTION FLUSH [ASYNC|SYNC]` → `+OK` (there are no function libraries to delete).
-fn cmd_function_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    match ctx.argc() {
-        2 => {}
-        3 if ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC") => {}
-        3 => return Err(CmdError::new("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
-        _ => {
-            return Err(CmdError::new(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-                lossy(ctx.arg(1))
-            )))
-        }
-    }
-    ctx.out.ok();
-    Ok(())
-}
-
-/// # Format
-/// `FUNCTION HELP` → the subcommands available.
-fn cmd_function_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    reply_help(
-        ctx,
-        "FUNCTION",
-        &[
-            "FLUSH [ASYNC|SYNC]",
-            "    Delete all the libraries.",
-            "    When called without the optional mode argument, the behavior is determined by the",
-            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-            "    * ASYNC: Asynchronously flush the libraries.",
-            "    * SYNC: Synchronously flush the libraries.",
-        ],
-    );
-    Ok(())
 }
 
 #[cfg(test)]

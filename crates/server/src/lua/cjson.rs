@@ -8,9 +8,12 @@
 //! - `/` is escaped as `\/`, as lua-cjson does; JSON `null` decodes to `cjson.null` (a light
 //!   userdata holding NULL).
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use mlua::{LightUserData, Lua, Result, Table, Value, Variadic};
 
-/// Tables nested deeper than this are refused (lua-cjson's default for both directions).
+/// Tables nested deeper than this are refused, by default (lua-cjson's, both directions).
 const MAX_DEPTH: usize = 1000;
 
 fn err(msg: impl Into<String>) -> mlua::Error {
@@ -22,28 +25,33 @@ pub fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
 }
 
-/// The library table.
+/// The library table. Its depth limits are settings of the Lua state, as lua-cjson's are
+/// (`cjson.encode_max_depth(n)`, `cjson.decode_max_depth(n)`).
 pub fn open(lua: &Lua) -> Result<Table> {
     let t = lua.create_table()?;
+    let (enc_depth, dec_depth) = (Rc::new(Cell::new(MAX_DEPTH)), Rc::new(Cell::new(MAX_DEPTH)));
+    let invalid_numbers = Rc::new(Cell::new(false));
+    let (max, invalid) = (enc_depth.clone(), invalid_numbers.clone());
     t.set(
         "encode",
-        lua.create_function(|_, a: Variadic<Value>| {
+        lua.create_function(move |_, a: Variadic<Value>| {
             if a.len() != 1 {
                 return Err(err("bad argument #1 to 'encode' (expected 1 argument)"));
             }
             let mut out = Vec::new();
-            encode(&a[0], &mut out, 0)?;
+            encode(&a[0], &mut out, &Encoding { depth: 0, max: max.get(), invalid_numbers: invalid.get() })?;
             Ok(mlua::BString::from(out))
         })?,
     )?;
+    let max = dec_depth.clone();
     t.set(
         "decode",
-        lua.create_function(|lua, a: Variadic<Value>| {
+        lua.create_function(move |lua, a: Variadic<Value>| {
             let Some(Value::String(s)) = a.first().filter(|_| a.len() == 1) else {
                 return Err(err("bad argument #1 to 'decode' (expected 1 argument)"));
             };
             let bytes = s.as_bytes();
-            let mut p = Parser { s: &bytes, i: 0, lua };
+            let mut p = Parser { s: &bytes, i: 0, lua, max: max.get() };
             let v = p.value(0)?;
             p.ws();
             if p.i < p.s.len() {
@@ -53,6 +61,39 @@ pub fn open(lua: &Lua) -> Result<Table> {
         })?,
     )?;
     t.set("null", null())?;
+    // lua-cjson's settings: accepted, and answered with the defaults this implementation
+    // keeps (scripts call them to be sure of a setting, and expect no error).
+    for (name, depth) in [("encode_max_depth", enc_depth), ("decode_max_depth", dec_depth)] {
+        let f = lua.create_function(move |_, a: Variadic<Value>| {
+            match a.first() {
+                Some(Value::Integer(n)) if (1..=i32::MAX as i64).contains(n) => depth.set(*n as usize),
+                Some(Value::Number(n)) if (1.0..=i32::MAX as f64).contains(n) => depth.set(*n as usize),
+                None | Some(Value::Nil) => {}
+                Some(_) => {
+                    return Err(err(format!("bad argument #1 to '{name}' (expected integer between 1 and 2147483647)")))
+                }
+            }
+            Ok(depth.get() as i64)
+        })?;
+        t.set(name, f)?;
+    }
+    t.set(
+        "encode_invalid_numbers",
+        lua.create_function(move |_, a: Variadic<Value>| {
+            if let Some(Value::Boolean(b)) = a.first() {
+                invalid_numbers.set(*b);
+            }
+            Ok(invalid_numbers.get())
+        })?,
+    )?;
+    for (name, default) in [
+        ("encode_keep_buffer", Value::Boolean(true)),
+        ("encode_number_precision", Value::Integer(14)),
+        ("decode_invalid_numbers", Value::Boolean(true)),
+    ] {
+        t.set(name, lua.create_function(move |_, _: Variadic<Value>| Ok(default.clone()))?)?;
+    }
+    t.set("encode_sparse_array", lua.create_function(|_, _: Variadic<Value>| Ok((false, 2, 10)))?)?;
     Ok(t)
 }
 
@@ -61,21 +102,32 @@ pub fn fmt_number(x: f64) -> String {
     crate::lua::format_g(x, 14)
 }
 
-fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<()> {
+/// Where an encoding is: its depth, and the settings it follows.
+#[derive(Clone, Copy)]
+struct Encoding {
+    depth: usize,
+    max: usize,
+    /// Write NaN and infinities (as `%.14g` prints them) instead of refusing them.
+    invalid_numbers: bool,
+}
+
+fn encode(v: &Value, out: &mut Vec<u8>, e: &Encoding) -> Result<()> {
+    let (depth, max) = (e.depth, e.max);
+    let inner = Encoding { depth: depth + 1, ..*e };
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Integer(i) => out.extend_from_slice(fmt_number(*i as f64).as_bytes()),
         Value::Number(x) => {
-            if !x.is_finite() {
+            if !x.is_finite() && !e.invalid_numbers {
                 return Err(err("Cannot serialise number: must not be NaN or Inf"));
             }
             out.extend_from_slice(fmt_number(*x).as_bytes())
         }
         Value::String(s) => encode_string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= MAX_DEPTH {
+            if depth >= max {
                 return Err(err(format!("Cannot serialise, excessive nesting ({})", depth + 1)));
             }
             match array_length(t)? {
@@ -85,7 +137,7 @@ fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<()> {
                         if i > 1 {
                             out.push(b',');
                         }
-                        encode(&t.raw_get::<Value>(i)?, out, depth + 1)?;
+                        encode(&t.raw_get::<Value>(i)?, out, &inner)?;
                     }
                     out.push(b']');
                 }
@@ -102,10 +154,15 @@ fn encode(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<()> {
                             Value::String(s) => encode_string(&s.as_bytes(), out),
                             Value::Integer(i) => encode_string(fmt_number(i as f64).as_bytes(), out),
                             Value::Number(x) => encode_string(fmt_number(x).as_bytes(), out),
-                            _ => return Err(err("Cannot serialise table: table key must be a number or string")),
+                            k => {
+                                return Err(err(format!(
+                                    "Cannot serialise {}: table key must be a number or string",
+                                    k.type_name()
+                                )))
+                            }
                         }
                         out.push(b':');
-                        encode(&v, out, depth + 1)?;
+                        encode(&v, out, &inner)?;
                     }
                     out.push(b'}');
                 }
@@ -162,6 +219,8 @@ struct Parser<'a> {
     s: &'a [u8],
     i: usize,
     lua: &'a Lua,
+    /// The deepest nesting allowed.
+    max: usize,
 }
 
 impl Parser<'_> {
@@ -192,7 +251,7 @@ impl Parser<'_> {
         let Some(&c) = self.s.get(self.i) else { return Err(self.unexpected("value")) };
         match c {
             b'{' | b'[' => {
-                if depth >= MAX_DEPTH {
+                if depth >= self.max {
                     return Err(err(format!(
                         "Found too many nested data structures ({}) at character {}",
                         depth + 1,

@@ -91,6 +91,109 @@ impl Scripts {
     }
 }
 
+/// A function a library registered (FUNCTION LIST's fields).
+#[derive(Debug, Clone)]
+pub struct FunctionMeta {
+    pub name: String,
+    pub desc: Option<Vec<u8>>,
+    /// Shebang flags (`no-writes`, ...).
+    pub flags: u32,
+}
+
+/// A function library: its name, its whole code (shebang included) and its functions.
+#[derive(Debug)]
+pub struct Library {
+    pub name: String,
+    pub code: Vec<u8>,
+    pub functions: Vec<FunctionMeta>,
+}
+
+/// The server's function libraries (FUNCTION LOAD); each worker's Lua state loads a
+/// library's code again the first time it calls one of its functions.
+#[derive(Default)]
+pub struct Libraries {
+    libs: Mutex<std::collections::BTreeMap<String, Arc<Library>>>,
+    /// Bumped by every change: each worker forgets the functions it loaded.
+    generation: AtomicU64,
+}
+
+impl Libraries {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Arc<Library>>> {
+        self.libs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub fn list(&self) -> Vec<Arc<Library>> {
+        self.lock().values().cloned().collect()
+    }
+    pub fn get(&self, name: &str) -> Option<Arc<Library>> {
+        self.lock().get(name).cloned()
+    }
+    /// The library holding function `name`, and the function.
+    pub fn find_function(&self, name: &str) -> Option<(Arc<Library>, FunctionMeta)> {
+        self.lock().values().find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l.clone(), f.clone())))
+    }
+    /// Adds (or replaces) a library, unless one of its functions is another library's:
+    /// then that function's name.
+    pub fn put(&self, lib: Library) -> Result<(), String> {
+        let mut libs = self.lock();
+        for l in libs.values().filter(|l| l.name != lib.name) {
+            if let Some(f) = lib.functions.iter().find(|f| l.functions.iter().any(|g| g.name == f.name)) {
+                return Err(f.name.clone());
+            }
+        }
+        libs.insert(lib.name.clone(), Arc::new(lib));
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    pub fn delete(&self, name: &str) -> bool {
+        let found = self.lock().remove(name).is_some();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+    pub fn flush(&self) {
+        self.lock().clear();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `name` is a valid library or function name: letters, digits and `_`, not empty.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// The shebang flag named `name`.
+fn flag_named(name: &str) -> Option<u32> {
+    Some(match name {
+        "no-writes" => NO_WRITES,
+        "allow-oom" => ALLOW_OOM,
+        "allow-stale" => ALLOW_STALE,
+        "no-cluster" => NO_CLUSTER,
+        "allow-cross-slot-keys" => ALLOW_CROSS_SLOT,
+        _ => return None,
+    })
+}
+
+/// The flags' names, in Redis's order (FUNCTION LIST).
+pub const FLAG_NAMES: &[(u32, &str)] = &[
+    (NO_WRITES, "no-writes"),
+    (ALLOW_OOM, "allow-oom"),
+    (ALLOW_STALE, "allow-stale"),
+    (NO_CLUSTER, "no-cluster"),
+    (ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
+];
+
+/// What a script run is: an EVAL script (by SHA-1) or a function (by name).
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    Script(&'a str),
+    Function(&'a str),
+}
+
+/// A function as a library's code registered it.
+pub struct Registered {
+    pub meta: FunctionMeta,
+    func: Function,
+}
+
 /// Reads a script's shebang line: its flags and the length of the line (kept out of the
 /// compiled code, but its line feed stays so line numbers do not move). Redis's
 /// `evalExtractShebangFlags`, with its error texts.
@@ -113,14 +216,7 @@ pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
             return Err(format!("Unknown lua shebang option: {part}"));
         };
         for f in list.split(',').filter(|f| !f.is_empty()) {
-            flags |= match f {
-                "no-writes" => NO_WRITES,
-                "allow-oom" => ALLOW_OOM,
-                "allow-stale" => ALLOW_STALE,
-                "no-cluster" => NO_CLUSTER,
-                "allow-cross-slot-keys" => ALLOW_CROSS_SLOT,
-                _ => return Err(format!("Unexpected flag in script shebang: {f}")),
-            };
+            flags |= flag_named(f).ok_or_else(|| format!("Unexpected flag in script shebang: {f}"))?;
         }
     }
     Ok((flags, len))
@@ -135,9 +231,17 @@ pub struct Vm {
     generation: u64,
     /// The sandboxed global environment scripts run in.
     env: Table,
-    /// The prelude's runner: `run(f, KEYS, ARGV, call, setresp)` → ok, value.
+    /// The environment of function libraries (only `redis` while a library loads).
+    fenv: Table,
+    /// The prelude's runner: `run(f, KEYS, ARGV, call, pcall, setresp, is_function)` →
+    /// ok, value.
     run: Function,
+    /// The prelude's library loader: `load(f, register_function)` → ok, error.
+    load: Function,
     funcs: HashMap<String, Function>,
+    /// The functions loaded, for [`Libraries`]'s generation `fgen`.
+    fns: HashMap<String, Function>,
+    fgen: u64,
 }
 
 thread_local! {
@@ -203,9 +307,9 @@ impl Vm {
             lua.create_function(|lua, s: mlua::LuaString| lua.create_string(error_text(&s.as_bytes())))?,
         )?;
         n.set("handler", lua.create_function(handler)?)?;
-        let (env, run): (Table, Function) =
+        let (env, fenv, run, load): (Table, Table, Function, Function) =
             lua.load(include_str!("prelude.lua")).set_name("=larder").call((lua.globals(), n))?;
-        Ok(Vm { lua, generation, env, run, funcs: HashMap::new() })
+        Ok(Vm { lua, generation, env, fenv, run, load, funcs: HashMap::new(), fns: HashMap::new(), fgen: u64::MAX })
     }
 
     /// Compiles `body` as script `sha` unless this state has it already. The error is
@@ -226,19 +330,82 @@ impl Vm {
         Ok(())
     }
 
+    /// Runs a library's code (after its shebang line, whose line feed it starts with) and
+    /// returns the functions it registered; the error is FUNCTION LOAD's reply text.
+    pub fn load_library(&mut self, code: &[u8]) -> Result<Vec<Registered>, String> {
+        let lua = &self.lua;
+        let f = lua
+            .load(code)
+            .set_name("@user_function")
+            .set_environment(self.fenv.clone())
+            .into_function()
+            .map_err(|e| format!("Error compiling function: {}", error_message(&e)))?;
+        let registered: RefCell<Vec<Registered>> = RefCell::new(Vec::new());
+        let result = lua.scope(|scope| {
+            let register = scope.create_function(|lua, a: Variadic<Value>| {
+                let r = register_args(&a).map_err(|msg| raise(lua, msg.as_bytes()))?;
+                if !valid_name(&r.meta.name) {
+                    return Err(raise(lua, b"Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
+                }
+                let mut list = registered.borrow_mut();
+                if list.iter().any(|x| x.meta.name == r.meta.name) {
+                    return Err(raise(lua, b"Function already exists in the library"));
+                }
+                list.push(r);
+                Ok(())
+            })?;
+            let (ok, v): (bool, Value) = self.load.call((f, register))?;
+            Ok((ok, v))
+        });
+        let _ = self.lua.gc_step();
+        match result {
+            Ok((true, _)) => Ok(registered.into_inner()),
+            Ok((false, v)) => {
+                let msg = match &v {
+                    Value::Table(t) => t.raw_get::<mlua::BString>("err").map(|s| s.to_vec()).unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                Err(format!("Error registering functions: {}", String::from_utf8_lossy(&msg)))
+            }
+            Err(e) => Err(format!("Error registering functions: {}", error_message(&e))),
+        }
+    }
+
+    /// Makes function `name` (of library `lib`) callable in this state, loading its
+    /// library's code if this state has not since the libraries last changed.
+    pub fn ensure_function(&mut self, libs: &Libraries, lib: &Library, name: &str) -> Result<(), String> {
+        let fgen = libs.generation.load(Ordering::Relaxed);
+        if self.fgen != fgen {
+            self.fns.clear();
+            self.fgen = fgen;
+        }
+        if self.fns.contains_key(name) {
+            return Ok(());
+        }
+        let skip = lib.code.iter().position(|&c| c == b'\n').unwrap_or(lib.code.len());
+        for r in self.load_library(&lib.code[skip..])? {
+            self.fns.insert(r.meta.name, r.func);
+        }
+        Ok(())
+    }
+
     /// Runs compiled script `sha` with its keys and arguments. `call` runs one command from
     /// `redis.call`/`redis.pcall` (its arguments; its RESP reply in the protocol given).
     /// Returns what the script returned, or its error (the reply's text, and whether the
     /// error was already counted in the error stats by the command that raised it).
     pub fn run(
         &mut self,
-        sha: &str,
+        target: Target<'_>,
         keys: &[&[u8]],
         argv: &[&[u8]],
         call: &mut CommandFn<'_>,
     ) -> Result<Out, (Vec<u8>, bool)> {
         let internal = |e: mlua::Error| (format!("ERR {}", error_message(&e)).into_bytes(), false);
-        let f = self.funcs.get(sha).cloned().ok_or_else(|| (b"NOSCRIPT No matching script.".to_vec(), false))?;
+        let (f, label, is_function) = match target {
+            Target::Script(sha) => (self.funcs.get(sha), sha, false),
+            Target::Function(name) => (self.fns.get(name), name, true),
+        };
+        let f = f.cloned().ok_or_else(|| (b"ERR Function not found".to_vec(), false))?;
         let lua = &self.lua;
         let keys = lua.create_sequence_from(keys.iter().map(|k| mlua::BString::from(*k))).map_err(internal)?;
         let argv = lua.create_sequence_from(argv.iter().map(|a| mlua::BString::from(*a))).map_err(internal)?;
@@ -276,8 +443,16 @@ impl Vm {
                 }
                 Ok(())
             })?;
-            let (ok, v): (bool, Value) = self.run.call((f, keys, argv, call_fn, pcall_fn, setresp_fn))?;
-            Ok(if ok { Ok(lua_to_out(&v, resp.get(), 0)) } else { Err(script_error(&v, sha)) })
+            let (ok, v): (bool, Value) = self.run.call((f, keys, argv, call_fn, pcall_fn, setresp_fn, is_function))?;
+            if !ok {
+                return Ok(Err(script_error(&v, label)));
+            }
+            // An error table returned as the result is an error reply, counted in the
+            // error stats unless it is a command's error (redis.pcall's) already counted.
+            Ok(match lua_to_out(&v, resp.get(), 0) {
+                Out::Error(line) => Err((line[1..].to_vec(), counted_error(&v))),
+                out => Ok(out),
+            })
         });
         self.lua_gc_step();
         result.map_err(internal)?
@@ -291,6 +466,62 @@ impl Vm {
     pub fn memory(&self) -> u64 {
         self.lua.used_memory() as u64
     }
+}
+
+/// The arguments of `redis.register_function`: `(name, callback)` or one table of named
+/// arguments (function_name, callback, flags, description). Errors are Redis's.
+fn register_args(a: &[Value]) -> Result<Registered, &'static str> {
+    let (mut name, mut func, mut desc, mut flags) = (None, None, None, 0);
+    match a {
+        [Value::Table(t)] => {
+            for pair in t.clone().pairs::<Value, Value>() {
+                let (k, v) = pair.map_err(|_| "unknown argument given to redis.register_function")?;
+                let Value::String(k) = k else {
+                    return Err("named argument key given to redis.register_function is not a string");
+                };
+                match (&*k.as_bytes(), v) {
+                    (b"function_name", Value::String(s)) => name = Some(s.to_string_lossy()),
+                    (b"function_name", _) => {
+                        return Err("function_name argument given to redis.register_function must be a string")
+                    }
+                    (b"description", Value::String(s)) => desc = Some(s.as_bytes().to_vec()),
+                    (b"description", _) => {
+                        return Err("description argument given to redis.register_function must be a string")
+                    }
+                    (b"callback", Value::Function(f)) => func = Some(f),
+                    (b"callback", _) => return Err("callback argument given to redis.register_function must be a function"),
+                    (b"flags", Value::Table(ft)) => {
+                        for v in ft.sequence_values::<Value>() {
+                            let f = match v {
+                                Ok(Value::String(s)) => flag_named(&s.to_string_lossy()),
+                                _ => None,
+                            };
+                            flags |= f.ok_or("unknown flag given")?;
+                        }
+                    }
+                    (b"flags", _) => {
+                        return Err("flags argument to redis.register_function must be a table representing function flags")
+                    }
+                    _ => return Err("unknown argument given to redis.register_function"),
+                }
+            }
+        }
+        [_] => {
+            return Err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).")
+        }
+        [n, f] => {
+            let Value::String(n) = n else { return Err("first argument to redis.register_function must be a string") };
+            let Value::Function(f) = f else {
+                return Err("second argument to redis.register_function must be a function");
+            };
+            name = Some(n.to_string_lossy());
+            func = Some(f.clone());
+        }
+        _ => return Err("wrong number of arguments to redis.register_function"),
+    }
+    let name = name.ok_or("redis.register_function must get a function name argument")?;
+    let func = func.ok_or("redis.register_function must get a callback argument")?;
+    Ok(Registered { meta: FunctionMeta { name, desc, flags }, func })
 }
 
 /// `7.0.15` → 0x00070f (Redis's REDIS_VERSION_NUM).
@@ -552,8 +783,15 @@ fn script_error(v: &Value, sha: &str) -> (Vec<u8>, bool) {
         msg.extend_from_slice(&line);
         msg.push(b'.');
     }
-    let counted = matches!(t.raw_get::<Value>("ignore_error_stats_update"), Ok(Value::Boolean(true)));
-    (msg, counted)
+    (msg, counted_error(v))
+}
+
+/// Whether error table `v` is a command's error that its command counted already.
+fn counted_error(v: &Value) -> bool {
+    match v {
+        Value::Table(t) => matches!(t.raw_get::<Value>("ignore_error_stats_update"), Ok(Value::Boolean(true))),
+        _ => false,
+    }
 }
 
 /// A command's RESP reply as a Lua value (Redis's `redisProtocolToLuaType`).
@@ -631,14 +869,16 @@ pub enum Out {
     Set(Vec<Out>),
 }
 
-/// How deep a returned table may nest (Redis stops at its Lua stack limit).
-const MAX_DEPTH: usize = 1000;
+/// How deep a returned table may nest: Redis stops at its Lua stack limit (about 2000
+/// levels); this stops sooner, so the conversion's recursion stays well inside a worker's
+/// stack.
+const MAX_DEPTH: usize = 200;
 
 /// Converts what a script returned; `resp` is the protocol the script chose (booleans
 /// differ).
 pub fn lua_to_out(v: &Value, resp: Protocol, depth: usize) -> Out {
     if depth > MAX_DEPTH {
-        return Out::Error(b"ERR reached lua stack limit".to_vec());
+        return Out::Error(b"-ERR reached lua stack limit".to_vec());
     }
     match v {
         Value::String(s) => Out::Bulk(s.as_bytes().to_vec()),
@@ -814,7 +1054,7 @@ mod tests {
             let sha = sha1::sha1_hex(code.as_bytes());
             vm.compile(&sha, code.as_bytes()).map_err(|e| (e.into_bytes(), false))?;
             let mut call = |_: &[Vec<u8>], _: Protocol| reply.to_vec();
-            vm.run(&sha, &[b"k"], &[b"a", b"b"], &mut call)
+            vm.run(Target::Script(&sha), &[b"k"], &[b"a", b"b"], &mut call)
         })
     }
 
@@ -840,7 +1080,7 @@ mod tests {
         assert_eq!(run("return KEYS[1] .. ARGV[2]", b""), Ok(Out::Bulk(b"kb".to_vec())));
         assert_eq!(
             run("return redis.pcall('incr', 'x')", b"-ERR value is not an integer\r\n"),
-            Ok(Out::Error(b"-ERR value is not an integer".to_vec()))
+            Err((b"ERR value is not an integer".to_vec(), true))
         );
         let code = "return redis.call('incr', 'x')";
         assert_eq!(run(code, b"-WRONGTYPE Operation\r\n"), Err((run_err_text(code, "WRONGTYPE Operation"), true)));

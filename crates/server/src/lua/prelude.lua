@@ -73,11 +73,37 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = N.version, N.version_num
 
-local env = view(G, function(_, k)
-  local v = G[k]
+-- A global's value, or Redis's error for a missing one (blamed on the code that read it).
+local function global_in(t, k)
+  local v = t[k]
   if v == nil then
-    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
   end
+  return v
+end
+-- (Not tail calls: the error's level counts the __index function's frame.)
+local env = view(G, function(_, k)
+  local v = global_in(G, k)
+  return v
+end)
+
+-- FUNCTION LOAD runs a library's code with only `redis` (register_function, log, the
+-- version) as globals; its functions, called later, see the same globals as EVAL's scripts.
+local load_redis = {}
+local function outside_register()
+  raise({err = 'ERR redis.register_function can only be called on FUNCTION LOAD command'})
+end
+load_redis.register_function = outside_register
+load_redis.log = N.log
+load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING = 0, 1, 2, 3
+load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = N.version, N.version_num
+local load_globals = {redis = view(load_redis, function(_, k)
+  local v = global_in(load_redis, k)
+  return v
+end)}
+local loading = false
+local fenv = view(G, function(_, k)
+  local v = global_in(loading and load_globals or G, k)
   return v
 end)
 
@@ -128,14 +154,29 @@ local string_mt = raw_getmetatable('')
 string_mt.__metatable = view(string_mt)
 G._G = env
 
--- Runs compiled script f with KEYS and ARGV, and its scoped redis.call, redis.pcall and
--- redis.setresp: returns true and the script's result, or false and an error table (see
--- N.handler).
-return env, function(f, keys, argv, call, pcall, setresp)
-  raw_rawset(G, 'KEYS', keys)
-  raw_rawset(G, 'ARGV', argv)
+-- Runs compiled script f with KEYS and ARGV (a function gets them as arguments instead),
+-- and its scoped redis.call, redis.pcall and redis.setresp: returns true and the result, or
+-- false and an error table (see N.handler).
+local function run(f, keys, argv, call, pcall, setresp, is_function)
+  local body = f
+  if is_function then
+    body = function() return f(keys, argv) end
+  else
+    raw_rawset(G, 'KEYS', keys)
+    raw_rawset(G, 'ARGV', argv)
+  end
   redis.call, redis.pcall, redis.setresp = call, pcall, setresp
-  local ok, v = raw_xpcall(f, N.handler)
+  local ok, v = raw_xpcall(body, N.handler)
   redis.call, redis.pcall, redis.setresp = outside_call, outside_call, outside_setresp
   return ok, v
 end
+
+-- Runs a library's compiled code f with its scoped redis.register_function.
+local function load(f, register)
+  loading, load_redis.register_function = true, register
+  local ok, v = raw_xpcall(f, N.handler)
+  loading, load_redis.register_function = false, outside_register
+  return ok, v
+end
+
+return env, fenv, run, load

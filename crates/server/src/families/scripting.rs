@@ -364,7 +364,8 @@ fn fcall(ctx: &mut Ctx<'_>, ro: bool) -> Result<(), CmdError> {
     if ro && !no_writes {
         return Err(CmdError::new("ERR Can not execute a script with write flag using *_ro command."));
     }
-    let functions = &ctx.shared.functions;
+    // Function names are case-insensitive: the registered name is the one to run.
+    let (functions, name) = (&ctx.shared.functions, meta.name);
     run_script(ctx, lua::Target::Function(&name), numkeys as usize, ro || no_writes, |vm| {
         vm.ensure_function(functions, &lib, &name)
     })
@@ -379,11 +380,11 @@ fn library_metadata(code: &[u8]) -> Result<(String, String), String> {
     let Some(end) = code.iter().position(|&c| c == b'\n') else {
         return Err("Invalid library metadata".into());
     };
-    let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split_ascii_whitespace();
-    let engine = parts.next().unwrap_or("").to_string();
+    let line = String::from_utf8_lossy(&code[..end]).into_owned();
+    let parts = split_args(&line).ok_or("Invalid library metadata")?;
+    let engine = parts.first().map_or("", |p| p.get(2..).unwrap_or("")).to_string();
     let mut name = None;
-    for part in parts {
+    for part in parts.iter().skip(1) {
         match part.get(..5).filter(|p| p.eq_ignore_ascii_case("name=")) {
             Some(_) if name.is_some() => {
                 return Err("Invalid metadata value, name argument was given multiple times".into())
@@ -394,6 +395,43 @@ fn library_metadata(code: &[u8]) -> Result<(String, String), String> {
     }
     let name = name.ok_or("Library name was not given")?;
     Ok((engine, name))
+}
+
+/// Splits a line into words as Redis's `sdssplitargs` does: white space separates them, and
+/// a quote inside a word starts a "double quoted" (with backslash escapes) or 'single
+/// quoted' part, which must end the word. None for unbalanced quotes.
+fn split_args(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Some(words);
+        }
+        let mut word = String::new();
+        while let Some(c) = chars.next_if(|c| !c.is_ascii_whitespace()) {
+            if c != '"' && c != '\'' {
+                word.push(c);
+                continue;
+            }
+            loop {
+                match chars.next()? {
+                    q if q == c => break,
+                    '\\' if c == '"' => word.push(match chars.next()? {
+                        'n' => '\n',
+                        'r' => '\r',
+                        't' => '\t',
+                        e => e,
+                    }),
+                    e => word.push(e),
+                }
+            }
+            if chars.peek().is_some_and(|c| !c.is_ascii_whitespace()) {
+                return None;
+            }
+        }
+        words.push(word);
+    }
 }
 
 /// # Format
@@ -581,4 +619,29 @@ fn cmd_function_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
         ],
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each checked against FUNCTION LOAD on redis-server 7.0.15.
+    #[test]
+    fn library_metadata_is_read_as_redis_reads_it() {
+        assert_eq!(library_metadata(b"#!lua name=x\n"), Ok(("lua".into(), "x".into())));
+        assert_eq!(library_metadata(b"#!LUA NAME=x\n"), Ok(("LUA".into(), "x".into())));
+        assert_eq!(library_metadata(b"#!lua name=\"foo\"\n"), Ok(("lua".into(), "foo".into())));
+        assert_eq!(library_metadata(b"#! name=x\n"), Ok(("".into(), "x".into())));
+        assert_eq!(library_metadata(b"lua name=x\n"), Err("Missing library metadata".into()));
+        assert_eq!(library_metadata(b"#!lua name=x"), Err("Invalid library metadata".into()));
+        assert_eq!(library_metadata(b"#!lua\n"), Err("Library name was not given".into()));
+        assert_eq!(library_metadata(b"#!lua name=x foo=bar\n"), Err("Invalid metadata value given: foo=bar".into()));
+        assert_eq!(
+            library_metadata(b"#!lua name=x name=y\n"),
+            Err("Invalid metadata value, name argument was given multiple times".into())
+        );
+        assert_eq!(split_args("a 'b c' \"d\\te\""), Some(vec!["a".into(), "b c".into(), "d\te".into()]));
+        assert_eq!(split_args("a \"b"), None);
+        assert_eq!(split_args("\"a\"b"), None);
+    }
 }

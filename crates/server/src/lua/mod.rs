@@ -129,14 +129,18 @@ impl Libraries {
     }
     /// The library holding function `name`, and the function.
     pub fn find_function(&self, name: &str) -> Option<(Arc<Library>, FunctionMeta)> {
-        self.lock().values().find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l.clone(), f.clone())))
+        self.lock().values().find_map(|l| {
+            l.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| (l.clone(), f.clone()))
+        })
     }
     /// Adds (or replaces) a library, unless one of its functions is another library's:
     /// then that function's name.
     pub fn put(&self, lib: Library) -> Result<(), String> {
         let mut libs = self.lock();
         for l in libs.values().filter(|l| l.name != lib.name) {
-            if let Some(f) = lib.functions.iter().find(|f| l.functions.iter().any(|g| g.name == f.name)) {
+            if let Some(f) =
+                lib.functions.iter().find(|f| l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name)))
+            {
                 return Err(f.name.clone());
             }
         }
@@ -180,6 +184,9 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (NO_CLUSTER, "no-cluster"),
     (ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
 ];
+
+/// How long a library's code may run while FUNCTION LOAD registers its functions.
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What a script run is: an EVAL script (by SHA-1) or a function (by name).
 #[derive(Clone, Copy)]
@@ -348,14 +355,23 @@ impl Vm {
                     return Err(raise(lua, b"Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
                 }
                 let mut list = registered.borrow_mut();
-                if list.iter().any(|x| x.meta.name == r.meta.name) {
+                if list.iter().any(|x| x.meta.name.eq_ignore_ascii_case(&r.meta.name)) {
                     return Err(raise(lua, b"Function already exists in the library"));
                 }
                 list.push(r);
                 Ok(())
             })?;
-            let (ok, v): (bool, Value) = self.load.call((f, register))?;
-            Ok((ok, v))
+            // A library's code may run 500 ms at most (Redis's LOAD_TIMEOUT_MS).
+            let started = std::time::Instant::now();
+            lua.set_hook(mlua::HookTriggers::new().every_nth_instruction(100_000), move |lua, _| {
+                if started.elapsed() > LOAD_TIMEOUT {
+                    return Err(raise(lua, b"FUNCTION LOAD timeout"));
+                }
+                Ok(mlua::VmState::Continue)
+            })?;
+            let r: mlua::Result<(bool, Value)> = self.load.call((f, register));
+            lua.remove_hook();
+            r
         });
         let _ = self.lua.gc_step();
         match result {

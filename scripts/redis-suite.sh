@@ -111,26 +111,11 @@ MULTI and script timeout
 EXEC and script timeout
 MULTI-EXEC body and script timeout
 just EXEC and script timeout
-SORT sorted set BY nosort works as expected from scripts
-Test scripts are blocked by pause RO
-Test RO scripts are not blocked by pause RO
-Test read-only scripts in mutli-exec are not blocked by pause RO
-Test write scripts in mutli-exec are blocked by pause RO
-Test may-replicate commands are rejected in RO scripts
-command stats for scripts
-MONITOR can log commands issued by the scripting engine
-MONITOR can log commands issued by functions
-COMMAND GETKEYS EVAL with keys
-COMMAND GETKEYS EVAL without keys
-COMMAND LIST FILTERBY ACLCAT - list all commands/subcommands
-EVAL command is marked with movablekeys
 COMMAND GETKEYS XGROUP
 XREAD command is marked with movablekeys
 MIGRATE command is marked with movablekeys
 TTL, TYPE and EXISTS do not alter the last access time of a key
 TOUCH alters the last access time of a key
-Invalid keys should not be tracked for scripts in NOLOOP mode
-Tracking only occurs for scripts when a command calls a read-only command
 Tracking invalidation message of eviction keys should be before response
 LATENCY of expire events are correctly collected
 query buffer resized correctly
@@ -169,19 +154,16 @@ FUNCTION - test function restore with function name collision}"
 # unit/lazyfree's two stream tests, which count a stream's lazy free; "Blocking
 # commands ignores the timeout" runs XREADGROUP beside the list and sorted-set pops, which
 # tests/python and crates/server/tests cover inside MULTI), DUMP/RESTORE (the "ziplist of
-# various encodings" tests restore Redis 6 payloads), and Lua scripting (EVAL, SCRIPT KILL:
-# the script-timeout tests and SORT from a script; in unit/pause the five tests of scripts
-# and functions under CLIENT PAUSE; in unit/introspection-2 the command stats of a script,
-# COMMAND GETKEYS of EVAL, COMMAND LIST FILTERBY ACLCAT scripting, which looks for `eval`,
-# and EVAL's movablekeys flag; in unit/introspection MONITOR of the commands an EVAL or an
-# FCALL runs). Then commands Larder does not have at all: streams (COMMAND
+# various encodings" tests restore Redis 6 payloads), and script timeouts (the
+# "MULTI/EXEC ... and script timeout" tests of unit/multi).
+# Then commands Larder does not have at all: streams (COMMAND
 # GETKEYS XGROUP, XREAD's movablekeys) and MIGRATE (its movablekeys). And the two OBJECT
 # IDLETIME tests: Larder does not track a key's last access time yet (OBJECT IDLETIME
 # answers 0; it needs a clock in every item, which comes with LRU eviction). In
-# unit/tracking: the two tests of keys tracked through EVAL (no Lua), and the invalidation of
-# a key evicted under maxmemory (no eviction yet). (The "evicted"
-# keyspace notification test needs an enforced maxmemory: its tag leaves it out.)
-# unit/latency-monitor: the expire-cycle test fills its key with EVAL. unit/querybuf's
+# unit/tracking: the invalidation of a key evicted under maxmemory (no eviction yet). (The
+# "evicted" keyspace notification test needs an enforced maxmemory: its tag leaves it out.)
+# unit/latency-monitor: the expire-cycle test waits for an "expire-cycle" latency event,
+# which Larder's expiry does not record. unit/querybuf's
 # "query buffer resized correctly" expects a new client's query buffer to be Redis's 16 KiB
 # read buffer: Larder reads small requests through one buffer per worker and keeps each
 # connection's as small as its requests (47 bytes there); the resizing itself is covered by

@@ -886,6 +886,12 @@ fn call_monitored(ctx: &mut Ctx<'_>, i: usize) {
         reject(ctx, Some(i), MONITOR_REFUSED);
         return;
     }
+    // A script is shown before the commands it runs (Redis's evalCommand feeds it itself).
+    if spec.flags & SKIP_MONITOR != 0 {
+        crate::monitor::feed(ctx, spec);
+        run(ctx, i);
+        return;
+    }
     run(ctx, i);
     crate::monitor::feed(ctx, spec);
 }

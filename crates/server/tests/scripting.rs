@@ -268,3 +268,20 @@ fn functions_load_list_call_and_delete() {
     a.check(&cmd(&[b"FUNCTION", b"DELETE", b"mylib"]), b"-ERR Library not found\r\n");
     b.check(&cmd(&[b"FCALL", b"incr2", b"0"]), b"-ERR Function not found\r\n");
 }
+
+/// A tracking client's script that runs a read-only command remembers the keys the script
+/// declared (not those its commands read); a script that only writes remembers none.
+#[test]
+fn tracking_remembers_a_reading_scripts_declared_keys() {
+    let t = start();
+    let (mut c, mut w) = one_per_worker(&t);
+    let _ = ask(&mut c, &[b"HELLO", b"3"]);
+    ck(&mut c, "CLIENT TRACKING on", "+OK\r\n");
+    ev(&mut c, "redis.call('set', 'k3', 'bar')", &[b"2", b"k1", b"k2"], "_\r\n");
+    ck(&mut w, "MSET k1 1 k2 1 k3 1", "+OK\r\n");
+    ev(&mut c, "return redis.call('get', 'k3')", &[b"1", b"k1"], "$1\r\n1\r\n");
+    ck(&mut w, "MSET k3 2", "+OK\r\n");
+    ck(&mut w, "MSET k1 2", "+OK\r\n");
+    assert_eq!(read_reply(&mut c), b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk1\r\n");
+    ck(&mut c, "PING", "+PONG\r\n");
+}

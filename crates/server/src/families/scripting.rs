@@ -29,10 +29,12 @@ const fn spec(name: &'static str, arity: i32, flags: u32, summary: &'static str,
 }
 
 const EVAL: u32 = NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | MOVABLEKEYS;
+/// A script that may write is held by CLIENT PAUSE WRITE (Redis's `may-replicate`).
+const EVAL_RW: u32 = EVAL | MAY_REPLICATE;
 
 pub const COMMANDS: &[Spec] = &[
-    spec("eval", -3, EVAL, "Execute a Lua script server side", cmd_eval),
-    spec("evalsha", -3, EVAL, "Execute a Lua script server side", cmd_evalsha),
+    spec("eval", -3, EVAL_RW, "Execute a Lua script server side", cmd_eval),
+    spec("evalsha", -3, EVAL_RW, "Execute a Lua script server side", cmd_evalsha),
     spec("eval_ro", -3, EVAL | READONLY, "Execute a read-only Lua script server side", cmd_eval_ro),
     spec("evalsha_ro", -3, EVAL | READONLY, "Execute a read-only Lua script server side", cmd_evalsha_ro),
     spec(
@@ -42,7 +44,7 @@ pub const COMMANDS: &[Spec] = &[
         "A container for Lua scripts management commands",
         crate::families::connection::cmd_container,
     ),
-    spec("fcall", -3, EVAL, "Invoke a function", cmd_fcall),
+    spec("fcall", -3, EVAL_RW, "Invoke a function", cmd_fcall),
     spec("fcall_ro", -3, EVAL | READONLY, "Invoke a read-only function", cmd_fcall_ro),
     spec("function", -2, 0, "A container for function commands", crate::families::connection::cmd_container),
 ];
@@ -100,6 +102,44 @@ fn cmd_eval_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// `EVALSHA_RO sha1 numkeys [key ...] [arg ...]`: EVALSHA whose script may not write.
 fn cmd_evalsha_ro(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     eval(ctx, true, true)
+}
+
+/// The flags of command `spec` as run with the arguments in `ctx`: for a script or a
+/// function with flags (a shebang, or a function's), its own in place of the command's
+/// write flags, as Redis's `evalGetCommandFlags` and `fcallGetCommandFlags` compute them;
+/// for every other command, its table flags. CLIENT PAUSE WRITE holds by these.
+pub fn command_flags(ctx: &Ctx<'_>, spec: &Spec) -> u32 {
+    if spec.flags & SKIP_MONITOR == 0 {
+        return spec.flags;
+    }
+    let arg = ctx.arg(1);
+    let script_flags = match spec.name {
+        "fcall" | "fcall_ro" => ctx.shared.functions.find_function(&String::from_utf8_lossy(arg)).map(|(_, f)| f.flags),
+        "evalsha" | "evalsha_ro" => {
+            let sha = String::from_utf8_lossy(&arg.to_ascii_lowercase()).into_owned();
+            ctx.shared.scripts.get(&sha).map(|s| s.flags)
+        }
+        _ => match ctx.shared.scripts.get(&sha1_hex(arg)) {
+            Some(s) => Some(s.flags),
+            None => lua::shebang(arg).ok().map(|(f, _)| f),
+        },
+    };
+    match script_flags {
+        Some(f) if f & lua::EVAL_COMPAT == 0 => {
+            let mut flags = spec.flags & !(STALE | DENYOOM | WRITE | MAY_REPLICATE);
+            if f & (lua::ALLOW_OOM | lua::NO_WRITES) == 0 {
+                flags |= DENYOOM;
+            }
+            if f & lua::NO_WRITES == 0 {
+                flags |= WRITE;
+            }
+            if f & lua::ALLOW_STALE != 0 {
+                flags |= STALE;
+            }
+            flags
+        }
+        _ => spec.flags,
+    }
 }
 
 /// Caches `body` (compiling it in this worker's Lua state) and returns its SHA-1; the
@@ -243,12 +283,12 @@ fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: 
         crate::command::reply_error(&mut inner, &CmdError::new(msg), Some((i, true)));
         return out;
     }
-    if inner.conn.tracking != 0 {
-        crate::tracking::before_read(&mut inner, spec);
-    }
     crate::command::call(&mut inner, i);
-    if inner.conn.tracking != 0 {
-        crate::tracking::after_read(&mut inner, spec);
+    // A tracking client's script that reads remembers the keys it declared (Redis 7.0's rule).
+    if ctx.conn.tracking != 0 && spec.flags & READONLY != 0 {
+        if let Some(script) = t.lookup(ctx.arg(0)) {
+            crate::tracking::after_script_read(ctx, t.specs[script]);
+        }
     }
     out
 }

@@ -1320,7 +1320,7 @@ fn keys_of(args: &[&[u8]]) -> Result<(usize, Vec<usize>), CmdError> {
     }
     if s.flags & MOVABLEKEYS != 0 {
         if let Some(keys) = crate::families::movable_keys(s.name, args) {
-            if keys.is_empty() {
+            if keys.is_empty() && s.flags & NO_MANDATORY_KEYS == 0 {
                 return Err(CmdError::new("ERR Invalid arguments specified for command"));
             }
             return Ok((i, keys));

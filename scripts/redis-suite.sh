@@ -130,11 +130,6 @@ Timedout scripts and unblocked command
 /Timedout scripts that modified data can.t be killed by SCRIPT KILL
 SHUTDOWN NOSAVE can kill a timedout script anyway
 /EVAL - Scripts can.t run XREAD and XREADGROUP with BLOCK option
-EVAL - cmsgpack can pack double?
-EVAL - cmsgpack can pack negative int64?
-EVAL - cmsgpack pack/unpack smoke test
-EVAL - cmsgpack can pack and unpack circular references?
-Try trick readonly table on cmsgpack table
 Script ACL check
 not enough good replicas
 reject script do not cause a Lua stack leak
@@ -172,7 +167,7 @@ FUNCTION - test function restore with function name collision}"
 # RESET tests run). unit/scripting and unit/functions: the script-timeout tests (a script
 # runs holding every worker, so there is no BUSY reply, SCRIPT/FUNCTION KILL and SHUTDOWN
 # NOSAVE cannot reach it, and their endless scripts would hold the server for good), the
-# cmsgpack library (not implemented), XREAD (no streams), ACL SETUSER (no ACL users),
+# XREAD (no streams), ACL SETUSER (no ACL users),
 # min-replicas-to-write (no replicas), the OOM tests of an enforced maxmemory (not yet),
 # and FUNCTION DUMP/RESTORE (not implemented: the payload is Redis's RDB encoding). Every
 # other test of the units below runs, and must pass.

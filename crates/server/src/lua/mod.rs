@@ -1,6 +1,6 @@
 //! Lua scripting (EVAL and friends), as Redis 7.0 runs scripts: Lua 5.1 through `mlua`, the
 //! `redis` table, Redis's conversions between RESP replies and Lua values, its sandbox, and
-//! the `cjson` and `bit` libraries.
+//! the `cjson`, `cmsgpack` and `bit` libraries.
 //!
 //! - The script cache ([`Scripts`]) is the server's: SHA-1 → body. Each worker thread keeps
 //!   its own Lua state ([`Vm`]) with the scripts it has compiled, rebuilt when SCRIPT FLUSH
@@ -16,6 +16,7 @@
 
 pub mod bit;
 pub mod cjson;
+pub mod cmsgpack;
 pub mod sha1;
 
 use std::cell::RefCell;
@@ -274,6 +275,7 @@ impl Vm {
         let n = lua.create_table()?;
         n.set("cjson", cjson::open(&lua)?)?;
         n.set("bit", bit::open(&lua)?)?;
+        n.set("cmsgpack", cmsgpack::open(&lua)?)?;
         n.set("version", crate::REDIS_VERSION)?;
         n.set("version_num", version_num(crate::REDIS_VERSION))?;
         n.set(

@@ -147,6 +147,7 @@ end
 G.redis = view(redis)
 G.cjson = view(N.cjson)
 G.bit = view(N.bit)
+G.cmsgpack = view(N.cmsgpack)
 for _, name in ipairs({'string', 'table', 'math', 'coroutine'}) do
   G[name] = view(G[name])
 end

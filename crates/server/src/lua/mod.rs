@@ -1123,6 +1123,14 @@ mod tests {
         assert!(
             err("return loadstring(string.dump(function() return 1 end))()").contains("attempt to call a nil value")
         );
+        for range in ["-2, 2147483647", "0, 2147483647", "-2147483648, -2"] {
+            let e = err(&format!("return {{unpack({{1, 2, 3}}, {range})}}"));
+            assert!(e.contains("too many results to unpack"), "{range}: {e}");
+        }
+        assert_eq!(run("return {unpack({1, 2, 3}, 2)}", b""), Ok(Out::Array(vec![Out::Int(2), Out::Int(3)])));
+        assert_eq!(run("return {unpack({1, 2, 3}, -1, -2)}", b""), Ok(Out::Array(vec![])));
+        let many = "local a = {} for i = 1, 7999 do a[i] = 1 end return select('#', unpack(a))";
+        assert_eq!(run(many, b""), Ok(Out::Int(7999)));
         assert_eq!(run("local t = {} t.x = 1 return t.x", b""), Ok(Out::Int(1)));
         assert_eq!(run("return loadstring('return 1 + 1')()", b""), Ok(Out::Int(2)));
         assert_eq!(

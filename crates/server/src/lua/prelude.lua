@@ -7,6 +7,7 @@ local G, N = ...
 local error, type, select, tostring, tonumber, rawget = error, type, select, tostring, tonumber, rawget
 local raw_rawset, raw_setmetatable, raw_getmetatable = rawset, setmetatable, getmetatable
 local raw_pcall, raw_xpcall, raw_loadstring, raw_load, setfenv = pcall, xpcall, loadstring, load, setfenv
+local raw_unpack = unpack
 local floor = math.floor
 
 local function raise(e)
@@ -118,6 +119,24 @@ local function pcall_result(ok, ...)
 end
 G.pcall = function(f, ...)
   return pcall_result(raw_pcall(f, ...))
+end
+-- Lua 5.1.5's unpack computes its count in a C int, and an optimising compiler drops the
+-- overflow check after it: unpack({}, -2, 2^31 - 1) would crash the server. Redis's Lua has
+-- the fix; here the range is checked first, in doubles.
+local function to_int(x)
+  local n = tonumber(x)
+  if not n then return nil end
+  return n >= 0 and floor(n) or -floor(-n)
+end
+-- (Its arguments are passed on as they came: Lua 5.1 allows a C function 8000 stack slots,
+-- its arguments included, so unpack(t) of 7999 values must get one argument, not three.)
+G.unpack = function(t, ...)
+  local i, j = ...
+  local from, to = to_int(i or 1), to_int(j)
+  if type(t) == 'table' and from and to and to >= from and to - from >= 2147483646 then
+    error('too many results to unpack', 2)
+  end
+  return raw_unpack(t, ...)
 end
 G.rawset = function(t, k, v)
   if readonly[t] then deny() end

@@ -285,3 +285,22 @@ fn tracking_remembers_a_reading_scripts_declared_keys() {
     assert_eq!(read_reply(&mut c), b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk1\r\n");
     ck(&mut c, "PING", "+PONG\r\n");
 }
+
+/// COMMAND INFO of the script commands: Redis 7.0.15's flags, categories (a read-only script
+/// is not @read) and keynum key spec.
+#[test]
+fn command_info_of_scripts() {
+    let t = start();
+    let mut c = Raw::connect(t.resp);
+    let info = ask(&mut c, &[b"COMMAND", b"INFO", b"EVAL_RO"]);
+    let want = "*1\r\n*10\r\n$7\r\neval_ro\r\n:-3\r\n*6\r\n+readonly\r\n+noscript\r\n+stale\r\n+skip_monitor\r\n\
+                +no_mandatory_keys\r\n+movablekeys\r\n:0\r\n:0\r\n:0\r\n*2\r\n+@slow\r\n+@scripting\r\n*0\r\n*1\r\n*8\r\n\
+                $5\r\nnotes\r\n$78\r\nWe cannot tell how the keys will be used so we assume the worst, RO and ACCESS\r\n\
+                $5\r\nflags\r\n*2\r\n+RO\r\n+access\r\n$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n\
+                $4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:2\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$6\r\nkeynum\r\n\
+                $4\r\nspec\r\n*6\r\n$9\r\nkeynumidx\r\n:0\r\n$8\r\nfirstkey\r\n:1\r\n$7\r\nkeystep\r\n:1\r\n*0\r\n";
+    assert_eq!(info, want);
+    let keys = ask(&mut c, &[b"COMMAND", b"GETKEYS", b"EVAL", b"return 1", b"2", b"a", b"b", b"c"]);
+    assert_eq!(keys, "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+    c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"EVAL", b"return 1", b"0"]), b"*0\r\n");
+}

@@ -1018,6 +1018,11 @@ fn categories(i: usize) -> Vec<&'static str> {
     for (flag, cat) in
         [(WRITE, "write"), (READONLY, "read"), (PUBSUB, "pubsub"), (FAST, "fast"), (BLOCKING, "blocking")]
     {
+        // A read-only script (EVAL_RO, FCALL_RO) is not @read (Redis's
+        // setImplicitACLCategories).
+        if flag == READONLY && s.group == "scripting" {
+            continue;
+        }
         if s.flags & flag != 0 {
             cats.push(cat);
         }
@@ -1135,6 +1140,20 @@ fn key_flags(s: &Spec) -> &'static [&'static str] {
     }
 }
 
+/// The key spec of the script commands, as Redis 7.0.15 declares them: its notes (EVALSHA
+/// and EVALSHA_RO have none) and flags.
+fn script_key_spec(name: &str) -> Option<(Option<&'static str>, &'static [&'static str])> {
+    const RW: &str = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE";
+    const RO: &str = "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS";
+    Some(match name {
+        "eval" | "fcall" => (Some(RW), &["RW", "access", "update"]),
+        "evalsha" => (None, &["RW", "access", "update"]),
+        "eval_ro" | "fcall_ro" => (Some(RO), &["RO", "access"]),
+        "evalsha_ro" => (None, &["RO", "access"]),
+        _ => return None,
+    })
+}
+
 /// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
 /// tips, key specs, subcommands.
 fn write_command_info(out: &mut Writer<'_>, i: usize) {
@@ -1155,7 +1174,27 @@ fn write_command_info(out: &mut Writer<'_>, i: usize) {
         out.simple(format!("@{c}").as_bytes());
     }
     out.set(0);
-    if s.first_key > 0 {
+    if let Some((notes, flags)) = script_key_spec(s.name) {
+        // EVAL's and FCALL's keys: numkeys at argument 2, then that many keys.
+        out.set(1);
+        out.map(if notes.is_some() { 4 } else { 3 });
+        if let Some(n) = notes {
+            out.bulk(b"notes").bulk(n.as_bytes());
+        }
+        out.bulk(b"flags").set(flags.len());
+        for f in flags {
+            out.simple(f.as_bytes());
+        }
+        out.bulk(b"begin_search").map(2);
+        out.bulk(b"type").bulk(b"index");
+        out.bulk(b"spec").map(1).bulk(b"index").integer(2);
+        out.bulk(b"find_keys").map(2);
+        out.bulk(b"type").bulk(b"keynum");
+        out.bulk(b"spec").map(3);
+        out.bulk(b"keynumidx").integer(0);
+        out.bulk(b"firstkey").integer(1);
+        out.bulk(b"keystep").integer(1);
+    } else if s.first_key > 0 {
         // The legacy range as one key spec: keys from index `first`, up to `last` (relative
         // to `first` when positive, to the end when negative), every `step`.
         out.set(1);

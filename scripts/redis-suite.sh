@@ -73,7 +73,7 @@ SRC_CACHE=$CACHE/redis-src
 : "${REDIS_SUITE_REQUIRED:=1}"
 : "${REDIS_SUITE_OPTIONAL_UNITS=unit/pubsub}"
 : "${REDIS_SUITE_REQUIRED_UNITS=unit/type/string unit/type/incr unit/expire unit/keyspace unit/protocol unit/info-command unit/quit}"
-: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/dump unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other unit/lazyfree unit/acl unit/acl-v2 unit/obuf-limits}"
+: "${REDIS_SUITE_UNITS:=unit/type/string unit/type/incr unit/expire unit/keyspace unit/dump unit/protocol unit/info-command unit/quit unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset unit/multi unit/pubsub unit/scan unit/sort unit/bitops unit/bitfield unit/hyperloglog unit/geo unit/pause unit/introspection-2 unit/introspection unit/tracking unit/slowlog unit/latency-monitor unit/querybuf unit/other unit/lazyfree unit/scripting unit/functions unit/acl unit/acl-v2 unit/obuf-limits}"
 : "${REDIS_SUITE_TAGS:=-needs:repl -needs:debug -needs:config-maxmemory -needs:save}"
 : "${REDIS_SUITE_DEBUG_UNITS=unit/slowlog unit/latency-monitor unit/multi}"
 : "${REDIS_SUITE_UNSKIP_UNITS=unit/obuf-limits unit/acl unit/acl-v2}"
@@ -110,25 +110,10 @@ MULTI and script timeout
 EXEC and script timeout
 MULTI-EXEC body and script timeout
 just EXEC and script timeout
-SORT sorted set BY nosort works as expected from scripts
-Test scripts are blocked by pause RO
-Test RO scripts are not blocked by pause RO
-Test read-only scripts in mutli-exec are not blocked by pause RO
-Test write scripts in mutli-exec are blocked by pause RO
-Test may-replicate commands are rejected in RO scripts
-command stats for scripts
-MONITOR can log commands issued by the scripting engine
-MONITOR can log commands issued by functions
-COMMAND GETKEYS EVAL with keys
-COMMAND GETKEYS EVAL without keys
-COMMAND LIST FILTERBY ACLCAT - list all commands/subcommands
-EVAL command is marked with movablekeys
 COMMAND GETKEYS XGROUP
 XREAD command is marked with movablekeys
 TTL, TYPE and EXISTS do not alter the last access time of a key
 TOUCH alters the last access time of a key
-Invalid keys should not be tracked for scripts in NOLOOP mode
-Tracking only occurs for scripts when a command calls a read-only command
 Tracking invalidation message of eviction keys should be before response
 LATENCY of expire events are correctly collected
 query buffer resized correctly
@@ -139,42 +124,66 @@ ACL requires explicit permission for scripting for EVAL_RO, EVALSHA_RO and FCALL
 ACL can log errors in the context of Lua scripting
 RESTORE fail with invalid payload size
 lazy free a stream with all types of metadata
-lazy free a stream with deleted cgroup}"
+lazy free a stream with deleted cgroup
+Timedout read-only scripts can be killed by SCRIPT KILL
+Timedout read-only scripts can be killed by SCRIPT KILL even when use pcall
+Timedout script does not cause a false dead client
+Timedout script link is still usable after Lua returns
+Timedout scripts and unblocked command
+/Timedout scripts that modified data can.t be killed by SCRIPT KILL
+SHUTDOWN NOSAVE can kill a timedout script anyway
+/EVAL - Scripts can.t run XREAD and XREADGROUP with BLOCK option
+Script ACL check
+not enough good replicas
+reject script do not cause a Lua stack leak
+Consistent eval error reporting
+FUNCTION - test function kill
+FUNCTION - test script kill not working on function
+FUNCTION - test function kill not working on eval
+FUNCTION - test function dump and restore
+FUNCTION - test function dump and restore with flush argument
+FUNCTION - test function dump and restore with append argument
+FUNCTION - test function dump and restore with replace argument
+FUNCTION - test function restore with bad payload do not drop existing functions
+FUNCTION - test function restore with wrong number of arguments
+FUNCTION - test function restore with function name collision}"
 # The other tests skipped by name need what Larder does not have yet: streams (the keyspace
 # notifications of stream commands; the two COPY tests build a stream with XADD, and so do
 # unit/lazyfree's two stream tests, which count a stream's lazy free; "Blocking
 # commands ignores the timeout" runs XREADGROUP beside the list and sorted-set pops, which
-# tests/python and crates/server/tests cover inside MULTI), and Lua scripting (EVAL, SCRIPT KILL:
-# the script-timeout tests and SORT from a script; in unit/pause the five tests of scripts
-# and functions under CLIENT PAUSE; in unit/introspection-2 the command stats of a script,
-# COMMAND GETKEYS of EVAL, COMMAND LIST FILTERBY ACLCAT scripting, which looks for `eval`,
-# and EVAL's movablekeys flag; in unit/introspection MONITOR of the commands an EVAL or an
-# FCALL runs). Then commands Larder does not have at all: streams (COMMAND
-# GETKEYS XGROUP, XREAD's movablekeys). And the two OBJECT
-# IDLETIME tests: Larder does not track a key's last access time yet (OBJECT IDLETIME
-# answers 0; it needs a clock in every item, which comes with LRU eviction). In
-# unit/tracking: the two tests of keys tracked through EVAL (no Lua), and the invalidation of
-# a key evicted under maxmemory (no eviction yet). (The "evicted"
-# keyspace notification test needs an enforced maxmemory: its tag leaves it out.)
-# unit/latency-monitor: the expire-cycle test fills its key with EVAL. unit/querybuf's
+# tests/python and crates/server/tests cover inside MULTI; COMMAND GETKEYS XGROUP, XREAD's
+# movablekeys; in unit/scripting a script running XREAD), and script timeouts (the "MULTI/EXEC
+# ... and script timeout" tests of unit/multi; in unit/scripting and unit/functions the
+# timed-out script tests: a script runs holding every worker, so there is no BUSY reply,
+# SCRIPT/FUNCTION KILL and SHUTDOWN NOSAVE cannot reach it, and their endless scripts would
+# hold the server for good). And the two OBJECT IDLETIME tests: Larder does not track a
+# key's last access time yet (OBJECT IDLETIME answers 0; it needs a clock in every item,
+# which comes with LRU eviction). In unit/tracking: the invalidation of a key evicted under
+# maxmemory (no eviction yet). (The "evicted" keyspace notification test needs an enforced
+# maxmemory: its tag leaves it out.) unit/latency-monitor: the expire-cycle test waits for an
+# "expire-cycle" latency event, which Larder's expiry does not record. unit/querybuf's
 # "query buffer resized correctly" expects a new client's query buffer to be Redis's 16 KiB
 # read buffer: Larder reads small requests through one buffer per worker and keeps each
 # connection's as small as its requests (47 bytes there); the resizing itself is covered by
 # the unit's other test and crates/server/tests/server_cmds.rs. unit/acl: the commands some
 # tests use and Larder does not have: streams (XADD and XINFO under +@stream), DEBUG OBJECT
-# (+debug|object), FUNCTION LIST (ACL CAT scripting), READONLY, EVAL_RO, EVALSHA_RO and
-# FCALL_RO (their test) and EVAL (the Lua context of ACL LOG). Two tests that set up users
+# (+debug|object); and, until scripts are checked against the caller's ACL user, the tests
+# of scripting under ACLs (ACL CAT scripting's FUNCTION LIST, the _RO scripts' permissions,
+# ACL LOG's Lua context; unit/scripting's "Script ACL check"). Two tests that set up users
 # for later ones use missing commands on the way, and run without those lines (see
 # REDIS_SUITE_UNSKIP_UNITS below): unit/acl's "ACL LOG shows failed command executions at
 # toplevel" gives its user +eval, unit/acl-v2's "Test various odd commands for key
-# permissions" asks ACL DRYRUN about MIGRATE and EVAL. Every other test of the units below
-# runs, and must pass. unit/dump: "RESTORE fail with invalid payload size" fails against
-# redis-server 7.0.15 itself: its payload's footer says RDB version 12 with a zero CRC, which
-# 7.0's footer check refuses ("DUMP payload version or checksum are wrong") before the
-# 2^64-byte length the test means to check is read (crates/server/tests/dump.rs checks that
-# length with a good footer); its MIGRATE tests start a second server and are tagged
-# external:skip, its IDLETIME/FREQ tests need:config-maxmemory and its ABSTTL-in-the-past
-# test needs:debug (DEBUG OBJECT); crates/server/tests/dump.rs covers MIGRATE and ABSTTL.
+# permissions" asks ACL DRYRUN about MIGRATE and EVAL. unit/dump: "RESTORE fail with invalid
+# payload size" fails against redis-server 7.0.15 itself: its payload's footer says RDB
+# version 12 with a zero CRC, which 7.0's footer check refuses ("DUMP payload version or
+# checksum are wrong") before the 2^64-byte length the test means to check is read
+# (crates/server/tests/dump.rs checks that length with a good footer); its MIGRATE tests
+# start a second server and are tagged external:skip, its IDLETIME/FREQ tests
+# need:config-maxmemory and its ABSTTL-in-the-past test needs:debug (DEBUG OBJECT);
+# crates/server/tests/dump.rs covers MIGRATE and ABSTTL. unit/scripting and unit/functions
+# besides: min-replicas-to-write (no replicas), the OOM tests of an enforced maxmemory (not
+# yet), and FUNCTION DUMP/RESTORE (not implemented: the payload is Redis's RDB encoding).
+# Every other test of the units below runs, and must pass.
 
 # The unpacked source tree in the cache (newest version if several), or nothing.
 cached_src() {

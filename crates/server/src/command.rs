@@ -41,6 +41,8 @@ pub const SKIP_SLOWLOG: u32 = 1 << 16;
 pub const MAY_REPLICATE: u32 = 1 << 17;
 /// Served in a cluster to a client redirected with -ASK (RESTORE-ASKING); shown only.
 pub const ASKING: u32 = 1 << 18;
+/// Not fed to MONITOR as a whole (EVAL: its script's commands are).
+pub const SKIP_MONITOR: u32 = 1 << 19;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -52,6 +54,7 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (BLOCKING, "blocking"),
     (LOADING, "loading"),
     (STALE, "stale"),
+    (SKIP_MONITOR, "skip_monitor"),
     (SKIP_SLOWLOG, "skip_slowlog"),
     (ASKING, "asking"),
     (FAST, "fast"),
@@ -151,6 +154,8 @@ pub struct ConnState {
     /// Running the commands of an EXEC (Redis's CLIENT_DENY_BLOCKING): a blocking command
     /// must answer as on timeout instead of blocking.
     pub in_exec: bool,
+    /// Running the commands of a script (Redis's CLIENT_SCRIPT).
+    pub in_script: bool,
     /// The command's output must not be silenced as a whole by CLIENT REPLY OFF / SKIP:
     /// pub/sub pushes, or an EXEC that turned replies off part way.
     pub pushed: bool,
@@ -205,6 +210,7 @@ impl ConnState {
             multi: None,
             watched: Vec::new(),
             in_exec: false,
+            in_script: false,
             pushed: false,
             park: None,
             ready: Vec::new(),
@@ -632,6 +638,7 @@ const SUBCOMMANDS: &[&[Spec]] = &[
     crate::families::pubsub::SUBCOMMANDS,
     crate::families::module::SUBCOMMANDS,
     crate::families::acl::SUBCOMMANDS,
+    crate::families::scripting::SUBCOMMANDS,
 ];
 
 /// The command table: every family's commands, then the subcommands.
@@ -903,6 +910,12 @@ fn call_monitored(ctx: &mut Ctx<'_>, i: usize) {
     if refused_to_monitor(ctx, spec) {
         ctx.conn.info.last_cmd.store(i as u32, Ordering::Relaxed);
         reject(ctx, Some(i), MONITOR_REFUSED);
+        return;
+    }
+    // A script is shown before the commands it runs (Redis's evalCommand feeds it itself).
+    if spec.flags & SKIP_MONITOR != 0 {
+        crate::monitor::feed(ctx, spec);
+        run(ctx, i);
         return;
     }
     run(ctx, i);

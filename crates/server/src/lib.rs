@@ -33,6 +33,7 @@ pub mod families;
 mod floor;
 pub mod gate;
 pub mod latency;
+pub mod lua;
 pub mod monitor;
 pub mod notify;
 pub mod pause;
@@ -302,6 +303,10 @@ pub struct Shared {
     pub pause: pause::Pause,
     /// Keys watched while absent (see [`families::multi`]).
     pub watches: families::multi::AbsentWatches,
+    /// The Lua script cache (see [`lua`]).
+    pub scripts: lua::Scripts,
+    /// The function libraries (FUNCTION LOAD).
+    pub functions: lua::Libraries,
     /// The clients in MONITOR mode (see [`monitor`]).
     pub monitors: monitor::Monitors,
     /// Client-side caching: the tracking table and BCAST prefixes (see [`tracking`]).
@@ -502,6 +507,8 @@ impl Server {
             memcache: Arc::new(families::memcache::McServer::new(threads)),
             pause: Default::default(),
             watches: Default::default(),
+            scripts: Default::default(),
+            functions: Default::default(),
             monitors: Default::default(),
             tracking: tracking::Tracking::new(threads),
             cron_paused: AtomicBool::new(false),

@@ -135,7 +135,9 @@ pub(crate) fn feed(ctx: &Ctx<'_>, spec: &Spec) {
         return;
     }
     let redacted = crate::families::connection::redacted_args(ctx.shared, spec.name, ctx.argv);
-    let line = line(SystemTime::now(), ctx.conn.db, &ctx.conn.info.addr, ctx.argv, &redacted);
+    // A script's commands are shown as Redis shows its Lua client's.
+    let addr = if ctx.conn.in_script { "lua" } else { &ctx.conn.info.addr };
+    let line = line(SystemTime::now(), ctx.conn.db, addr, ctx.argv, &redacted);
     ctx.shared.monitors.deliver(ctx.shared, line);
 }
 

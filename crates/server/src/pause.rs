@@ -172,7 +172,7 @@ fn holds_command(ctx: &Ctx<'_>, i: usize, kind: u8) -> bool {
         return true;
     }
     let spec = table().specs[i];
-    let mut flags = spec.flags;
+    let mut flags = crate::families::scripting::command_flags(ctx, spec);
     if spec.name == "exec" {
         flags |= ctx.conn.multi.as_ref().map_or(0, |q| q.flags);
     }

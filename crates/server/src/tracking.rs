@@ -578,7 +578,7 @@ fn remembers(flags: u32, spec: &Spec) -> bool {
 #[cold]
 #[inline(never)]
 pub fn before_read(ctx: &mut Ctx<'_>, spec: &Spec) {
-    if spec.flags & READONLY == 0 || !remembers(ctx.conn.tracking, spec) {
+    if spec.flags & READONLY == 0 || is_script(spec) || !remembers(ctx.conn.tracking, spec) {
         return;
     }
     let fresh = remember(ctx, spec);
@@ -592,7 +592,7 @@ pub fn before_read(ctx: &mut Ctx<'_>, spec: &Spec) {
 #[cold]
 #[inline(never)]
 pub fn after_read(ctx: &mut Ctx<'_>, spec: &Spec) {
-    if spec.flags & READONLY == 0 {
+    if spec.flags & READONLY == 0 || is_script(spec) {
         return;
     }
     if let Some(st) = ctx.conn.tracking_state.as_mut() {
@@ -600,6 +600,23 @@ pub fn after_read(ctx: &mut Ctx<'_>, spec: &Spec) {
     }
     if remembers(ctx.conn.tracking, spec) {
         remember(ctx, spec);
+    }
+}
+
+/// Whether `spec` runs a script (EVAL_RO, EVALSHA_RO, FCALL_RO are read-only commands): a
+/// script's keys are remembered when it runs a read-only command, not for the script
+/// itself (see [`after_script_read`]).
+fn is_script(spec: &Spec) -> bool {
+    matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+}
+
+/// After a script of a tracking client ran a read-only command: the keys the script
+/// declared go in the table, as Redis remembers them (not the keys of the command).
+#[cold]
+#[inline(never)]
+pub fn after_script_read(ctx: &mut Ctx<'_>, script: &Spec) {
+    if remembers(ctx.conn.tracking, script) {
+        remember(ctx, script);
     }
 }
 

@@ -383,7 +383,9 @@ fn key_specs_are_redis_key_specs() {
         };
         let Some(Val::Arr(ours)) = entry.get(8).cloned() else { continue };
         let Some(Val::Arr(first)) = ours.into_iter().next() else { continue };
-        let flags = first[1].clone().arr();
+        // A flattened map: "flags" and its set (after "notes", where a spec has notes).
+        let at = first.iter().position(|v| *v == Val::Bulk(b"flags".to_vec())).expect("a key spec without flags");
+        let flags = first[at + 1].clone().arr();
         let mut got: Vec<String> = flags
             .into_iter()
             .map(|v| match v {

@@ -927,7 +927,8 @@ fn debug_time_lastsave_save_flush() {
         &cmd(&[b"FUNCTION", b"FLUSH", b"a", b"b"]),
         b"-ERR unknown subcommand or wrong number of arguments for 'FLUSH'. Try FUNCTION HELP.\r\n",
     );
-    c.check(&cmd(&[b"FUNCTION", b"LIST"]), b"-ERR unknown subcommand 'LIST'. Try FUNCTION HELP.\r\n");
+    c.check(&cmd(&[b"FUNCTION", b"LIST"]), b"*0\r\n");
+    c.check(&cmd(&[b"FUNCTION", b"NOSUCH"]), b"-ERR unknown subcommand 'NOSUCH'. Try FUNCTION HELP.\r\n");
     c.check(&cmd(&[b"SCRIPT", b"FLUSH", b"ASYNC"]), b"+OK\r\n");
     c.check(&cmd(&[b"SCRIPT", b"FLUSH", b"x"]), b"-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n");
 }

@@ -18,6 +18,7 @@ pub mod memcache;
 pub mod module;
 pub mod multi;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -40,6 +41,7 @@ pub const ALL: &[&[Spec]] = &[
     server::COMMANDS,
     pubsub::COMMANDS,
     multi::COMMANDS,
+    scripting::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
     sort::COMMANDS,
@@ -59,7 +61,9 @@ pub fn movable_keys(name: &str, args: &[&[u8]]) -> Option<Vec<usize>> {
             Some(numkeys_keys(args, false, 1))
         }
         "zunionstore" | "zinterstore" | "zdiffstore" => Some(numkeys_keys(args, true, 2)),
-        "blmpop" | "bzmpop" => Some(numkeys_keys(args, false, 2)),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            Some(numkeys_keys(args, false, 2))
+        }
         "georadius" => Some(geo::key_positions(args, 6)),
         "georadiusbymember" => Some(geo::key_positions(args, 5)),
         "migrate" => Some(dump::key_positions(args)),

@@ -173,13 +173,14 @@ pub fn runs_in_multi(name: &str) -> bool {
 pub fn queue(ctx: &mut Ctx<'_>, i: usize) {
     let limit = ctx.shared.config.client_query_buffer_limit.load(Ordering::Relaxed) as usize;
     let args: Vec<&[u8]> = ctx.argv.iter().collect();
+    let flags = crate::families::scripting::command_flags(ctx, crate::command::table().specs[i]);
     let Some(q) = ctx.conn.multi.as_mut() else { return };
     if !q.dirty {
         let mem = args.iter().map(|a| a.len() + 8).sum::<usize>() as u64;
         ctx.conn.info.multi_mem.fetch_add(mem, Ordering::Relaxed);
         larder_resp::write_command(&mut q.buf, args);
         q.cmds.push(i as u32);
-        q.flags |= crate::command::table().specs[i].flags;
+        q.flags |= flags;
     }
     let (n, size) = (q.cmds.len(), q.buf.len());
     ctx.conn.info.multi.store(n as i64, Ordering::Relaxed);

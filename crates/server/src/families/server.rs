@@ -77,9 +77,7 @@ pub const COMMANDS: &[Spec] = &[
         cmd_save,
     ),
     spec("monitor", 1, AS, "server", "Listens for all requests received by the server in real-time.", cmd_monitor),
-    spec("function", -2, 0, "scripting", "A container for function commands.", cmd_container),
     spec("cluster", -2, 0, "cluster", "A container for cluster commands", cmd_container),
-    spec("script", -2, 0, "scripting", "A container for Lua scripts management commands.", cmd_container),
 ];
 
 pub const SUBCOMMANDS: &[Spec] = &[
@@ -145,31 +143,6 @@ pub const SUBCOMMANDS: &[Spec] = &[
     spec("memory|doctor", 2, 0, "server", "Outputs a memory problems report.", cmd_memory_doctor),
     spec("memory|purge", 2, 0, "server", "Asks the allocator to release memory.", cmd_memory_purge),
     spec("memory|malloc-stats", 2, 0, "server", "Returns the allocator statistics.", cmd_memory_malloc_stats),
-    spec(
-        "function|flush",
-        -2,
-        WRITE | NOSCRIPT,
-        "scripting",
-        "Deletes all libraries and functions.",
-        cmd_function_flush,
-    ),
-    spec(
-        "function|help",
-        2,
-        LS,
-        "scripting",
-        "Returns helpful text about the different subcommands.",
-        cmd_function_help,
-    ),
-    spec(
-        "script|flush",
-        -2,
-        NOSCRIPT,
-        "scripting",
-        "Removes all server-side Lua scripts from the script cache.",
-        cmd_script_flush,
-    ),
-    spec("script|help", 2, LS, "scripting", "Returns helpful text about the different subcommands.", cmd_script_help),
     // Larder has no cluster mode: every subcommand answers as a Redis started without it
     // (COMMAND INFO and COMMAND LIST still show them, as Redis's do).
     spec(
@@ -543,22 +516,24 @@ fn section_text(ctx: &mut Ctx<'_>, name: &str, out: &mut String) {
             line!("allocator_resident:{resident}");
             line!("total_system_memory:{total}");
             line!("total_system_memory_human:{}", bytes_to_human(total));
-            // No Lua and no functions: none of the memory Redis reports for them, not even
-            // the Lua interpreters a fresh Redis starts (its used_memory_vm_eval and
-            // used_memory_vm_functions are 30-40 KB each with nothing loaded).
-            line!("used_memory_lua:0");
-            line!("used_memory_vm_eval:0");
-            line!("used_memory_lua_human:0B");
-            line!("used_memory_scripts_eval:0");
-            line!("number_of_cached_scripts:0");
-            line!("number_of_functions:0");
-            line!("number_of_libraries:0");
+            // Lua: the heap of the Lua state that ran a script last (0 before any) and the
+            // script cache. Functions share the Lua states: their memory fields are 0.
+            let lua_mem = ctx.shared.scripts.lua_memory.load(Ordering::Relaxed);
+            let scripts_mem = ctx.shared.scripts.memory();
+            line!("used_memory_lua:{lua_mem}");
+            line!("used_memory_vm_eval:{lua_mem}");
+            line!("used_memory_lua_human:{}", bytes_to_human(lua_mem));
+            line!("used_memory_scripts_eval:{scripts_mem}");
+            line!("number_of_cached_scripts:{}", ctx.shared.scripts.len());
+            let libs = ctx.shared.functions.list();
+            line!("number_of_functions:{}", libs.iter().map(|l| l.functions.len()).sum::<usize>());
+            line!("number_of_libraries:{}", libs.len());
             line!("used_memory_vm_functions:0");
-            line!("used_memory_vm_total:0");
-            line!("used_memory_vm_total_human:0B");
+            line!("used_memory_vm_total:{lua_mem}");
+            line!("used_memory_vm_total_human:{}", bytes_to_human(lua_mem));
             line!("used_memory_functions:0");
-            line!("used_memory_scripts:0");
-            line!("used_memory_scripts_human:0B");
+            line!("used_memory_scripts:{scripts_mem}");
+            line!("used_memory_scripts_human:{}", bytes_to_human(scripts_mem));
             line!("maxmemory:{maxmemory}");
             line!("maxmemory_human:{}", bytes_to_human(maxmemory));
             line!("maxmemory_policy:{}", cfg.get("maxmemory-policy").unwrap_or_default());
@@ -1049,6 +1024,11 @@ pub(crate) fn categories(i: usize) -> Vec<&'static str> {
     for (flag, cat) in
         [(WRITE, "write"), (READONLY, "read"), (PUBSUB, "pubsub"), (FAST, "fast"), (BLOCKING, "blocking")]
     {
+        // A read-only script (EVAL_RO, FCALL_RO) is not @read (Redis's
+        // setImplicitACLCategories).
+        if flag == READONLY && s.group == "scripting" {
+            continue;
+        }
         if s.flags & flag != 0 {
             cats.push(cat);
         }
@@ -1327,6 +1307,20 @@ const TIPS: &[(&str, &[&str])] = &[
     ("zscan", &["nondeterministic_output"]),
 ];
 
+/// The key spec of the script commands, as Redis 7.0.15 declares them: its notes (EVALSHA
+/// and EVALSHA_RO have none) and flags.
+fn script_key_spec(name: &str) -> Option<(Option<&'static str>, &'static [&'static str])> {
+    const RW: &str = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE";
+    const RO: &str = "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS";
+    Some(match name {
+        "eval" | "fcall" => (Some(RW), &["RW", "access", "update"]),
+        "evalsha" => (None, &["RW", "access", "update"]),
+        "eval_ro" | "fcall_ro" => (Some(RO), &["RO", "access"]),
+        "evalsha_ro" => (None, &["RO", "access"]),
+        _ => return None,
+    })
+}
+
 /// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
 /// tips, key specs, subcommands.
 fn write_command_info(out: &mut Writer<'_>, i: usize) {
@@ -1351,7 +1345,27 @@ fn write_command_info(out: &mut Writer<'_>, i: usize) {
     for tip in tips {
         out.bulk(tip.as_bytes());
     }
-    if s.first_key > 0 {
+    if let Some((notes, flags)) = script_key_spec(s.name) {
+        // EVAL's and FCALL's keys: numkeys at argument 2, then that many keys.
+        out.set(1);
+        out.map(if notes.is_some() { 4 } else { 3 });
+        if let Some(n) = notes {
+            out.bulk(b"notes").bulk(n.as_bytes());
+        }
+        out.bulk(b"flags").set(flags.len());
+        for f in flags {
+            out.simple(f.as_bytes());
+        }
+        out.bulk(b"begin_search").map(2);
+        out.bulk(b"type").bulk(b"index");
+        out.bulk(b"spec").map(1).bulk(b"index").integer(2);
+        out.bulk(b"find_keys").map(2);
+        out.bulk(b"type").bulk(b"keynum");
+        out.bulk(b"spec").map(3);
+        out.bulk(b"keynumidx").integer(0);
+        out.bulk(b"firstkey").integer(1);
+        out.bulk(b"keystep").integer(1);
+    } else if s.first_key > 0 {
         // The legacy range as one key spec: keys from index `first`, up to `last` (relative
         // to `first` when positive, to the end when negative), every `step`.
         out.set(1);
@@ -1516,7 +1530,7 @@ fn keys_of(args: &[&[u8]]) -> Result<(usize, Vec<usize>), CmdError> {
     }
     if s.flags & MOVABLEKEYS != 0 {
         if let Some(keys) = crate::families::movable_keys(s.name, args) {
-            if keys.is_empty() {
+            if keys.is_empty() && s.flags & NO_MANDATORY_KEYS == 0 {
                 return Err(CmdError::new("ERR Invalid arguments specified for command"));
             }
             return Ok((i, keys));
@@ -2302,72 +2316,6 @@ fn cmd_lastsave(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 fn cmd_save(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let name = lossy(ctx.arg(0)).to_ascii_uppercase();
     Err(CmdError::new(format!("ERR {name} is not available: this server has no persistence yet")))
-}
-
-/// # Format
-/// `FUNCTION FLUSH [ASYNC|SYNC]` → `+OK` (there are no function libraries to delete).
-fn cmd_function_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    match ctx.argc() {
-        2 => {}
-        3 if ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC") => {}
-        3 => return Err(CmdError::new("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")),
-        _ => {
-            return Err(CmdError::new(format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-                lossy(ctx.arg(1))
-            )))
-        }
-    }
-    ctx.out.ok();
-    Ok(())
-}
-
-/// # Format
-/// `FUNCTION HELP` → the subcommands available.
-fn cmd_function_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    reply_help(
-        ctx,
-        "FUNCTION",
-        &[
-            "FLUSH [ASYNC|SYNC]",
-            "    Delete all the libraries.",
-            "    When called without the optional mode argument, the behavior is determined by the",
-            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-            "    * ASYNC: Asynchronously flush the libraries.",
-            "    * SYNC: Synchronously flush the libraries.",
-        ],
-    );
-    Ok(())
-}
-
-/// # Format
-/// `SCRIPT FLUSH [ASYNC|SYNC]` → `+OK` (the script cache is empty).
-fn cmd_script_flush(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    let ok = ctx.argc() == 2
-        || (ctx.argc() == 3 && (ctx.arg(2).eq_ignore_ascii_case(b"SYNC") || ctx.arg(2).eq_ignore_ascii_case(b"ASYNC")));
-    if !ok {
-        return Err(CmdError::new("ERR SCRIPT FLUSH only support SYNC|ASYNC option"));
-    }
-    ctx.out.ok();
-    Ok(())
-}
-
-/// # Format
-/// `SCRIPT HELP` → the subcommands available.
-fn cmd_script_help(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
-    reply_help(
-        ctx,
-        "SCRIPT",
-        &[
-            "FLUSH [ASYNC|SYNC]",
-            "    Flush the Lua scripts cache. Very dangerous on replicas.",
-            "    When called without the optional mode argument, the behavior is determined by the",
-            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-            "    * ASYNC: Asynchronously flush the scripts cache.",
-            "    * SYNC: Synchronously flush the scripts cache.",
-        ],
-    );
-    Ok(())
 }
 
 #[cfg(test)]

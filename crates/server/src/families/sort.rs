@@ -33,6 +33,8 @@ pub struct SortOpts<'a> {
     pub dontsort: bool,
     pub get: Vec<&'a [u8]>,
     pub store: Option<&'a [u8]>,
+    /// Called from a script: its result must not depend on a set's internal order.
+    pub from_script: bool,
 }
 
 /// Whether the client's ACL user may read every key with SORT (or SORT_RO).
@@ -238,9 +240,9 @@ pub fn op_sort(
     o: &mut SortOpts<'_>,
     looked_up: &mut impl FnMut(&[u8], bool),
 ) -> Result<Vec<Option<Vec<u8>>>, CmdError> {
-    // A set has no order of its own: with STORE it is sorted as strings, so replicas and
-    // reloads agree (Redis's rule).
-    if o.dontsort && o.store.is_some() && ty == Some(Type::Set) {
+    // A set has no order of its own: with STORE, or for a script, it is sorted as strings,
+    // so replicas and reloads agree (Redis's rule).
+    if o.dontsort && (o.store.is_some() || o.from_script) && ty == Some(Type::Set) {
         o.dontsort = false;
         o.alpha = true;
         o.by = None;
@@ -332,6 +334,7 @@ pub fn op_store_list(h: &mut Handle, db: u32, dst: &[u8], vals: &[Option<Vec<u8>
 
 fn sort_generic(ctx: &mut Ctx<'_>, readonly: bool) -> Result<(), CmdError> {
     let mut o = parse_opts(ctx, readonly)?;
+    o.from_script = ctx.conn.in_script;
     let (db, key) = (ctx.conn.db, ctx.arg(1));
     // Redis looks the key up (a keyspace hit or miss) before it sorts, and each key its BY
     // and GET patterns name as it reads them.

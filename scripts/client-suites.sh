@@ -83,18 +83,19 @@ fi
 
 : "${REDIS_PY_FILES:=tests/test_commands.py tests/test_pipeline.py tests/test_pubsub.py tests/test_encoding.py
 tests/test_hash.py tests/test_monitor.py tests/test_connection.py tests/test_connection_pool.py
-tests/test_command_parser.py tests/test_helpers.py tests/test_multiprocessing.py tests/test_retry.py}"
+tests/test_command_parser.py tests/test_helpers.py tests/test_multiprocessing.py tests/test_retry.py
+tests/test_lock.py tests/test_scripting.py tests/test_function.py}"
 : "${REDIS_PY_PROTOCOLS:=2 3}"
 # What Larder does not have yet:
-#   streams (X*), Lua scripting (EVAL: COMMAND GETKEYS of EVAL, MONITOR of a script),
-#   DUMP/RESTORE, LOLWUT, BGSAVE (no persistence), and COMMAND LIST's "more than 300
-#   commands" (Larder has fewer while those are missing).
+#   streams (X*, and test_get_moveable_keys's XREAD), FUNCTION DUMP/RESTORE, BGSAVE (no
+#   persistence), and COMMAND LIST's "more than 300 commands" (Larder has fewer while
+#   streams are missing).
 # What fails against redis-server 7.0.15 as well:
 #   test_acl_getuser_setuser and test_acl_log expect Redis 7.2's ACL replies; test_module and
 #   test_module_loadex need Redis Stack's modules at localhost:6379; test_psync a replica at
 #   localhost:6380; the *_cluster and shardnumsub pub/sub tests a cluster client; and
 #   test_retry_connect_on_timeout_error and test_create_single_connection_client_from_url a
-#   server at localhost:6379.
+#   server at localhost:6379; test_eval_crossslot and test_function_list_on_cluster a cluster.
 : "${REDIS_PY_SKIP:=tests/test_commands.py::TestRedisCommands::test_xack
 tests/test_commands.py::TestRedisCommands::test_xadd
 tests/test_commands.py::TestRedisCommands::test_xadd_explicit_ms
@@ -123,17 +124,8 @@ tests/test_commands.py::TestRedisCommands::test_xreadgroup
 tests/test_commands.py::TestRedisCommands::test_xrevrange
 tests/test_commands.py::TestRedisCommands::test_xtrim
 tests/test_commands.py::TestRedisCommands::test_xtrim_minlen_and_length_args
-tests/test_command_parser.py::TestCommandsParser::test_get_eval_keys_with_0_keys
 tests/test_command_parser.py::TestCommandsParser::test_get_moveable_keys
-tests/test_commands.py::TestRedisCommands::test_command_getkeys
-tests/test_monitor.py::TestMonitor::test_lua_script
-tests/test_commands.py::TestRedisCommands::test_dump_and_restore
-tests/test_commands.py::TestRedisCommands::test_dump_and_restore_absttl
-tests/test_commands.py::TestRedisCommands::test_dump_and_restore_and_replace
-tests/test_commands.py::TestRedisCommands::test_restore
-tests/test_commands.py::TestRedisCommands::test_restore_frequency
-tests/test_commands.py::TestRedisCommands::test_restore_idletime
-tests/test_commands.py::TestRedisCommands::test_lolwut
+tests/test_function.py::TestFunction::test_function_dump_restore
 tests/test_commands.py::TestRedisCommands::test_bgsave
 tests/test_commands.py::TestRedisCommands::test_command_list
 tests/test_commands.py::TestRedisCommands::test_acl_getuser_setuser
@@ -146,7 +138,9 @@ tests/test_pubsub.py::TestPubSubSubscribeUnsubscribe::test_subscribe_property_wi
 tests/test_pubsub.py::TestPubSubSubcommands::test_pubsub_shardchannels_cluster
 tests/test_pubsub.py::TestPubSubSubcommands::test_pubsub_shardnumsub
 tests/test_connection.py::TestConnection::test_retry_connect_on_timeout_error
-tests/test_connection.py::test_create_single_connection_client_from_url}"
+tests/test_connection.py::test_create_single_connection_client_from_url
+tests/test_scripting.py::TestScripting::test_eval_crossslot
+tests/test_function.py::TestFunction::test_function_list_on_cluster}"
 # pymemcache: test_misc calls cache_memlimit, which Larder answers ERROR until it has
 # eviction to apply a memory limit with (a limit it would not enforce is not set).
 : "${PYMEMCACHE_SKIP:=pymemcache/test/test_integration.py::test_misc}"

@@ -485,6 +485,16 @@ impl Denied {
         }
     }
 
+    /// Why a command a script called was refused, after "The user executing the script "
+    /// (Redis's `getAclErrorMessage`).
+    pub fn script_reason(self) -> &'static str {
+        match self {
+            Denied::Command => "can't run this command or subcommand",
+            Denied::Key(_) => "can't access at least one of the keys mentioned in the command arguments",
+            Denied::Channel(_) => "can't publish to the channel mentioned in the command",
+        }
+    }
+
     /// The error a refused command gets (Redis's `processCommand`).
     pub fn error(self, cmd: usize) -> String {
         match self {

@@ -304,3 +304,44 @@ fn command_info_of_scripts() {
     assert_eq!(keys, "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
     c.check(&cmd(&[b"COMMAND", b"GETKEYS", b"EVAL", b"return 1", b"0"]), b"*0\r\n");
 }
+
+/// A script's commands are checked against the caller's ACL user, as redis-server 7.0.15
+/// checks them (errors and ACL LOG's "lua" context), and redis.acl_check_cmd asks the same
+/// question without running the command.
+#[test]
+fn scripts_run_under_the_callers_acl_user() {
+    let t = start();
+    let mut admin = Raw::connect(t.resp);
+    ck(&mut admin, "ACL SETUSER scr on nopass +eval +@string ~a* -get", "+OK\r\n");
+    let mut c = Raw::connect(t.resp);
+    ck(&mut c, "AUTH scr x", "+OK\r\n");
+    let get = "return redis.call('get','a1')";
+    let get_sha = sha(&mut admin, get);
+    ev(
+        &mut c,
+        get,
+        &[b"0"],
+        &format!("-ERR The user executing the script can't run this command or subcommand script: {get_sha}, on @user_script:1.\r\n"),
+    );
+    ev(
+        &mut c,
+        "return redis.pcall('set','x','1')",
+        &[b"0"],
+        "-ERR The user executing the script can't access at least one of the keys mentioned in the command arguments\r\n",
+    );
+    ev(&mut c, "return redis.call('set','a1','1')", &[b"0"], "+OK\r\n");
+    ev(&mut c, "return redis.acl_check_cmd('set','a1','1')", &[b"0"], ":1\r\n");
+    ev(&mut c, "return redis.acl_check_cmd('set','x','1')", &[b"0"], "$-1\r\n");
+    ev(&mut c, "return redis.acl_check_cmd('get','a1')", &[b"0"], "$-1\r\n");
+    let bad = "return redis.acl_check_cmd('config','nosub')";
+    let bad_sha = sha(&mut admin, bad);
+    ev(
+        &mut c,
+        bad,
+        &[b"0"],
+        &format!("-ERR Invalid command passed to redis.acl_check_cmd() script: {bad_sha}, on @user_script:1.\r\n"),
+    );
+    let log = ask(&mut admin, &[b"ACL", b"LOG"]);
+    assert!(log.contains("context\r\n$3\r\nlua\r\n$6\r\nobject\r\n$1\r\nx\r\n"), "{log:?}");
+    assert!(log.contains("context\r\n$3\r\nlua\r\n$6\r\nobject\r\n$3\r\nget\r\n"), "{log:?}");
+}

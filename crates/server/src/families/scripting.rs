@@ -205,7 +205,10 @@ fn run_script(
         if let Err(e) = prepare(vm) {
             return Err((format!("ERR {e}").into_bytes(), false));
         }
-        let mut call = |args: &[Vec<u8>], proto: Protocol| script_call(ctx, args, proto, read_only);
+        let mut call = |args: &[Vec<u8>], what: lua::Call| match what {
+            lua::Call::Run(proto) => script_call(ctx, args, proto, read_only),
+            lua::Call::AclCheck => acl_check_cmd(ctx, args),
+        };
         let r = vm.run(target, keys, argv, &mut call);
         shared.scripts.lua_memory.store(vm.memory(), std::sync::atomic::Ordering::Relaxed);
         r
@@ -270,12 +273,16 @@ fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: 
     };
     let spec = t.specs[i];
     let argc = argv.len() as i32;
+    // Redis's scriptCall: arity, NOSCRIPT, the caller's ACL user (logged in the "lua"
+    // context), then a read-only script's writes.
     let refusal = if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
-        Some("ERR Wrong number of args calling Redis command from script")
+        Some("ERR Wrong number of args calling Redis command from script".to_string())
     } else if spec.flags & NOSCRIPT != 0 {
-        Some("ERR This Redis command is not allowed from script")
+        Some("ERR This Redis command is not allowed from script".to_string())
+    } else if let Err(denied) = script_acl(&mut inner, i) {
+        Some(format!("ERR The user executing the script {}", denied.script_reason()))
     } else if read_only && spec.flags & (WRITE | MAY_REPLICATE) != 0 {
-        Some("ERR Write commands are not allowed from read-only scripts.")
+        Some("ERR Write commands are not allowed from read-only scripts.".to_string())
     } else {
         None
     };
@@ -291,6 +298,40 @@ fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: 
         }
     }
     out
+}
+
+/// `redis.acl_check_cmd(command, args...)`: `:1` if the caller's ACL user may run it with
+/// those arguments, `:0` if not (nothing is logged), an error (its message, which the script
+/// raises as an `ERR`) for a command that does not exist (a container's unknown subcommand
+/// included). No arity check, as in Redis.
+fn acl_check_cmd(ctx: &Ctx<'_>, argv: &[Vec<u8>]) -> Vec<u8> {
+    let t = table();
+    let found = t.lookup(&argv[0]).and_then(|i| {
+        if t.subcommands(i).is_empty() {
+            Some(i)
+        } else {
+            argv.get(1).and_then(|sub| t.lookup_sub(i, sub))
+        }
+    });
+    let Some(i) = found else {
+        return b"-Invalid command passed to redis.acl_check_cmd()\r\n".to_vec();
+    };
+    let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let allowed = ctx.conn.user.is_open() || ctx.conn.user.rules().check(i, &args).is_ok();
+    if allowed {
+        b":1\r\n".to_vec()
+    } else {
+        b":0\r\n".to_vec()
+    }
+}
+
+/// The caller's ACL user's verdict on command `i` a script calls (one load for a user
+/// with every permission).
+fn script_acl(ctx: &mut Ctx<'_>, i: usize) -> Result<(), crate::acl::Denied> {
+    if ctx.conn.user.is_open() {
+        return Ok(());
+    }
+    crate::families::acl::check(ctx, i, crate::acl::Context::Lua)
 }
 
 /// # Format

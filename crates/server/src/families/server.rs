@@ -1134,6 +1134,12 @@ const KEY_FLAGS: &[(&str, &[&str])] = &[
     ("zremrangebyrank", &["RW", "delete"]),
     ("zremrangebyscore", &["RW", "delete"]),
     ("zunion", &["RO", "access"]),
+    ("eval", &["RW", "access", "update"]),
+    ("evalsha", &["RW", "access", "update"]),
+    ("fcall", &["RW", "access", "update"]),
+    ("eval_ro", &["RO", "access"]),
+    ("evalsha_ro", &["RO", "access"]),
+    ("fcall_ro", &["RO", "access"]),
     ("restore", &["OW", "update"]),
     ("restore-asking", &["OW", "update"]),
     ("migrate", &["RW", "access", "delete"]),
@@ -1307,16 +1313,16 @@ const TIPS: &[(&str, &[&str])] = &[
     ("zscan", &["nondeterministic_output"]),
 ];
 
-/// The key spec of the script commands, as Redis 7.0.15 declares them: its notes (EVALSHA
-/// and EVALSHA_RO have none) and flags.
-fn script_key_spec(name: &str) -> Option<(Option<&'static str>, &'static [&'static str])> {
+/// The key spec of the script commands (numkeys, then that many keys), as Redis 7.0.15
+/// declares them: its notes (EVALSHA and EVALSHA_RO have none); the flags are in
+/// [`KEY_FLAGS`], where ACL checks read them too.
+fn script_key_spec(name: &str) -> Option<Option<&'static str>> {
     const RW: &str = "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE";
     const RO: &str = "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS";
     Some(match name {
-        "eval" | "fcall" => (Some(RW), &["RW", "access", "update"]),
-        "evalsha" => (None, &["RW", "access", "update"]),
-        "eval_ro" | "fcall_ro" => (Some(RO), &["RO", "access"]),
-        "evalsha_ro" => (None, &["RO", "access"]),
+        "eval" | "fcall" => Some(RW),
+        "eval_ro" | "fcall_ro" => Some(RO),
+        "evalsha" | "evalsha_ro" => None,
         _ => return None,
     })
 }
@@ -1345,7 +1351,8 @@ fn write_command_info(out: &mut Writer<'_>, i: usize) {
     for tip in tips {
         out.bulk(tip.as_bytes());
     }
-    if let Some((notes, flags)) = script_key_spec(s.name) {
+    if let Some(notes) = script_key_spec(s.name) {
+        let flags = key_flags(s);
         // EVAL's and FCALL's keys: numkeys at argument 2, then that many keys.
         out.set(1);
         out.map(if notes.is_some() { 4 } else { 3 });

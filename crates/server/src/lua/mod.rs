@@ -231,7 +231,17 @@ pub fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
 }
 
 /// Runs one command for `redis.call`: its arguments and the protocol → its RESP reply.
-pub type CommandFn<'a> = dyn FnMut(&[Vec<u8>], Protocol) -> Vec<u8> + 'a;
+pub type CommandFn<'a> = dyn FnMut(&[Vec<u8>], Call) -> Vec<u8> + 'a;
+
+/// What a script asks of a command (see [`CommandFn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// Run it (`redis.call`, `redis.pcall`) and answer its reply in this protocol.
+    Run(Protocol),
+    /// Whether the caller's ACL user may run it (`redis.acl_check_cmd`): `:1` or `:0`, or an
+    /// error for a command that does not exist.
+    AclCheck,
+}
 
 /// A worker's Lua state and the scripts compiled in it.
 pub struct Vm {
@@ -241,8 +251,8 @@ pub struct Vm {
     env: Table,
     /// The environment of function libraries (only `redis` while a library loads).
     fenv: Table,
-    /// The prelude's runner: `run(f, KEYS, ARGV, call, pcall, setresp, is_function)` →
-    /// ok, value.
+    /// The prelude's runner: `run(f, KEYS, ARGV, call, pcall, setresp, acl_check_cmd,
+    /// is_function)` → ok, value.
     run: Function,
     /// The prelude's library loader: `load(f, register_function)` → ok, error.
     load: Function,
@@ -436,7 +446,7 @@ impl Vm {
                 Err(msg) if raises => return Err(raise(lua, msg)),
                 Err(msg) => return error_table(lua, msg),
             };
-            let reply = (call.borrow_mut())(&argv, resp.get());
+            let reply = (call.borrow_mut())(&argv, Call::Run(resp.get()));
             let (value, failed) = match larder_resp::parse_reply(&reply) {
                 Ok(Some((r, _))) => (reply_to_lua(lua, &r)?, r.is_error()),
                 _ => (error_table(lua, b"ERR corrupt reply")?, true),
@@ -461,7 +471,16 @@ impl Vm {
                 }
                 Ok(())
             })?;
-            let (ok, v): (bool, Value) = self.run.call((f, keys, argv, call_fn, pcall_fn, setresp_fn, is_function))?;
+            let acl_fn = scope.create_function(|lua, args: Variadic<Value>| {
+                let argv = command_args(&args).map_err(|msg| raise(lua, msg))?;
+                let reply = (call.borrow_mut())(&argv, Call::AclCheck);
+                match reply.first() {
+                    Some(b':') => Ok(reply.get(1) == Some(&b'1')),
+                    _ => Err(raise(lua, reply.get(1..reply.len().saturating_sub(2)).unwrap_or_default())),
+                }
+            })?;
+            let (ok, v): (bool, Value) =
+                self.run.call((f, keys, argv, call_fn, pcall_fn, setresp_fn, acl_fn, is_function))?;
             if !ok {
                 return Ok(Err(script_error(&v, label)));
             }
@@ -1071,7 +1090,7 @@ mod tests {
         with_vm(&scripts, |vm| {
             let sha = sha1::sha1_hex(code.as_bytes());
             vm.compile(&sha, code.as_bytes()).map_err(|e| (e.into_bytes(), false))?;
-            let mut call = |_: &[Vec<u8>], _: Protocol| reply.to_vec();
+            let mut call = |_: &[Vec<u8>], _: Call| reply.to_vec();
             vm.run(Target::Script(&sha), &[b"k"], &[b"a", b"b"], &mut call)
         })
     }

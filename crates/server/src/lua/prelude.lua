@@ -33,9 +33,9 @@ local function view(t, index)
   return v
 end
 
--- redis.call, redis.pcall and redis.setresp are C functions while a script runs (see the
--- runner below): a Lua wrapper called as `return redis.call(...)` would be a tail call, and
--- the script's line would be lost from the error.
+-- redis.call, redis.pcall, redis.setresp and redis.acl_check_cmd are C functions while a
+-- script runs (see the runner below): a Lua wrapper called as `return redis.call(...)` would
+-- be a tail call, and the script's line would be lost from the error.
 local redis = {}
 local function outside_call()
   outside('redis.call/pcall')
@@ -43,7 +43,11 @@ end
 local function outside_setresp()
   outside('redis.setresp')
 end
+local function outside_acl_check()
+  outside('redis.acl_check_cmd')
+end
 redis.call, redis.pcall, redis.setresp = outside_call, outside_call, outside_setresp
+redis.acl_check_cmd = outside_acl_check
 redis.set_repl = N.set_repl
 function redis.replicate_commands()
   return true
@@ -175,9 +179,9 @@ string_mt.__metatable = view(string_mt)
 G._G = env
 
 -- Runs compiled script f with KEYS and ARGV (a function gets them as arguments instead),
--- and its scoped redis.call, redis.pcall and redis.setresp: returns true and the result, or
--- false and an error table (see N.handler).
-local function run(f, keys, argv, call, pcall, setresp, is_function)
+-- and its scoped redis.call, redis.pcall, redis.setresp and redis.acl_check_cmd: returns true
+-- and the result, or false and an error table (see N.handler).
+local function run(f, keys, argv, call, pcall, setresp, acl_check, is_function)
   local body = f
   if is_function then
     body = function() return f(keys, argv) end
@@ -185,9 +189,10 @@ local function run(f, keys, argv, call, pcall, setresp, is_function)
     raw_rawset(G, 'KEYS', keys)
     raw_rawset(G, 'ARGV', argv)
   end
-  redis.call, redis.pcall, redis.setresp = call, pcall, setresp
+  redis.call, redis.pcall, redis.setresp, redis.acl_check_cmd = call, pcall, setresp, acl_check
   local ok, v = raw_xpcall(body, N.handler)
   redis.call, redis.pcall, redis.setresp = outside_call, outside_call, outside_setresp
+  redis.acl_check_cmd = outside_acl_check
   return ok, v
 end
 

@@ -1189,12 +1189,7 @@ mod tests {
 
     fn check(r: &Rules, args: &[&str]) -> Result<(), Denied> {
         let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-        let t = table();
-        let mut i = t.lookup(a[0]).unwrap();
-        if a.len() > 1 && !t.subcommands(i).is_empty() {
-            i = t.lookup_sub(i, a[1]).unwrap();
-        }
-        r.check(i, &a)
+        r.check(table().lookup_argv(&a).unwrap(), &a)
     }
 
     #[test]

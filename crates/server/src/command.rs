@@ -610,6 +610,16 @@ impl Table {
         full.push_str(&std::str::from_utf8(sub).ok()?.to_ascii_lowercase());
         self.by_full_name.get(full.as_str()).copied()
     }
+    /// The command an argument vector names, as Redis's `lookupCommand`: its first argument,
+    /// or with a container and a second argument, that subcommand (None if unknown); a
+    /// container alone is the container.
+    pub fn lookup_argv<A: AsRef<[u8]>>(&self, argv: &[A]) -> Option<usize> {
+        let i = self.lookup(argv.first()?.as_ref())?;
+        match argv.get(1) {
+            Some(sub) if !self.children[i].is_empty() => self.lookup_sub(i, sub.as_ref()),
+            _ => Some(i),
+        }
+    }
     /// A command or subcommand by its full lowercase name (`get`, `config|get`).
     pub fn lookup_full(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).or_else(|| self.by_full_name.get(name)).copied()

@@ -333,6 +333,8 @@ fn scripts_run_under_the_callers_acl_user() {
     ev(&mut c, "return redis.acl_check_cmd('set','a1','1')", &[b"0"], ":1\r\n");
     ev(&mut c, "return redis.acl_check_cmd('set','x','1')", &[b"0"], "$-1\r\n");
     ev(&mut c, "return redis.acl_check_cmd('get','a1')", &[b"0"], "$-1\r\n");
+    // A container alone names the container, as Redis's lookupCommand has it.
+    ev(&mut admin, "return redis.acl_check_cmd('config')", &[b"0"], ":1\r\n");
     let bad = "return redis.acl_check_cmd('config','nosub')";
     let bad_sha = sha(&mut admin, bad);
     ev(

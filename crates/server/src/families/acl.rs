@@ -374,10 +374,7 @@ fn cmd_dryrun(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
     let cmd = &a[3..];
     let t = table();
     let not_found = || CmdError::new(format!("ERR Command '{}' not found", String::from_utf8_lossy(cmd[0])));
-    let mut i = t.lookup(cmd[0]).ok_or_else(not_found)?;
-    if !t.subcommands(i).is_empty() && cmd.len() >= 2 {
-        i = t.lookup_sub(i, cmd[1]).ok_or_else(not_found)?;
-    }
+    let i = t.lookup_argv(cmd).ok_or_else(not_found)?;
     let spec = t.specs[i];
     let argc = cmd.len() as i32;
     if (spec.arity > 0 && spec.arity != argc) || argc < -spec.arity {

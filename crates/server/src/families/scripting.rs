@@ -260,14 +260,7 @@ fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: 
         worker: ctx.worker,
     };
     let t = table();
-    let found = t.lookup(&argv[0]).and_then(|i| {
-        if argv.len() >= 2 && !t.subcommands(i).is_empty() {
-            t.lookup_sub(i, &argv[1])
-        } else {
-            Some(i)
-        }
-    });
-    let Some(i) = found else {
+    let Some(i) = t.lookup_argv(argv) else {
         crate::command::reply_error(&mut inner, &CmdError::new("ERR Unknown Redis command called from script"), None);
         return out;
     };
@@ -303,17 +296,9 @@ fn script_call(ctx: &mut Ctx<'_>, argv: &[Vec<u8>], proto: Protocol, read_only: 
 /// `redis.acl_check_cmd(command, args...)`: `:1` if the caller's ACL user may run it with
 /// those arguments, `:0` if not (nothing is logged), an error (its message, which the script
 /// raises as an `ERR`) for a command that does not exist (a container's unknown subcommand
-/// included). No arity check, as in Redis.
+/// included; a container alone is the container). No arity check, as in Redis.
 fn acl_check_cmd(ctx: &Ctx<'_>, argv: &[Vec<u8>]) -> Vec<u8> {
-    let t = table();
-    let found = t.lookup(&argv[0]).and_then(|i| {
-        if t.subcommands(i).is_empty() {
-            Some(i)
-        } else {
-            argv.get(1).and_then(|sub| t.lookup_sub(i, sub))
-        }
-    });
-    let Some(i) = found else {
+    let Some(i) = table().lookup_argv(argv) else {
         return b"-Invalid command passed to redis.acl_check_cmd()\r\n".to_vec();
     };
     let args: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();

@@ -1523,10 +1523,7 @@ fn cmd_command_list(ctx: &mut Ctx<'_>) -> Result<(), CmdError> {
 /// its keys, or Redis's COMMAND GETKEYS errors.
 fn keys_of(args: &[&[u8]]) -> Result<(usize, Vec<usize>), CmdError> {
     let t = table();
-    let mut i = t.lookup(args[0]).ok_or_else(|| CmdError::new("ERR Invalid command specified"))?;
-    if args.len() >= 2 && !t.subcommands(i).is_empty() {
-        i = t.lookup_sub(i, args[1]).ok_or_else(|| CmdError::new("ERR Invalid command specified"))?;
-    }
+    let i = t.lookup_argv(args).ok_or_else(|| CmdError::new("ERR Invalid command specified"))?;
     let s = t.specs[i];
     if s.first_key <= 0 && s.flags & (MOVABLEKEYS | NO_MANDATORY_KEYS) == 0 {
         return Err(CmdError::new("ERR The command has no key arguments"));
